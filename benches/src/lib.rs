@@ -1,0 +1,1 @@
+//! Criterion benchmarks live in `benches/`; this library is empty on purpose.

@@ -1,0 +1,449 @@
+//! Diagnostics: typed findings with a location, a source snippet and a hint.
+//!
+//! The compiler never stops at the first problem: every check pushes a
+//! [`Diagnostic`] into [`Diagnostics`] and goes on, so one `waf lint` run shows
+//! everything wrong with a pull request. Rendering for people is done here (so
+//! that snapshot tests and the CLI show the same text); machine formats (JSON,
+//! SARIF) are built by the CLI from the same values.
+
+use crate::source::{SourceMap, Span};
+use codespan_reporting::diagnostic as cs;
+use codespan_reporting::files::{Error as FilesError, Files};
+use codespan_reporting::term;
+use std::fmt;
+use std::ops::Range;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Severity {
+    Warning,
+    Error,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        }
+    }
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Every kind of finding, with a stable code (used in JSON, SARIF rule ids and docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Code {
+    /// The text does not follow SecLang syntax (unbalanced quote, stray token...).
+    Syntax,
+    UnknownDirective,
+    UnknownOperator,
+    UnknownTransformation,
+    UnknownVariable,
+    UnknownAction,
+    /// A directive, operator or action was given the wrong number or kind of arguments.
+    BadArgument,
+    MissingId,
+    DuplicateId,
+    MissingPhase,
+    /// `chain` on the last rule of a file, or followed by something that is not a `SecRule`.
+    DanglingChain,
+    /// `skipAfter` names a marker that is not defined.
+    UnknownMarker,
+    /// `skipAfter` names a marker that lies before the rule (or in another phase).
+    BackwardSkip,
+    /// A disruptive, phase or other head-only action in a chain link.
+    ActionInChainLink,
+    InvalidRegex,
+    /// A PCRE feature (lookaround, backreference, atomic group...) that no DFA can run.
+    UnsupportedRegex,
+    /// A data file (`@pmFromFile`, `@ipMatchFromFile`) that cannot be read.
+    MissingDataFile,
+    /// An `Include` that cannot be read, or matches nothing, or includes itself.
+    Include,
+    /// A selector, exclusion or count that cannot apply to this variable.
+    BadTarget,
+    /// A rule id named by `SecRuleUpdate*`/`SecRuleRemove*`/`ctl` that does not exist.
+    UnknownRuleRef,
+    /// A construct that is accepted but has no effect or is probably a mistake.
+    Suspicious,
+    /// Invalid UTF-8, NUL bytes or other encoding trouble in a rule file.
+    Encoding,
+}
+
+impl Code {
+    pub const ALL: &'static [Code] = &[
+        Code::Syntax,
+        Code::UnknownDirective,
+        Code::UnknownOperator,
+        Code::UnknownTransformation,
+        Code::UnknownVariable,
+        Code::UnknownAction,
+        Code::BadArgument,
+        Code::MissingId,
+        Code::DuplicateId,
+        Code::MissingPhase,
+        Code::DanglingChain,
+        Code::UnknownMarker,
+        Code::BackwardSkip,
+        Code::ActionInChainLink,
+        Code::InvalidRegex,
+        Code::UnsupportedRegex,
+        Code::MissingDataFile,
+        Code::Include,
+        Code::BadTarget,
+        Code::UnknownRuleRef,
+        Code::Suspicious,
+        Code::Encoding,
+    ];
+
+    /// The stable kebab-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Code::Syntax => "syntax",
+            Code::UnknownDirective => "unknown-directive",
+            Code::UnknownOperator => "unknown-operator",
+            Code::UnknownTransformation => "unknown-transformation",
+            Code::UnknownVariable => "unknown-variable",
+            Code::UnknownAction => "unknown-action",
+            Code::BadArgument => "bad-argument",
+            Code::MissingId => "missing-id",
+            Code::DuplicateId => "duplicate-id",
+            Code::MissingPhase => "missing-phase",
+            Code::DanglingChain => "dangling-chain",
+            Code::UnknownMarker => "unknown-marker",
+            Code::BackwardSkip => "backward-skip",
+            Code::ActionInChainLink => "action-in-chain-link",
+            Code::InvalidRegex => "invalid-regex",
+            Code::UnsupportedRegex => "unsupported-regex",
+            Code::MissingDataFile => "missing-data-file",
+            Code::Include => "include",
+            Code::BadTarget => "bad-target",
+            Code::UnknownRuleRef => "unknown-rule-ref",
+            Code::Suspicious => "suspicious",
+            Code::Encoding => "encoding",
+        }
+    }
+
+    /// One sentence for SARIF's rule descriptions and the docs.
+    pub fn description(self) -> &'static str {
+        match self {
+            Code::Syntax => "The text does not follow SecLang syntax.",
+            Code::UnknownDirective => "A directive name that ModSecurity v3 does not know.",
+            Code::UnknownOperator => "An operator name that ModSecurity v3 does not know.",
+            Code::UnknownTransformation => {
+                "A transformation name that ModSecurity v3 does not know."
+            }
+            Code::UnknownVariable => {
+                "A variable or collection name that ModSecurity v3 does not know."
+            }
+            Code::UnknownAction => "An action name that ModSecurity v3 does not know.",
+            Code::BadArgument => {
+                "A directive, operator or action has a missing or invalid argument."
+            }
+            Code::MissingId => "A rule without an `id` action.",
+            Code::DuplicateId => "Two rules with the same id.",
+            Code::MissingPhase => "A rule without a `phase` where no SecDefaultAction gives one.",
+            Code::DanglingChain => "A rule with `chain` that no SecRule follows.",
+            Code::UnknownMarker => "`skipAfter` names a marker that is not defined.",
+            Code::BackwardSkip => {
+                "`skipAfter` names a marker that does not lie after the rule in its phase."
+            }
+            Code::ActionInChainLink => "An action that only the first rule of a chain may carry.",
+            Code::InvalidRegex => "A regular expression that does not compile.",
+            Code::UnsupportedRegex => {
+                "A PCRE-only regex feature that a linear-time (DFA) engine cannot run."
+            }
+            Code::MissingDataFile => "A data file named by an operator cannot be read.",
+            Code::Include => "An Include that cannot be resolved.",
+            Code::BadTarget => "A target selector, exclusion or count that does not apply.",
+            Code::UnknownRuleRef => "A rule id, tag or message that matches no rule.",
+            Code::Suspicious => {
+                "A construct that is valid but has no effect or is likely a mistake."
+            }
+            Code::Encoding => "A rule file that is not valid UTF-8 text.",
+        }
+    }
+}
+
+impl fmt::Display for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One finding.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diagnostic {
+    pub severity: Severity,
+    pub code: Code,
+    pub message: String,
+    /// Where the problem is; the caret of the rendered snippet.
+    pub span: Span,
+    /// Short text under the caret.
+    pub label: String,
+    /// What to do about it (for unknown names: the closest known one).
+    pub hint: Option<String>,
+    /// Related places (e.g. the first definition of a duplicate id).
+    pub related: Vec<(Span, String)>,
+}
+
+impl Diagnostic {
+    pub fn error(code: Code, span: Span, message: impl Into<String>) -> Diagnostic {
+        Diagnostic {
+            severity: Severity::Error,
+            code,
+            message: message.into(),
+            span,
+            label: String::new(),
+            hint: None,
+            related: Vec::new(),
+        }
+    }
+
+    pub fn warning(code: Code, span: Span, message: impl Into<String>) -> Diagnostic {
+        Diagnostic {
+            severity: Severity::Warning,
+            ..Diagnostic::error(code, span, message)
+        }
+    }
+
+    pub fn with_label(mut self, label: impl Into<String>) -> Diagnostic {
+        self.label = label.into();
+        self
+    }
+
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Diagnostic {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    pub fn with_related(mut self, span: Span, text: impl Into<String>) -> Diagnostic {
+        self.related.push((span, text.into()));
+        self
+    }
+
+    /// Renders this diagnostic for a terminal (without colour): a header, the
+    /// `file:line:col`, the source line with a caret, and the hint.
+    pub fn render(&self, sources: &SourceMap) -> String {
+        let mut out = term::termcolor::NoColor::new(Vec::new());
+        self.emit(sources, &mut out);
+        String::from_utf8_lossy(&out.into_inner()).into_owned()
+    }
+
+    /// Writes the rendered diagnostic to a terminal stream; colour is the
+    /// stream's choice (`NoColor` for plain text).
+    pub fn emit(&self, sources: &SourceMap, out: &mut dyn term::termcolor::WriteColor) {
+        let sev = match self.severity {
+            Severity::Error => cs::Severity::Error,
+            Severity::Warning => cs::Severity::Warning,
+        };
+        let mut labels = vec![cs::Label::primary(self.span.file.0, self.span.range())
+            .with_message(self.label.clone())];
+        for (span, text) in &self.related {
+            labels.push(cs::Label::secondary(span.file.0, span.range()).with_message(text.clone()));
+        }
+        let mut d = cs::Diagnostic::new(sev)
+            .with_code(self.code.as_str())
+            .with_message(&self.message)
+            .with_labels(labels);
+        if let Some(h) = &self.hint {
+            d = d.with_notes(vec![format!("hint: {h}")]);
+        }
+        let config = term::Config::default();
+        // An I/O error on the output stream is not the compiler's to report.
+        let _ = term::emit(out, &config, &Renderable(sources), &d);
+    }
+}
+
+/// Adapts [`SourceMap`] to codespan's file database.
+struct Renderable<'a>(&'a SourceMap);
+
+impl<'a> Files<'a> for Renderable<'a> {
+    type FileId = u32;
+    type Name = String;
+    type Source = &'a str;
+
+    fn name(&'a self, id: u32) -> Result<String, FilesError> {
+        let f = self
+            .0
+            .get(crate::source::FileId(id))
+            .ok_or(FilesError::FileMissing)?;
+        Ok(f.name())
+    }
+
+    fn source(&'a self, id: u32) -> Result<&'a str, FilesError> {
+        let f = self
+            .0
+            .get(crate::source::FileId(id))
+            .ok_or(FilesError::FileMissing)?;
+        Ok(&f.text)
+    }
+
+    fn line_index(&'a self, id: u32, byte_index: usize) -> Result<usize, FilesError> {
+        let f = self
+            .0
+            .get(crate::source::FileId(id))
+            .ok_or(FilesError::FileMissing)?;
+        Ok(f.line_index(byte_index.min(f.text.len())))
+    }
+
+    fn line_range(&'a self, id: u32, line_index: usize) -> Result<Range<usize>, FilesError> {
+        let f = self
+            .0
+            .get(crate::source::FileId(id))
+            .ok_or(FilesError::FileMissing)?;
+        if line_index >= f.line_count() {
+            return Err(FilesError::LineTooLarge {
+                given: line_index,
+                max: f.line_count() - 1,
+            });
+        }
+        // codespan wants the range including the terminator.
+        let r = f.line_range(line_index);
+        let next = if line_index + 1 < f.line_count() {
+            self.line_start(f, line_index + 1)
+        } else {
+            f.text.len()
+        };
+        Ok(r.start..next)
+    }
+}
+
+impl Renderable<'_> {
+    fn line_start(&self, f: &crate::source::SourceFile, line: usize) -> usize {
+        f.line_range(line).start
+    }
+}
+
+/// The findings of one compilation, in the order they were found.
+#[derive(Clone, Debug, Default)]
+pub struct Diagnostics {
+    items: Vec<Diagnostic>,
+}
+
+impl Diagnostics {
+    pub fn new() -> Diagnostics {
+        Diagnostics::default()
+    }
+
+    pub fn push(&mut self, d: Diagnostic) {
+        self.items.push(d);
+    }
+
+    pub fn error_count(&self) -> usize {
+        self.items
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .count()
+    }
+
+    pub fn warning_count(&self) -> usize {
+        self.items
+            .iter()
+            .filter(|d| d.severity == Severity::Warning)
+            .count()
+    }
+
+    pub fn has_errors(&self) -> bool {
+        self.error_count() > 0
+    }
+
+    pub fn iter(&self) -> std::slice::Iter<'_, Diagnostic> {
+        self.items.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Sorts by file, then position, keeping the discovery order of ties.
+    pub fn sort(&mut self) {
+        self.items.sort_by_key(|d| (d.span.file, d.span.start));
+    }
+
+    pub fn into_vec(self) -> Vec<Diagnostic> {
+        self.items
+    }
+
+    /// All diagnostics rendered for a terminal, separated by blank lines.
+    pub fn render(&self, sources: &SourceMap) -> String {
+        self.items
+            .iter()
+            .map(|d| d.render(sources))
+            .collect::<Vec<_>>()
+            .join("")
+    }
+}
+
+impl<'a> IntoIterator for &'a Diagnostics {
+    type Item = &'a Diagnostic;
+    type IntoIter = std::slice::Iter<'a, Diagnostic>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.items.iter()
+    }
+}
+
+/// The known name closest to `name` (case-insensitive), if close enough to be a
+/// plausible typo. Used for the hints of every "unknown X" diagnostic.
+pub fn closest<'a>(name: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let lower = name.to_ascii_lowercase();
+    let mut best: Option<(f64, &str)> = None;
+    for k in known {
+        let score = strsim::jaro_winkler(&lower, &k.to_ascii_lowercase());
+        if best.is_none_or(|(b, _)| score > b) {
+            best = Some((score, k));
+        }
+    }
+    best.filter(|(s, _)| *s >= 0.8).map(|(_, k)| k)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::FileId;
+
+    #[test]
+    fn renders_location_snippet_caret_and_hint() {
+        let mut sm = SourceMap::new();
+        let f = sm.add(
+            "rules/a.conf",
+            "SecRule ARGS \"@rxx foo\" \"id:1\"\n".into(),
+        );
+        let d = Diagnostic::error(
+            Code::UnknownOperator,
+            Span::new(f, 15, 18),
+            "unknown operator `@rxx`",
+        )
+        .with_label("not an operator")
+        .with_hint("did you mean `@rx`?");
+        let text = d.render(&sm);
+        assert!(text.contains("rules/a.conf:1:16"), "{text}");
+        assert!(text.contains("^^^"), "{text}");
+        assert!(text.contains("hint: did you mean `@rx`?"), "{text}");
+        assert_eq!(FileId(0), f);
+    }
+
+    #[test]
+    fn closest_finds_typos_only() {
+        let known = ["urlDecodeUni", "lowercase", "removeNulls"];
+        assert_eq!(closest("urldecodeuni", known), Some("urlDecodeUni"));
+        assert_eq!(closest("lowercse", known), Some("lowercase"));
+        assert_eq!(closest("zzz", known), None);
+    }
+
+    #[test]
+    fn every_code_has_a_unique_name() {
+        let mut names: Vec<_> = Code::ALL.iter().map(|c| c.as_str()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), Code::ALL.len());
+    }
+}
