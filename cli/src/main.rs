@@ -1,1 +1,39 @@
-fn main() {}
+//! `waf`: a thin command line over the compiler (and, later, the engine).
+
+mod compile;
+mod input;
+mod lint;
+mod report;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// A ModSecurity-compatible WAF rule compiler and engine.
+#[derive(Parser)]
+#[command(name = "waf", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check rule files and report problems (exit 0: clean, 1: findings, 2: usage or I/O error).
+    Lint(lint::Args),
+    /// Compile rule files and print the IR (`--dump-ir`) or statistics (`--stats`).
+    Compile(compile::Args),
+}
+
+/// Exit codes shared by the subcommands.
+pub const EXIT_OK: u8 = 0;
+pub const EXIT_FINDINGS: u8 = 1;
+pub const EXIT_USAGE: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Command::Lint(a) => lint::run(a),
+        Command::Compile(a) => compile::run(a),
+    };
+    ExitCode::from(code)
+}

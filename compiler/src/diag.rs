@@ -11,6 +11,9 @@ use codespan_reporting::diagnostic as cs;
 use codespan_reporting::files::{Error as FilesError, Files};
 use codespan_reporting::term;
 use std::fmt;
+
+/// Terminal colour support, re-exported for callers of [`Diagnostic::emit`].
+pub use codespan_reporting::term::termcolor;
 use std::ops::Range;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

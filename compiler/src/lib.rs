@@ -1,6 +1,38 @@
 //! The SecLang compiler: rule files → AST → checked rules → IR.
 //!
+//! ```text
+//! files ──load/parse──▶ Items (AST with spans) ──lower──▶ Program (IR) + Diagnostics
+//! ```
+//!
+//! [`compile_files`] and [`compile_str`] run the whole pipeline; the result
+//! carries every diagnostic, and the [`ir::Program`] when there was no error.
 //! See `docs/architecture.md` for the pipeline and the IR's invariants.
 
+pub mod ast;
 pub mod diag;
+pub mod ir;
+pub mod load;
+pub mod lower;
+pub mod names;
+pub mod parse;
+pub mod rx;
 pub mod source;
+pub mod stats;
+
+pub use lower::{Compiled, Options};
+use std::path::PathBuf;
+
+/// Compiles configuration files, in order, as one configuration.
+pub fn compile_files(paths: &[PathBuf], opts: &Options) -> Compiled {
+    let mut diags = diag::Diagnostics::new();
+    let parsed = load::load_files(paths, &mut diags);
+    lower::lower(parsed, opts, diags)
+}
+
+/// Compiles configuration text; `name` is used in diagnostics and as the base
+/// of relative `Include` and data-file paths.
+pub fn compile_str(name: impl Into<PathBuf>, text: &str, opts: &Options) -> Compiled {
+    let mut diags = diag::Diagnostics::new();
+    let parsed = load::load_str(name, text, &mut diags);
+    lower::lower(parsed, opts, diags)
+}

@@ -1,0 +1,58 @@
+//! Which rule files a command reads: `-c` files, then PATHS (files or
+//! directories of `*.conf`), or the embedded default ruleset when none is given.
+
+use std::path::{Path, PathBuf};
+use waf_compiler::{compile_files, compile_str, Compiled, Options};
+
+/// Our default ruleset, compiled into the binary.
+pub const DEFAULT_RULESET: &str = include_str!("../../rulesets/default.conf");
+pub const DEFAULT_RULESET_NAME: &str = "rulesets/default.conf";
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct RuleInput {
+    /// A configuration file loaded before PATHS (e.g. crs-setup.conf); repeatable.
+    #[arg(short = 'c', long = "config", value_name = "FILE")]
+    pub configs: Vec<PathBuf>,
+    /// Rule files, or directories whose `*.conf` files are read in name order.
+    /// Without any, the embedded default ruleset is used.
+    #[arg(value_name = "PATHS")]
+    pub paths: Vec<PathBuf>,
+}
+
+impl RuleInput {
+    /// The files to read in order, or an error message for a missing path.
+    pub fn files(&self) -> Result<Vec<PathBuf>, String> {
+        let mut out = Vec::new();
+        for p in self.configs.iter().chain(&self.paths) {
+            if p.is_dir() {
+                let mut confs: Vec<PathBuf> = std::fs::read_dir(p)
+                    .map_err(|e| format!("cannot read directory `{}`: {e}", p.display()))?
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|f| f.extension().is_some_and(|x| x == "conf") && f.is_file())
+                    .collect();
+                confs.sort();
+                if confs.is_empty() {
+                    return Err(format!("no `*.conf` file in `{}`", p.display()));
+                }
+                out.extend(confs);
+            } else if p.is_file() {
+                out.push(p.clone());
+            } else {
+                return Err(format!("no such file or directory: `{}`", p.display()));
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn is_default(&self) -> bool {
+        self.configs.is_empty() && self.paths.is_empty()
+    }
+
+    /// Compiles the selected files (or the default ruleset).
+    pub fn compile(&self, opts: &Options) -> Result<Compiled, String> {
+        if self.is_default() {
+            return Ok(compile_str(Path::new(DEFAULT_RULESET_NAME), DEFAULT_RULESET, opts));
+        }
+        Ok(compile_files(&self.files()?, opts))
+    }
+}

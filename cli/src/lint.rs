@@ -1,0 +1,45 @@
+//! `waf lint`: diagnostics for rule pull requests.
+
+use crate::input::RuleInput;
+use crate::report::{self, Format};
+use crate::{EXIT_FINDINGS, EXIT_OK, EXIT_USAGE};
+use waf_compiler::diag::Severity;
+use waf_compiler::Options;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    pub input: RuleInput,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
+    /// Treat warnings as findings (exit 1 when there is any).
+    #[arg(long, value_name = "warnings", value_parser = ["warnings"])]
+    pub deny: Option<String>,
+    /// Colour for the human format.
+    #[arg(long, value_enum, default_value_t = report::Color::Auto)]
+    pub color: report::Color,
+}
+
+pub fn run(args: Args) -> u8 {
+    let compiled = match args.input.compile(&Options::default()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("waf lint: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let diags = &compiled.diagnostics;
+    let sources = compiled.sources();
+    if let Err(e) = report::write(args.format, args.color, sources, diags) {
+        eprintln!("waf lint: cannot write output: {e}");
+        return EXIT_USAGE;
+    }
+    let deny_warnings = args.deny.is_some();
+    let findings = diags.iter().any(|d| d.severity == Severity::Error || deny_warnings);
+    if findings {
+        EXIT_FINDINGS
+    } else {
+        EXIT_OK
+    }
+}

@@ -1,0 +1,162 @@
+//! Reading configuration files and following `Include`.
+//!
+//! Includes are expanded in place, in the order Apache and libmodsecurity use:
+//! a glob's matches sorted by name, relative paths resolved against the
+//! directory of the including file. A file that includes itself, directly or
+//! through others, is an error at the `Include` that closes the cycle.
+
+use crate::ast::Item;
+use crate::diag::{Code, Diagnostic, Diagnostics};
+use crate::parse;
+use crate::source::{FileId, SourceMap, Span};
+use std::path::{Path, PathBuf};
+
+/// How deep includes may nest before we assume a runaway configuration.
+pub const MAX_INCLUDE_DEPTH: usize = 64;
+
+/// The parsed configuration: every file read, and the items in execution order.
+#[derive(Debug, Default)]
+pub struct Parsed {
+    pub sources: SourceMap,
+    pub items: Vec<Item>,
+}
+
+/// Parses configuration files (each as if `Include`d in turn).
+pub fn load_files(paths: &[PathBuf], diags: &mut Diagnostics) -> Parsed {
+    let mut loader = Loader { parsed: Parsed::default(), stack: Vec::new() };
+    for p in paths {
+        loader.load_path(p, None, diags);
+    }
+    loader.parsed
+}
+
+/// Parses configuration text held in memory; `name` is shown in diagnostics and
+/// is the base for relative `Include`s and data files.
+pub fn load_str(name: impl Into<PathBuf>, text: &str, diags: &mut Diagnostics) -> Parsed {
+    let mut loader = Loader { parsed: Parsed::default(), stack: Vec::new() };
+    let id = loader.parsed.sources.add(name, text.to_string());
+    loader.parse_file(id, diags);
+    loader.parsed
+}
+
+struct Loader {
+    parsed: Parsed,
+    /// Canonical paths of the files being included, outermost first.
+    stack: Vec<PathBuf>,
+}
+
+impl Loader {
+    /// Reads and parses one file. `from` is the `Include` that named it.
+    fn load_path(&mut self, path: &Path, from: Option<Span>, diags: &mut Diagnostics) {
+        let canonical = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+        if let Some(at) = from {
+            if self.stack.contains(&canonical) {
+                diags.push(
+                    Diagnostic::error(Code::Include, at, format!("`{}` includes itself", path.display()))
+                        .with_label("this Include closes a cycle")
+                        .with_hint(format!("include chain: {}", self.chain(&canonical))),
+                );
+                return;
+            }
+            if self.stack.len() >= MAX_INCLUDE_DEPTH {
+                diags.push(
+                    Diagnostic::error(Code::Include, at, format!("includes nest deeper than {MAX_INCLUDE_DEPTH} files"))
+                        .with_hint("flatten the include hierarchy"),
+                );
+                return;
+            }
+        }
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
+            Err(e) => {
+                let msg = format!("cannot read `{}`: {e}", path.display());
+                match from {
+                    Some(at) => diags.push(
+                        Diagnostic::error(Code::Include, at, msg)
+                            .with_label("included here")
+                            .with_hint("relative paths are resolved against the directory of the including file"),
+                    ),
+                    None => diags.push(Diagnostic::error(Code::Include, Span::default(), msg).with_hint("check the path")),
+                }
+                return;
+            }
+        };
+        let (text, bad_utf8) = match String::from_utf8(bytes) {
+            Ok(t) => (t, None),
+            Err(e) => {
+                let at = e.utf8_error().valid_up_to();
+                (String::from_utf8_lossy(e.as_bytes()).into_owned(), Some(at))
+            }
+        };
+        let id = self.parsed.sources.add(path, text);
+        if let Some(at) = bad_utf8 {
+            diags.push(
+                Diagnostic::error(Code::Encoding, Span::new(id, at, at + 1), "this file is not valid UTF-8")
+                    .with_label("invalid byte sequence")
+                    .with_hint("rule files must be UTF-8; write non-ASCII bytes in patterns as `\\xHH`"),
+            );
+        }
+        self.stack.push(canonical);
+        self.parse_file(id, diags);
+        self.stack.pop();
+    }
+
+    fn chain(&self, last: &Path) -> String {
+        self.stack.iter().chain(std::iter::once(&last.to_path_buf())).map(|p| p.display().to_string()).collect::<Vec<_>>().join(" → ")
+    }
+
+    fn parse_file(&mut self, id: FileId, diags: &mut Diagnostics) {
+        let directives = parse::directives(&self.parsed.sources, id, diags);
+        let base = self.parsed.sources.file(id).path.parent().map(Path::to_path_buf).unwrap_or_default();
+        for d in directives {
+            if d.name.eq_ignore_ascii_case("Include") {
+                self.include(&d, &base, diags);
+                continue;
+            }
+            if let Some(item) = parse::item(&d, diags) {
+                self.parsed.items.push(item);
+            }
+        }
+    }
+
+    fn include(&mut self, d: &crate::ast::Directive, base: &Path, diags: &mut Diagnostics) {
+        let [arg] = d.args.as_slice() else {
+            diags.push(
+                Diagnostic::error(Code::BadArgument, d.span, format!("`Include` takes 1 argument, found {}", d.args.len()))
+                    .with_hint("usage: Include PATH (globs like `rules/*.conf` allowed)"),
+            );
+            return;
+        };
+        let pattern = arg.value.trim();
+        let path = base.join(pattern);
+        if !pattern.contains(['*', '?', '[']) {
+            self.load_path(&path, Some(arg.span()), diags);
+            return;
+        }
+        let text = path.to_string_lossy().into_owned();
+        let matches = match glob::glob(&text) {
+            Ok(paths) => {
+                let mut v: Vec<PathBuf> = paths.filter_map(Result::ok).filter(|p| p.is_file()).collect();
+                v.sort();
+                v
+            }
+            Err(e) => {
+                diags.push(
+                    Diagnostic::error(Code::Include, arg.span(), format!("invalid glob pattern: {e}"))
+                        .with_hint("globs use `*`, `?` and `[...]`"),
+                );
+                return;
+            }
+        };
+        if matches.is_empty() {
+            diags.push(
+                Diagnostic::error(Code::Include, arg.span(), format!("`{pattern}` matches no file"))
+                    .with_label("nothing to include")
+                    .with_hint(format!("looked in `{}`", path.parent().unwrap_or(base).display())),
+            );
+        }
+        for m in matches {
+            self.load_path(&m, Some(arg.span()), diags);
+        }
+    }
+}

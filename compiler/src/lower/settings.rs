@@ -1,0 +1,105 @@
+//! Engine settings directives (`SecRuleEngine`, body limits, ...).
+
+use super::Lowerer;
+use crate::ast::Text;
+use crate::diag::{Code, Diagnostic};
+use crate::ir::LimitAction;
+use crate::names::{Directive as D, Support};
+use crate::source::Span;
+
+impl Lowerer<'_> {
+    pub(super) fn setting(&mut self, d: D, args: &[Text], span: Span) {
+        let v = args.first().map(|a| a.value.trim().to_string()).unwrap_or_default();
+        let vspan = args.first().map(|a| a.span()).unwrap_or(span);
+        let s = &mut self.p.settings;
+        match d {
+            D::SecRuleEngine => {
+                if let Some(m) = self.engine_mode(&v, vspan) {
+                    self.p.settings.rule_engine = m;
+                }
+            }
+            D::SecRequestBodyAccess => {
+                if let Some(b) = self.on_off(&v, vspan) {
+                    self.p.settings.request_body_access = b;
+                }
+            }
+            D::SecResponseBodyAccess => {
+                if let Some(b) = self.on_off(&v, vspan) {
+                    self.p.settings.response_body_access = b;
+                }
+            }
+            D::SecRequestBodyLimit => self.number(&v, vspan, |s, n| s.request_body_limit = n),
+            D::SecRequestBodyNoFilesLimit => self.number(&v, vspan, |s, n| s.request_body_no_files_limit = n),
+            D::SecRequestBodyInMemoryLimit => self.number(&v, vspan, |s, n| s.request_body_in_memory_limit = n),
+            D::SecResponseBodyLimit => self.number(&v, vspan, |s, n| s.response_body_limit = n),
+            D::SecRequestBodyJsonDepthLimit => self.number(&v, vspan, |s, n| s.request_body_json_depth_limit = n),
+            D::SecArgumentsLimit => self.number(&v, vspan, |s, n| s.arguments_limit = n),
+            D::SecCollectionTimeout => self.number(&v, vspan, |s, n| s.collection_timeout = n),
+            D::SecRequestBodyLimitAction | D::SecResponseBodyLimitAction => {
+                let a = match v.to_ascii_lowercase().as_str() {
+                    "reject" => LimitAction::Reject,
+                    "processpartial" => LimitAction::ProcessPartial,
+                    _ => {
+                        self.error(
+                            Diagnostic::error(Code::BadArgument, vspan, format!("`{v}` is not a limit action"))
+                                .with_hint("use Reject or ProcessPartial"),
+                        );
+                        return;
+                    }
+                };
+                if d == D::SecRequestBodyLimitAction {
+                    s.request_body_limit_action = a;
+                } else {
+                    s.response_body_limit_action = a;
+                }
+            }
+            D::SecResponseBodyMimeType => {
+                for a in args {
+                    s.response_body_mime_types.extend(a.value.split_ascii_whitespace().map(str::to_string));
+                }
+            }
+            D::SecResponseBodyMimeTypesClear => s.response_body_mime_types.clear(),
+            D::SecArgumentSeparator => match v.as_bytes() {
+                [c] => s.argument_separator = *c,
+                _ => self.error(
+                    Diagnostic::error(Code::BadArgument, vspan, "the argument separator is one character")
+                        .with_hint("e.g. `SecArgumentSeparator ;`"),
+                ),
+            },
+            D::SecAuditEngine => match v.to_ascii_lowercase().as_str() {
+                "on" | "off" | "relevantonly" => s.audit_engine = v,
+                _ => self.error(
+                    Diagnostic::error(Code::BadArgument, vspan, format!("`{v}` is not an audit engine mode"))
+                        .with_hint("use On, Off or RelevantOnly"),
+                ),
+            },
+            D::SecComponentSignature => s.component_signatures.push(v),
+            other => {
+                if other.supported() != Support::Implemented {
+                    s.ignored.push((other, span));
+                }
+            }
+        }
+    }
+
+    fn on_off(&mut self, v: &str, span: Span) -> Option<bool> {
+        match v.to_ascii_lowercase().as_str() {
+            "on" => Some(true),
+            "off" => Some(false),
+            _ => {
+                self.error(Diagnostic::error(Code::BadArgument, span, format!("`{v}` is not On or Off")).with_hint("use On or Off"));
+                None
+            }
+        }
+    }
+
+    fn number(&mut self, v: &str, span: Span, set: impl FnOnce(&mut crate::ir::Settings, u64)) {
+        match v.parse::<u64>() {
+            Ok(n) => set(&mut self.p.settings, n),
+            Err(_) => self.error(
+                Diagnostic::error(Code::BadArgument, span, format!("`{v}` is not a number"))
+                    .with_hint("write a size in bytes (or a count), without units"),
+            ),
+        }
+    }
+}

@@ -1,0 +1,2160 @@
+//! The registry of SecLang names: every directive, variable, operator,
+//! transformation, action and `ctl:` option that ModSecurity v3
+//! (libmodsecurity 3.0.x) recognises, with the facts other modules need about
+//! each one. Every other module asks here; nobody else keeps a list of names.
+//!
+//! # Where the lists come from
+//!
+//! libmodsecurity's rule language is defined by its flex scanner and bison
+//! grammar (`src/parser/seclang-scanner.ll`, `src/parser/seclang-parser.yy`),
+//! not by the reference manual, so the lists below follow the scanner of the
+//! 3.0.x line (up to 3.0.15, which added `SecParseXmlIntoArgs`,
+//! `SecAuditLogPrefix` and `ctl:parseXmlIntoArgs`). A few ModSecurity v2 names
+//! that the project was asked to know about (`@noMatch`, the v2-only `ctl:`
+//! options) are present too, marked [`V3Status::NotInV3`].
+//!
+//! # Case
+//!
+//! Every name pattern in the v3 scanner is wrapped in `(?i:...)`, so **every**
+//! lookup here is ASCII case-insensitive (`secrule`, `@RX`, `t:LOWERCASE`,
+//! `request_headers` are all accepted by v3). [`Named::name`] returns the
+//! canonical spelling of the v3 reference manual.
+//!
+//! # Aliases
+//!
+//! Where v3 accepts two spellings for one thing, both map to one variant and the
+//! second is listed in that enum's `ALIASES`:
+//! `@pmf` = `@pmFromFile`, `@ipMatchF` = `@ipMatchFromFile`,
+//! `t:normalizePath` = `t:normalisePath`, `t:normalizePathWin` =
+//! `t:normalisePathWin`, `MULTIPART_SEMICOLON_MISSING` =
+//! `MULTIPART_MISSING_SEMICOLON`.
+//!
+//! # Support
+//!
+//! Each directive, operator, action and `ctl:` option says what *this* engine
+//! does with it ([`Support`]), and, separately, what libmodsecurity v3 does
+//! with it ([`V3Status`]): v3 knows several names only to reject them with
+//! "is not supported", and the checker should be able to say so.
+
+use serde::{Serialize, Serializer};
+use std::fmt;
+use std::str::FromStr;
+
+// ---------------------------------------------------------------------------
+// Shared small types
+// ---------------------------------------------------------------------------
+
+/// Whether something takes an argument / value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ArgKind {
+    /// Takes nothing (`chain`, `@detectSQLi`).
+    None,
+    /// Must have one (`id:1`, `@rx foo`).
+    Required,
+    /// May have one (`allow` / `allow:phase`).
+    Optional,
+}
+
+/// What this engine does with a name it recognises.
+///
+/// * `Implemented`: the engine acts on it.
+/// * `Ignored`: parsed and accepted, has no effect here; only ever used for
+///   things outside a self-contained rule engine's reach that cannot change
+///   which rules match or what the verdict is (logging, audit logging, file and
+///   storage locations, server/connector behaviour, performance knobs, and
+///   configuration for features that are themselves reported as unsupported).
+/// * `Unsupported`: would change matching or the verdict but needs something a
+///   self-contained engine does not have (network look-ups, external programs
+///   or Lua, GeoIP/ssdeep databases, XML schema validation, response
+///   rewriting), or is not part of ModSecurity v3 at all. The checker should
+///   report it rather than silently drop it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Support {
+    Implemented,
+    Ignored,
+    Unsupported,
+}
+
+/// What libmodsecurity v3 does with a name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum V3Status {
+    /// v3 parses it and loads the configuration (it may still be a no-op or
+    /// depend on a build option; see the `v3_note`).
+    Accepted,
+    /// v3 accepts it only with some values (typically `Off`); any other value
+    /// is a configuration error ("... is not yet supported").
+    Restricted,
+    /// v3 knows the name but refuses to load a configuration that uses it.
+    Rejected,
+    /// Not a v3 name at all (ModSecurity v2 only): a syntax error in v3.
+    NotInV3,
+}
+
+/// How many arguments a directive takes (after quote processing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct Arity {
+    pub min: usize,
+    /// `None`: no upper bound.
+    pub max: Option<usize>,
+}
+
+impl Arity {
+    pub const fn exactly(n: usize) -> Arity {
+        Arity {
+            min: n,
+            max: Some(n),
+        }
+    }
+    pub const fn between(min: usize, max: usize) -> Arity {
+        Arity {
+            min,
+            max: Some(max),
+        }
+    }
+    pub const fn at_least(min: usize) -> Arity {
+        Arity { min, max: None }
+    }
+    /// Whether `n` arguments are acceptable.
+    pub fn accepts(self, n: usize) -> bool {
+        n >= self.min && self.max.is_none_or(|m| n <= m)
+    }
+}
+
+/// Classification of actions, as in the v3 reference manual's "Actions" section.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActionKind {
+    /// Decides the transaction's fate: allow, block, deny, drop, pass, pause, proxy, redirect.
+    Disruptive,
+    /// Changes rule flow: chain, skip, skipAfter.
+    Flow,
+    /// Describes the rule: accuracy, id, maturity, msg, phase, rev, severity, tag, ver.
+    Metadata,
+    /// Carries data for other actions: status, xmlns.
+    Data,
+    /// Everything else (setvar, t, capture, ctl, log, logdata, ...).
+    NonDisruptive,
+}
+
+/// A registry enum: a closed set of SecLang names.
+pub trait Named: Copy + Sized + 'static {
+    /// Every variant, in declaration (alphabetical) order.
+    const ALL: &'static [Self];
+    /// Alternative spellings v3 accepts, and the variant each one names.
+    const ALIASES: &'static [(&'static str, Self)];
+    /// The canonical spelling.
+    fn name(self) -> &'static str;
+    /// Case-insensitive look-up of a canonical name or alias.
+    fn lookup(name: &str) -> Option<Self>;
+}
+
+/// The canonical names of a registry enum, e.g. to pass to
+/// [`crate::diag::closest`]: `closest(n, names::<Operator>())`.
+pub fn names<T: Named>() -> impl Iterator<Item = &'static str> {
+    T::ALL.iter().map(|v| v.name())
+}
+
+macro_rules! name_enum {
+    (
+        $(#[$meta:meta])*
+        pub enum $E:ident {
+            $( $(#[$vmeta:meta])* $V:ident = $s:literal, )*
+        }
+        aliases { $( $a:literal => $AV:ident, )* }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum $E {
+            $( $(#[$vmeta])* $V, )*
+        }
+
+        impl $E {
+            /// Every variant, in declaration order.
+            pub const ALL: &'static [$E] = &[ $( $E::$V, )* ];
+            /// Alternative spellings v3 accepts (compared case-insensitively).
+            pub const ALIASES: &'static [(&'static str, $E)] = &[ $( ($a, $E::$AV), )* ];
+
+            /// The canonical spelling.
+            pub const fn name(self) -> &'static str {
+                match self { $( $E::$V => $s, )* }
+            }
+
+            /// Case-insensitive look-up of a canonical name or an alias.
+            pub fn lookup(name: &str) -> Option<$E> {
+                Self::ALL
+                    .iter()
+                    .copied()
+                    .find(|v| v.name().eq_ignore_ascii_case(name))
+                    .or_else(|| {
+                        Self::ALIASES
+                            .iter()
+                            .find(|(a, _)| a.eq_ignore_ascii_case(name))
+                            .map(|&(_, v)| v)
+                    })
+            }
+
+            /// The canonical names, for "did you mean" suggestions.
+            pub fn all_names() -> impl Iterator<Item = &'static str> {
+                Self::ALL.iter().map(|v| v.name())
+            }
+        }
+
+        impl Named for $E {
+            const ALL: &'static [$E] = $E::ALL;
+            const ALIASES: &'static [(&'static str, $E)] = $E::ALIASES;
+            fn name(self) -> &'static str {
+                $E::name(self)
+            }
+            fn lookup(name: &str) -> Option<$E> {
+                $E::lookup(name)
+            }
+        }
+
+        impl fmt::Display for $E {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl Serialize for $E {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.name())
+            }
+        }
+    };
+}
+
+// ---------------------------------------------------------------------------
+// Directives
+// ---------------------------------------------------------------------------
+
+name_enum! {
+    /// Every configuration directive the v3 scanner recognises (plus
+    /// `Include`), including the ones v3 only parses to ignore or to reject.
+    ///
+    /// Surprises worth knowing:
+    /// * v3 *rejects* several directives that v2 configurations still carry,
+    ///   e.g. `SecRequestBodyInMemoryLimit` ("no longer supported"),
+    ///   `SecServerSignature`, `SecCacheTransformations`, `SecSensorId`; see
+    ///   [`Directive::v3_status`].
+    /// * `SecUnicodeCodePage` is not a v3 directive: the code page is the
+    ///   second argument of `SecUnicodeMapFile`.
+    /// * `SecParseXmlIntoArgs` and `SecAuditLogPrefix` exist since 3.0.15.
+    pub enum Directive {
+        Include = "Include",
+        SecAction = "SecAction",
+        SecArgumentSeparator = "SecArgumentSeparator",
+        SecArgumentsLimit = "SecArgumentsLimit",
+        SecAuditEngine = "SecAuditEngine",
+        SecAuditLog = "SecAuditLog",
+        SecAuditLog2 = "SecAuditLog2",
+        SecAuditLogDirMode = "SecAuditLogDirMode",
+        SecAuditLogFileMode = "SecAuditLogFileMode",
+        SecAuditLogFormat = "SecAuditLogFormat",
+        SecAuditLogParts = "SecAuditLogParts",
+        SecAuditLogPrefix = "SecAuditLogPrefix",
+        SecAuditLogRelevantStatus = "SecAuditLogRelevantStatus",
+        SecAuditLogStorageDir = "SecAuditLogStorageDir",
+        SecAuditLogType = "SecAuditLogType",
+        SecCacheTransformations = "SecCacheTransformations",
+        SecChrootDir = "SecChrootDir",
+        SecCollectionTimeout = "SecCollectionTimeout",
+        SecComponentSignature = "SecComponentSignature",
+        SecConnEngine = "SecConnEngine",
+        SecConnReadStateLimit = "SecConnReadStateLimit",
+        SecConnWriteStateLimit = "SecConnWriteStateLimit",
+        SecContentInjection = "SecContentInjection",
+        SecCookieFormat = "SecCookieFormat",
+        SecCookieV0Separator = "SecCookieV0Separator",
+        SecDataDir = "SecDataDir",
+        SecDebugLog = "SecDebugLog",
+        SecDebugLogLevel = "SecDebugLogLevel",
+        SecDefaultAction = "SecDefaultAction",
+        SecDisableBackendCompression = "SecDisableBackendCompression",
+        SecGeoLookupDb = "SecGeoLookupDb",
+        SecGsbLookupDb = "SecGsbLookupDb",
+        SecGuardianLog = "SecGuardianLog",
+        SecHashEngine = "SecHashEngine",
+        SecHashKey = "SecHashKey",
+        SecHashMethodPm = "SecHashMethodPm",
+        SecHashMethodRx = "SecHashMethodRx",
+        SecHashParam = "SecHashParam",
+        SecHttpBlKey = "SecHttpBlKey",
+        SecInterceptOnError = "SecInterceptOnError",
+        SecMarker = "SecMarker",
+        SecParseXmlIntoArgs = "SecParseXmlIntoArgs",
+        SecPcreMatchLimit = "SecPcreMatchLimit",
+        SecPcreMatchLimitRecursion = "SecPcreMatchLimitRecursion",
+        SecRemoteRules = "SecRemoteRules",
+        SecRemoteRulesFailAction = "SecRemoteRulesFailAction",
+        SecRequestBodyAccess = "SecRequestBodyAccess",
+        SecRequestBodyInMemoryLimit = "SecRequestBodyInMemoryLimit",
+        SecRequestBodyJsonDepthLimit = "SecRequestBodyJsonDepthLimit",
+        SecRequestBodyLimit = "SecRequestBodyLimit",
+        SecRequestBodyLimitAction = "SecRequestBodyLimitAction",
+        SecRequestBodyNoFilesLimit = "SecRequestBodyNoFilesLimit",
+        SecResponseBodyAccess = "SecResponseBodyAccess",
+        SecResponseBodyLimit = "SecResponseBodyLimit",
+        SecResponseBodyLimitAction = "SecResponseBodyLimitAction",
+        SecResponseBodyMimeType = "SecResponseBodyMimeType",
+        SecResponseBodyMimeTypesClear = "SecResponseBodyMimeTypesClear",
+        SecRule = "SecRule",
+        SecRuleEngine = "SecRuleEngine",
+        SecRuleInheritance = "SecRuleInheritance",
+        SecRulePerfTime = "SecRulePerfTime",
+        SecRuleRemoveById = "SecRuleRemoveById",
+        SecRuleRemoveByMsg = "SecRuleRemoveByMsg",
+        SecRuleRemoveByTag = "SecRuleRemoveByTag",
+        SecRuleScript = "SecRuleScript",
+        SecRuleUpdateActionById = "SecRuleUpdateActionById",
+        SecRuleUpdateTargetById = "SecRuleUpdateTargetById",
+        SecRuleUpdateTargetByMsg = "SecRuleUpdateTargetByMsg",
+        SecRuleUpdateTargetByTag = "SecRuleUpdateTargetByTag",
+        SecSensorId = "SecSensorId",
+        SecServerSignature = "SecServerSignature",
+        SecStatusEngine = "SecStatusEngine",
+        SecStreamInBodyInspection = "SecStreamInBodyInspection",
+        SecStreamOutBodyInspection = "SecStreamOutBodyInspection",
+        SecTmpDir = "SecTmpDir",
+        SecTmpSaveUploadedFiles = "SecTmpSaveUploadedFiles",
+        SecUnicodeMapFile = "SecUnicodeMapFile",
+        SecUploadDir = "SecUploadDir",
+        SecUploadFileLimit = "SecUploadFileLimit",
+        SecUploadFileMode = "SecUploadFileMode",
+        SecUploadKeepFiles = "SecUploadKeepFiles",
+        SecWebAppId = "SecWebAppId",
+        SecXmlExternalEntity = "SecXmlExternalEntity",
+    }
+    aliases {}
+}
+
+impl Directive {
+    /// How many arguments the directive takes.
+    pub fn args(self) -> Arity {
+        use Directive as D;
+        match self {
+            D::SecRule => Arity::between(2, 3),
+            D::SecResponseBodyMimeTypesClear => Arity::exactly(0),
+            // Lists: `SecRuleRemoveById 1 2 100-200`, `SecResponseBodyMimeType text/html text/plain`.
+            D::SecRuleRemoveById
+            | D::SecRuleRemoveByTag
+            | D::SecRuleRemoveByMsg
+            | D::SecResponseBodyMimeType => Arity::at_least(1),
+            // `ID|TAG|MSG "TARGETS" ["REPLACED_TARGET"]`.
+            D::SecRuleUpdateTargetById
+            | D::SecRuleUpdateTargetByTag
+            | D::SecRuleUpdateTargetByMsg => Arity::between(2, 3),
+            D::SecRuleUpdateActionById => Arity::exactly(2),
+            // `SecUnicodeMapFile unicode.mapping 20127`: v3 requires the code page.
+            D::SecUnicodeMapFile => Arity::exactly(2),
+            // `SecRemoteRules [crypto] KEY URL`.
+            D::SecRemoteRules => Arity::between(2, 3),
+            // `SecRuleScript /path/script.lua ["ACTIONS"]`.
+            D::SecRuleScript => Arity::between(1, 2),
+            // `SecHashMethodRx HashHref "REGEX"`.
+            D::SecHashMethodPm | D::SecHashMethodRx => Arity::exactly(2),
+            // `SecHashKey rand|TEXT [KeyOnly|SessionID|RemoteIP]`.
+            D::SecHashKey => Arity::between(1, 2),
+            // `SecCacheTransformations On "minlen:64,..."`.
+            D::SecCacheTransformations => Arity::between(1, 2),
+            // `SecConnReadStateLimit 50 ["!@ipMatch ..."]`.
+            D::SecConnReadStateLimit | D::SecConnWriteStateLimit => Arity::between(1, 2),
+            _ => Arity::exactly(1),
+        }
+    }
+
+    /// What this engine does with the directive. The groups:
+    ///
+    /// * **Rules and rule exceptions** (`SecRule`, `SecAction`,
+    ///   `SecDefaultAction`, `SecMarker`, `SecRuleRemove*`, `SecRuleUpdate*`,
+    ///   `Include`): implemented, they are the rule set.
+    /// * **Engine and body-processing settings** (`SecRuleEngine`,
+    ///   `SecRequestBody*`/`SecResponseBody*` access, limits and actions, MIME
+    ///   types, JSON depth, `SecArgumentsLimit`, `SecArgumentSeparator`,
+    ///   `SecParseXmlIntoArgs`, `SecUploadFileLimit`, `SecUnicodeMapFile`,
+    ///   `SecWebAppId`): implemented, they change what variables hold or what
+    ///   the verdict is.
+    /// * **Logging and audit logging** (`SecAudit*`, `SecDebugLog*`,
+    ///   `SecComponentSignature`, `SecGuardianLog`, `SecStatusEngine`,
+    ///   `SecRulePerfTime`, `SecSensorId`): ignored, the engine reports matches
+    ///   to its host and writes no logs of its own.
+    /// * **Files and storage** (`SecDataDir`, `SecTmpDir`, `SecUploadDir`,
+    ///   `SecUploadFileMode`, `SecUploadKeepFiles`, `SecTmpSaveUploadedFiles`,
+    ///   `SecCollectionTimeout`, `SecChrootDir`): ignored, the engine keeps
+    ///   everything in memory and writes nothing.
+    /// * **Server / connector behaviour and performance knobs**
+    ///   (`SecServerSignature`, `SecConnEngine`, `SecConnRead/WriteStateLimit`,
+    ///   `SecDisableBackendCompression`, `SecInterceptOnError`,
+    ///   `SecRequestBodyInMemoryLimit`, `SecCacheTransformations`,
+    ///   `SecPcreMatchLimit(Recursion)` (the regex engine is linear-time and
+    ///   has no backtracking limit), `SecRuleInheritance` (no Apache contexts),
+    ///   `SecCookieFormat` (only version 0 cookies exist in v3),
+    ///   `SecXmlExternalEntity` (external entities are never loaded),
+    ///   `SecRemoteRulesFailAction`): ignored.
+    /// * **Configuration of unsupported features** (`SecGeoLookupDb`,
+    ///   `SecGsbLookupDb`, `SecHttpBlKey`): ignored; the operators that would
+    ///   use them (`@geoLookup`, `@gsbLookup`, `@rbl`) are reported instead.
+    /// * **Unsupported**: `SecRemoteRules` (downloads rules), `SecRuleScript`
+    ///   (Lua), `SecContentInjection`, `SecStreamIn/OutBodyInspection` and the
+    ///   `SecHash*` family (response rewriting / v2-only stream variables),
+    ///   `SecCookieV0Separator` (changes cookie parsing; v3 rejects it).
+    pub fn supported(self) -> Support {
+        use Directive as D;
+        use Support::*;
+        match self {
+            D::Include
+            | D::SecAction
+            | D::SecRule
+            | D::SecDefaultAction
+            | D::SecMarker
+            | D::SecRuleRemoveById
+            | D::SecRuleRemoveByMsg
+            | D::SecRuleRemoveByTag
+            | D::SecRuleUpdateActionById
+            | D::SecRuleUpdateTargetById
+            | D::SecRuleUpdateTargetByMsg
+            | D::SecRuleUpdateTargetByTag => Implemented,
+
+            D::SecRuleEngine
+            | D::SecRequestBodyAccess
+            | D::SecRequestBodyLimit
+            | D::SecRequestBodyNoFilesLimit
+            | D::SecRequestBodyLimitAction
+            | D::SecRequestBodyJsonDepthLimit
+            | D::SecResponseBodyAccess
+            | D::SecResponseBodyLimit
+            | D::SecResponseBodyLimitAction
+            | D::SecResponseBodyMimeType
+            | D::SecResponseBodyMimeTypesClear
+            | D::SecArgumentsLimit
+            | D::SecArgumentSeparator
+            | D::SecParseXmlIntoArgs
+            | D::SecUploadFileLimit
+            | D::SecUnicodeMapFile
+            | D::SecWebAppId => Implemented,
+
+            D::SecAuditEngine
+            | D::SecAuditLog
+            | D::SecAuditLog2
+            | D::SecAuditLogDirMode
+            | D::SecAuditLogFileMode
+            | D::SecAuditLogFormat
+            | D::SecAuditLogParts
+            | D::SecAuditLogPrefix
+            | D::SecAuditLogRelevantStatus
+            | D::SecAuditLogStorageDir
+            | D::SecAuditLogType
+            | D::SecDebugLog
+            | D::SecDebugLogLevel
+            | D::SecComponentSignature
+            | D::SecGuardianLog
+            | D::SecStatusEngine
+            | D::SecRulePerfTime
+            | D::SecSensorId => Ignored,
+
+            D::SecDataDir
+            | D::SecTmpDir
+            | D::SecUploadDir
+            | D::SecUploadFileMode
+            | D::SecUploadKeepFiles
+            | D::SecTmpSaveUploadedFiles
+            | D::SecCollectionTimeout
+            | D::SecChrootDir => Ignored,
+
+            D::SecServerSignature
+            | D::SecConnEngine
+            | D::SecConnReadStateLimit
+            | D::SecConnWriteStateLimit
+            | D::SecDisableBackendCompression
+            | D::SecInterceptOnError
+            | D::SecRequestBodyInMemoryLimit
+            | D::SecCacheTransformations
+            | D::SecPcreMatchLimit
+            | D::SecPcreMatchLimitRecursion
+            | D::SecRuleInheritance
+            | D::SecCookieFormat
+            | D::SecXmlExternalEntity
+            | D::SecRemoteRulesFailAction => Ignored,
+
+            D::SecGeoLookupDb | D::SecGsbLookupDb | D::SecHttpBlKey => Ignored,
+
+            D::SecRemoteRules
+            | D::SecRuleScript
+            | D::SecContentInjection
+            | D::SecStreamInBodyInspection
+            | D::SecStreamOutBodyInspection
+            | D::SecHashEngine
+            | D::SecHashKey
+            | D::SecHashMethodPm
+            | D::SecHashMethodRx
+            | D::SecHashParam
+            | D::SecCookieV0Separator => Unsupported,
+        }
+    }
+
+    /// What libmodsecurity v3 does with the directive (from `seclang-parser.yy`).
+    pub fn v3_status(self) -> V3Status {
+        use Directive as D;
+        match self {
+            D::SecCookieFormat
+            | D::SecConnEngine
+            | D::SecContentInjection
+            | D::SecDisableBackendCompression
+            | D::SecHashEngine
+            | D::SecInterceptOnError
+            | D::SecRuleInheritance => V3Status::Restricted,
+
+            D::SecCacheTransformations
+            | D::SecChrootDir
+            | D::SecConnReadStateLimit
+            | D::SecConnWriteStateLimit
+            | D::SecCookieV0Separator
+            | D::SecGsbLookupDb
+            | D::SecGuardianLog
+            | D::SecHashKey
+            | D::SecHashMethodPm
+            | D::SecHashMethodRx
+            | D::SecHashParam
+            | D::SecRequestBodyInMemoryLimit
+            | D::SecRulePerfTime
+            | D::SecSensorId
+            | D::SecServerSignature
+            | D::SecStreamInBodyInspection
+            | D::SecStreamOutBodyInspection => V3Status::Rejected,
+
+            _ => V3Status::Accepted,
+        }
+    }
+
+    /// The value a [`V3Status::Restricted`] directive must have for v3 to
+    /// accept it (compared case-insensitively).
+    pub fn v3_only_value(self) -> Option<&'static str> {
+        use Directive as D;
+        match self {
+            D::SecCookieFormat => Some("0"),
+            D::SecConnEngine
+            | D::SecContentInjection
+            | D::SecDisableBackendCompression
+            | D::SecHashEngine
+            | D::SecInterceptOnError
+            | D::SecRuleInheritance => Some("Off"),
+            _ => None,
+        }
+    }
+
+    /// A short remark on v3's behaviour, where it is not the obvious one.
+    pub fn v3_note(self) -> Option<&'static str> {
+        use Directive as D;
+        Some(match self {
+            D::SecRequestBodyInMemoryLimit => {
+                "rejected by v3: \"no longer supported\", the web server controls buffering"
+            }
+            D::SecCookieFormat => "v3 accepts only `SecCookieFormat 0`",
+            D::SecRuleScript => "needs a v3 build with Lua",
+            D::SecGeoLookupDb => "needs a v3 build with GeoIP or MaxMind",
+            D::SecRemoteRules => "needs a v3 build with libcurl",
+            D::SecCollectionTimeout | D::SecStatusEngine | D::SecTmpDir | D::SecDataDir => {
+                "accepted and ignored by v3"
+            }
+            D::SecPcreMatchLimitRecursion => "accepted and ignored by v3",
+            D::SecParseXmlIntoArgs | D::SecAuditLogPrefix => "since libmodsecurity 3.0.15",
+            _ => match self.v3_status() {
+                V3Status::Restricted => {
+                    "v3 accepts only `Off`; other values are \"not yet supported\""
+                }
+                V3Status::Rejected => "v3 refuses to load it (\"not supported\")",
+                _ => return None,
+            },
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Variables
+// ---------------------------------------------------------------------------
+
+name_enum! {
+    /// Every variable (collection or scalar) the v3 scanner recognises.
+    ///
+    /// Surprises worth knowing:
+    /// * v3 spells `SESSIONID`, `USERID`, `WEBAPPID` and `FILES_TMPNAMES`
+    ///   without the underscore one might expect.
+    /// * `MULTIPART_SEMICOLON_MISSING` is an alias of
+    ///   `MULTIPART_MISSING_SEMICOLON`.
+    /// * `STATUS_LINE` exists but v3 resolves it to the same value as `STATUS`
+    ///   (the response status), not to the status line of v2.
+    /// * `MULTIPART_FILENAME` and `MULTIPART_NAME` are collections in v3
+    ///   (scalars in v2).
+    /// * v2-only variables (`PERF_*`, `SCRIPT_*`, `STREAM_*_BODY`,
+    ///   `USERAGENT_IP`, `WEBSERVER_ERROR_LOG`, ...) are not here; see
+    ///   [`V2_ONLY_VARIABLES`] for a better diagnostic.
+    pub enum Variable {
+        Args = "ARGS",
+        ArgsCombinedSize = "ARGS_COMBINED_SIZE",
+        ArgsGet = "ARGS_GET",
+        ArgsGetNames = "ARGS_GET_NAMES",
+        ArgsNames = "ARGS_NAMES",
+        ArgsPost = "ARGS_POST",
+        ArgsPostNames = "ARGS_POST_NAMES",
+        AuthType = "AUTH_TYPE",
+        Duration = "DURATION",
+        Env = "ENV",
+        Files = "FILES",
+        FilesCombinedSize = "FILES_COMBINED_SIZE",
+        FilesNames = "FILES_NAMES",
+        FilesSizes = "FILES_SIZES",
+        FilesTmpContent = "FILES_TMP_CONTENT",
+        FilesTmpNames = "FILES_TMPNAMES",
+        FullRequest = "FULL_REQUEST",
+        FullRequestLength = "FULL_REQUEST_LENGTH",
+        Geo = "GEO",
+        Global = "GLOBAL",
+        HighestSeverity = "HIGHEST_SEVERITY",
+        InboundDataError = "INBOUND_DATA_ERROR",
+        Ip = "IP",
+        MatchedVar = "MATCHED_VAR",
+        MatchedVarName = "MATCHED_VAR_NAME",
+        MatchedVars = "MATCHED_VARS",
+        MatchedVarsNames = "MATCHED_VARS_NAMES",
+        ModsecBuild = "MODSEC_BUILD",
+        MscPcreError = "MSC_PCRE_ERROR",
+        MscPcreLimitsExceeded = "MSC_PCRE_LIMITS_EXCEEDED",
+        MultipartBoundaryQuoted = "MULTIPART_BOUNDARY_QUOTED",
+        MultipartBoundaryWhitespace = "MULTIPART_BOUNDARY_WHITESPACE",
+        MultipartCrlfLfLines = "MULTIPART_CRLF_LF_LINES",
+        MultipartDataAfter = "MULTIPART_DATA_AFTER",
+        MultipartDataBefore = "MULTIPART_DATA_BEFORE",
+        MultipartFileLimitExceeded = "MULTIPART_FILE_LIMIT_EXCEEDED",
+        MultipartFilename = "MULTIPART_FILENAME",
+        MultipartHeaderFolding = "MULTIPART_HEADER_FOLDING",
+        MultipartInvalidHeaderFolding = "MULTIPART_INVALID_HEADER_FOLDING",
+        MultipartInvalidPart = "MULTIPART_INVALID_PART",
+        MultipartInvalidQuoting = "MULTIPART_INVALID_QUOTING",
+        MultipartLfLine = "MULTIPART_LF_LINE",
+        MultipartMissingSemicolon = "MULTIPART_MISSING_SEMICOLON",
+        MultipartName = "MULTIPART_NAME",
+        MultipartPartHeaders = "MULTIPART_PART_HEADERS",
+        MultipartStrictError = "MULTIPART_STRICT_ERROR",
+        MultipartUnmatchedBoundary = "MULTIPART_UNMATCHED_BOUNDARY",
+        OutboundDataError = "OUTBOUND_DATA_ERROR",
+        PathInfo = "PATH_INFO",
+        QueryString = "QUERY_STRING",
+        RemoteAddr = "REMOTE_ADDR",
+        RemoteHost = "REMOTE_HOST",
+        RemotePort = "REMOTE_PORT",
+        RemoteUser = "REMOTE_USER",
+        ReqbodyError = "REQBODY_ERROR",
+        ReqbodyErrorMsg = "REQBODY_ERROR_MSG",
+        ReqbodyProcessor = "REQBODY_PROCESSOR",
+        ReqbodyProcessorError = "REQBODY_PROCESSOR_ERROR",
+        ReqbodyProcessorErrorMsg = "REQBODY_PROCESSOR_ERROR_MSG",
+        RequestBasename = "REQUEST_BASENAME",
+        RequestBody = "REQUEST_BODY",
+        RequestBodyLength = "REQUEST_BODY_LENGTH",
+        RequestCookies = "REQUEST_COOKIES",
+        RequestCookiesNames = "REQUEST_COOKIES_NAMES",
+        RequestFilename = "REQUEST_FILENAME",
+        RequestHeaders = "REQUEST_HEADERS",
+        RequestHeadersNames = "REQUEST_HEADERS_NAMES",
+        RequestLine = "REQUEST_LINE",
+        RequestMethod = "REQUEST_METHOD",
+        RequestProtocol = "REQUEST_PROTOCOL",
+        RequestUri = "REQUEST_URI",
+        RequestUriRaw = "REQUEST_URI_RAW",
+        Resource = "RESOURCE",
+        ResponseBody = "RESPONSE_BODY",
+        ResponseContentLength = "RESPONSE_CONTENT_LENGTH",
+        ResponseContentType = "RESPONSE_CONTENT_TYPE",
+        ResponseHeaders = "RESPONSE_HEADERS",
+        ResponseHeadersNames = "RESPONSE_HEADERS_NAMES",
+        ResponseProtocol = "RESPONSE_PROTOCOL",
+        ResponseStatus = "RESPONSE_STATUS",
+        Rule = "RULE",
+        ServerAddr = "SERVER_ADDR",
+        ServerName = "SERVER_NAME",
+        ServerPort = "SERVER_PORT",
+        Session = "SESSION",
+        SessionId = "SESSIONID",
+        Status = "STATUS",
+        StatusLine = "STATUS_LINE",
+        Time = "TIME",
+        TimeDay = "TIME_DAY",
+        TimeEpoch = "TIME_EPOCH",
+        TimeHour = "TIME_HOUR",
+        TimeMin = "TIME_MIN",
+        TimeMon = "TIME_MON",
+        TimeSec = "TIME_SEC",
+        TimeWday = "TIME_WDAY",
+        TimeYear = "TIME_YEAR",
+        Tx = "TX",
+        UniqueId = "UNIQUE_ID",
+        UrlencodedError = "URLENCODED_ERROR",
+        User = "USER",
+        UserId = "USERID",
+        WebAppId = "WEBAPPID",
+        Xml = "XML",
+    }
+    aliases {
+        "MULTIPART_SEMICOLON_MISSING" => MultipartMissingSemicolon,
+    }
+}
+
+/// ModSecurity v2 variables that v3 does not know (a syntax error in v3).
+/// Only for diagnostics ("`X` is a ModSecurity v2 variable"); [`Variable::lookup`]
+/// does not accept them.
+pub const V2_ONLY_VARIABLES: &[&str] = &[
+    "PERF_ALL",
+    "PERF_COMBINED",
+    "PERF_GC",
+    "PERF_LOGGING",
+    "PERF_PHASE1",
+    "PERF_PHASE2",
+    "PERF_PHASE3",
+    "PERF_PHASE4",
+    "PERF_PHASE5",
+    "PERF_RULES",
+    "PERF_SREAD",
+    "PERF_SWRITE",
+    "SCRIPT_BASENAME",
+    "SCRIPT_FILENAME",
+    "SCRIPT_GID",
+    "SCRIPT_GROUPNAME",
+    "SCRIPT_MODE",
+    "SCRIPT_UID",
+    "SCRIPT_USERNAME",
+    "SDBM_DELETE_ERROR",
+    "STREAM_INPUT_BODY",
+    "STREAM_OUTPUT_BODY",
+    "USERAGENT_IP",
+    "WEBSERVER_ERROR_LOG",
+];
+
+/// Whether `name` is a ModSecurity v2 variable that v3 does not have.
+pub fn is_v2_only_variable(name: &str) -> bool {
+    V2_ONLY_VARIABLES
+        .iter()
+        .any(|v| v.eq_ignore_ascii_case(name))
+}
+
+impl Variable {
+    /// Whether it accepts a `:selector` and yields several values. These are
+    /// exactly the variables the v3 grammar accepts with a dictionary element
+    /// (`ARGS:foo`, `TX:/^x/`, `XML:/xpath`, `ENV:PATH`, `RULE:id`...).
+    pub fn is_collection(self) -> bool {
+        use Variable as V;
+        matches!(
+            self,
+            V::Args
+                | V::ArgsGet
+                | V::ArgsPost
+                | V::ArgsNames
+                | V::ArgsGetNames
+                | V::ArgsPostNames
+                | V::Env
+                | V::Files
+                | V::FilesNames
+                | V::FilesSizes
+                | V::FilesTmpContent
+                | V::FilesTmpNames
+                | V::Geo
+                | V::Global
+                | V::Ip
+                | V::MatchedVars
+                | V::MatchedVarsNames
+                | V::MultipartFilename
+                | V::MultipartName
+                | V::MultipartPartHeaders
+                | V::RequestCookies
+                | V::RequestCookiesNames
+                | V::RequestHeaders
+                | V::RequestHeadersNames
+                | V::Resource
+                | V::ResponseHeaders
+                | V::ResponseHeadersNames
+                | V::Rule
+                | V::Session
+                | V::Tx
+                | V::User
+                | V::Xml
+        )
+    }
+
+    /// Whether selector keys are compared case-insensitively (always `false`
+    /// for scalars). In v3 every request/response collection and every
+    /// `TX`/persistent collection is stored with case-insensitive keys
+    /// (`REQUEST_HEADERS:user-agent` = `REQUEST_HEADERS:User-Agent`,
+    /// `TX:FOO` = `setvar:tx.foo`). The exceptions, compared exactly: `ENV`
+    /// (environment variable names), `XML` (the selector is an XPath
+    /// expression) and `RULE` (v3 compares the key with `id`, `msg`, ...
+    /// verbatim).
+    pub fn keys_case_insensitive(self) -> bool {
+        self.is_collection() && !matches!(self, Variable::Env | Variable::Xml | Variable::Rule)
+    }
+
+    /// The first phase in which the variable has a value (1 request headers,
+    /// 2 request body, 3 response headers, 4 response body, 5 logging). Used
+    /// for "not available in this phase" warnings, so it errs early:
+    /// `ARGS`, `ARGS_NAMES` and `ARGS_COMBINED_SIZE` say 1 because they
+    /// already hold the query-string arguments there; `REQBODY_PROCESSOR` is
+    /// chosen from `Content-Type` in phase 1; transaction-scoped values
+    /// (`TX`, `MATCHED_*`, `RULE`, persistent collections, time) exist from 1.
+    pub fn earliest_phase(self) -> u8 {
+        use Variable as V;
+        match self {
+            V::ArgsPost
+            | V::ArgsPostNames
+            | V::Files
+            | V::FilesCombinedSize
+            | V::FilesNames
+            | V::FilesSizes
+            | V::FilesTmpContent
+            | V::FilesTmpNames
+            | V::FullRequest
+            | V::FullRequestLength
+            | V::InboundDataError
+            | V::MultipartBoundaryQuoted
+            | V::MultipartBoundaryWhitespace
+            | V::MultipartCrlfLfLines
+            | V::MultipartDataAfter
+            | V::MultipartDataBefore
+            | V::MultipartFileLimitExceeded
+            | V::MultipartFilename
+            | V::MultipartHeaderFolding
+            | V::MultipartInvalidHeaderFolding
+            | V::MultipartInvalidPart
+            | V::MultipartInvalidQuoting
+            | V::MultipartLfLine
+            | V::MultipartMissingSemicolon
+            | V::MultipartName
+            | V::MultipartPartHeaders
+            | V::MultipartStrictError
+            | V::MultipartUnmatchedBoundary
+            | V::ReqbodyError
+            | V::ReqbodyErrorMsg
+            | V::ReqbodyProcessorError
+            | V::ReqbodyProcessorErrorMsg
+            | V::RequestBody
+            | V::RequestBodyLength
+            | V::Xml => 2,
+            V::ResponseContentLength
+            | V::ResponseContentType
+            | V::ResponseHeaders
+            | V::ResponseHeadersNames
+            | V::ResponseProtocol
+            | V::ResponseStatus
+            | V::Status
+            | V::StatusLine => 3,
+            V::ResponseBody | V::OutboundDataError => 4,
+            _ => 1,
+        }
+    }
+
+    /// Persistent collections (opened with `initcol`/`setsid`/`setuid`/`setrsc`).
+    pub fn is_persistent(self) -> bool {
+        use Variable as V;
+        matches!(self, V::Ip | V::Session | V::User | V::Global | V::Resource)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Operators
+// ---------------------------------------------------------------------------
+
+name_enum! {
+    /// Every operator the v3 scanner recognises, named without the `@`.
+    ///
+    /// Surprises worth knowing:
+    /// * `pmf` and `ipMatchF` are aliases of `pmFromFile` and `ipMatchFromFile`.
+    /// * v3 lexes `@gsbLookup`, `@rsub` and `@validateHash` only to reject them.
+    /// * `@noMatch` is ModSecurity v2 only (v3's scanner does not know it).
+    /// * A rule with no `@` operator means `@rx`.
+    pub enum Operator {
+        BeginsWith = "beginsWith",
+        Contains = "contains",
+        ContainsWord = "containsWord",
+        DetectSqli = "detectSQLi",
+        DetectXss = "detectXSS",
+        EndsWith = "endsWith",
+        Eq = "eq",
+        FuzzyHash = "fuzzyHash",
+        Ge = "ge",
+        GeoLookup = "geoLookup",
+        GsbLookup = "gsbLookup",
+        Gt = "gt",
+        InspectFile = "inspectFile",
+        IpMatch = "ipMatch",
+        IpMatchFromFile = "ipMatchFromFile",
+        Le = "le",
+        Lt = "lt",
+        NoMatch = "noMatch",
+        Pm = "pm",
+        PmFromFile = "pmFromFile",
+        Rbl = "rbl",
+        Rsub = "rsub",
+        Rx = "rx",
+        RxGlobal = "rxGlobal",
+        Streq = "streq",
+        Strmatch = "strmatch",
+        UnconditionalMatch = "unconditionalMatch",
+        ValidateByteRange = "validateByteRange",
+        ValidateDtd = "validateDTD",
+        ValidateHash = "validateHash",
+        ValidateSchema = "validateSchema",
+        ValidateUrlEncoding = "validateUrlEncoding",
+        ValidateUtf8Encoding = "validateUtf8Encoding",
+        VerifyCc = "verifyCC",
+        VerifyCpf = "verifyCPF",
+        VerifySsn = "verifySSN",
+        VerifySvnr = "verifySVNR",
+        Within = "within",
+    }
+    aliases {
+        "pmf" => PmFromFile,
+        "ipMatchF" => IpMatchFromFile,
+    }
+}
+
+impl Operator {
+    /// Whether the operator takes an argument. The v3 scanner lexes
+    /// `@detectSQLi`, `@detectXSS`, `@geoLookup`, `@validateUrlEncoding`,
+    /// `@validateUtf8Encoding` (and `@unconditionalMatch`) without one.
+    pub fn argument(self) -> ArgKind {
+        use Operator as O;
+        match self {
+            O::DetectSqli
+            | O::DetectXss
+            | O::GeoLookup
+            | O::UnconditionalMatch
+            | O::NoMatch
+            | O::ValidateUrlEncoding
+            | O::ValidateUtf8Encoding => ArgKind::None,
+            _ => ArgKind::Required,
+        }
+    }
+
+    /// What this engine does with the operator.
+    ///
+    /// Implemented: string, numeric, set (`pm`, `ipMatch`, from files read at
+    /// compile time), regex, libinjection-style detection, validation and
+    /// checksum (`verify*`) operators. Unsupported: `@rbl` (DNS),
+    /// `@geoLookup` (GeoIP database), `@fuzzyHash` (ssdeep database),
+    /// `@inspectFile` (runs an external program), `@validateDTD` /
+    /// `@validateSchema` (libxml2 validation against external files),
+    /// `@gsbLookup` / `@rsub` / `@validateHash` (rejected by v3 too) and
+    /// `@noMatch` (not a v3 operator).
+    pub fn supported(self) -> Support {
+        use Operator as O;
+        match self {
+            O::Rbl
+            | O::GeoLookup
+            | O::FuzzyHash
+            | O::InspectFile
+            | O::ValidateDtd
+            | O::ValidateSchema
+            | O::GsbLookup
+            | O::Rsub
+            | O::ValidateHash
+            | O::NoMatch => Support::Unsupported,
+            _ => Support::Implemented,
+        }
+    }
+
+    /// What libmodsecurity v3 does with the operator.
+    pub fn v3_status(self) -> V3Status {
+        use Operator as O;
+        match self {
+            O::GsbLookup | O::Rsub | O::ValidateHash => V3Status::Rejected,
+            O::NoMatch => V3Status::NotInV3,
+            _ => V3Status::Accepted,
+        }
+    }
+
+    /// Whether the argument names a file (resolved relative to the rule
+    /// file): the data file of `pmFromFile` / `ipMatchFromFile`, the DTD or
+    /// schema of `validateDTD` / `validateSchema`, the hash database of
+    /// `fuzzyHash` (followed by a threshold), the script of `inspectFile`.
+    pub fn takes_file(self) -> bool {
+        use Operator as O;
+        matches!(
+            self,
+            O::PmFromFile
+                | O::IpMatchFromFile
+                | O::ValidateDtd
+                | O::ValidateSchema
+                | O::FuzzyHash
+                | O::InspectFile
+        )
+    }
+
+    /// Whether `%{...}` in the argument is expanded at run time in v3. v3
+    /// hands every operator a run-time string, but only these evaluate it per
+    /// transaction: `rx` and `rxGlobal` (recompiling the regex when the
+    /// pattern has a macro), `streq`, `strmatch`, `contains`, `containsWord`,
+    /// `beginsWith`, `endsWith`, `within`, and the numeric comparisons. All
+    /// others (`pm`, `ipMatch`, the `*FromFile` ones, `validate*`, `verify*`,
+    /// `rbl`, ...) read their argument once at load time.
+    pub fn allows_macros(self) -> bool {
+        use Operator as O;
+        matches!(
+            self,
+            O::Rx
+                | O::RxGlobal
+                | O::Streq
+                | O::Strmatch
+                | O::Contains
+                | O::ContainsWord
+                | O::BeginsWith
+                | O::EndsWith
+                | O::Within
+                | O::Eq
+                | O::Ge
+                | O::Gt
+                | O::Le
+                | O::Lt
+        )
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Transformations
+// ---------------------------------------------------------------------------
+
+name_enum! {
+    /// Every transformation (`t:`) the v3 scanner recognises.
+    ///
+    /// Surprises worth knowing:
+    /// * `normalizePath` / `normalizePathWin` are aliases of `normalisePath` /
+    ///   `normalisePathWin` (one function, two spellings).
+    /// * The canonical spelling is `utf8toUnicode` (lower-case `t`).
+    /// * `phpArgsNames` only ever lived on a v3 development branch; it is not
+    ///   in any 3.0.x release and not here.
+    pub enum Transform {
+        Base64Decode = "base64Decode",
+        Base64DecodeExt = "base64DecodeExt",
+        Base64Encode = "base64Encode",
+        CmdLine = "cmdLine",
+        CompressWhitespace = "compressWhitespace",
+        CssDecode = "cssDecode",
+        EscapeSeqDecode = "escapeSeqDecode",
+        HexDecode = "hexDecode",
+        HexEncode = "hexEncode",
+        HtmlEntityDecode = "htmlEntityDecode",
+        JsDecode = "jsDecode",
+        Length = "length",
+        Lowercase = "lowercase",
+        Md5 = "md5",
+        None = "none",
+        NormalisePath = "normalisePath",
+        NormalisePathWin = "normalisePathWin",
+        ParityEven7bit = "parityEven7bit",
+        ParityOdd7bit = "parityOdd7bit",
+        ParityZero7bit = "parityZero7bit",
+        RemoveComments = "removeComments",
+        RemoveCommentsChar = "removeCommentsChar",
+        RemoveNulls = "removeNulls",
+        RemoveWhitespace = "removeWhitespace",
+        ReplaceComments = "replaceComments",
+        ReplaceNulls = "replaceNulls",
+        Sha1 = "sha1",
+        SqlHexDecode = "sqlHexDecode",
+        Trim = "trim",
+        TrimLeft = "trimLeft",
+        TrimRight = "trimRight",
+        Uppercase = "uppercase",
+        UrlDecode = "urlDecode",
+        UrlDecodeUni = "urlDecodeUni",
+        UrlEncode = "urlEncode",
+        Utf8ToUnicode = "utf8toUnicode",
+    }
+    aliases {
+        "normalizePath" => NormalisePath,
+        "normalizePathWin" => NormalisePathWin,
+    }
+}
+
+impl Transform {
+    /// Whether the transformation returns its input unchanged when the input
+    /// consists only of ASCII lower-case letters and digits (`[a-z0-9]*`):
+    /// true for the decoders whose escapes need a punctuation character
+    /// (`%`, `&`, `\`), the case folders to lower case, whitespace, NUL and
+    /// comment removers, path normalisers, `cmdLine`, `urlEncode`,
+    /// `utf8toUnicode` and `parityZero7bit`. False for everything that
+    /// rewrites such input: hashes, `length`, encoders to hex/base64,
+    /// `uppercase`, `hexDecode`, `sqlHexDecode` (`0x41` is alphanumeric),
+    /// `base64Decode*`, `parityEven7bit` / `parityOdd7bit` (set bit 8).
+    pub fn is_identity_on_ascii_lowercase_alnum(self) -> bool {
+        use Transform as T;
+        matches!(
+            self,
+            T::None
+                | T::Lowercase
+                | T::UrlDecode
+                | T::UrlDecodeUni
+                | T::UrlEncode
+                | T::HtmlEntityDecode
+                | T::JsDecode
+                | T::CssDecode
+                | T::EscapeSeqDecode
+                | T::RemoveNulls
+                | T::ReplaceNulls
+                | T::RemoveWhitespace
+                | T::CompressWhitespace
+                | T::Trim
+                | T::TrimLeft
+                | T::TrimRight
+                | T::NormalisePath
+                | T::NormalisePathWin
+                | T::RemoveComments
+                | T::ReplaceComments
+                | T::RemoveCommentsChar
+                | T::CmdLine
+                | T::Utf8ToUnicode
+                | T::ParityZero7bit
+        )
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Actions
+// ---------------------------------------------------------------------------
+
+name_enum! {
+    /// Every action the v3 scanner recognises.
+    ///
+    /// Surprises worth knowing:
+    /// * v3 lexes `append`, `prepend`, `deprecatevar`, `pause`, `proxy` and
+    ///   the five `sanitise*` actions only to reject them ("not supported").
+    /// * v3 accepts `expirevar` but does nothing with it.
+    /// * Only the British `sanitise*` spellings exist in v3.
+    /// * `t` is an action; its value is a [`Transform`]. `ctl`'s value starts
+    ///   with a [`CtlOption`].
+    pub enum Action {
+        Accuracy = "accuracy",
+        Allow = "allow",
+        Append = "append",
+        AuditLog = "auditlog",
+        Block = "block",
+        Capture = "capture",
+        Chain = "chain",
+        Ctl = "ctl",
+        Deny = "deny",
+        DeprecateVar = "deprecatevar",
+        Drop = "drop",
+        Exec = "exec",
+        ExpireVar = "expirevar",
+        Id = "id",
+        InitCol = "initcol",
+        Log = "log",
+        LogData = "logdata",
+        Maturity = "maturity",
+        Msg = "msg",
+        MultiMatch = "multiMatch",
+        NoAuditLog = "noauditlog",
+        NoLog = "nolog",
+        Pass = "pass",
+        Pause = "pause",
+        Phase = "phase",
+        Prepend = "prepend",
+        Proxy = "proxy",
+        Redirect = "redirect",
+        Rev = "rev",
+        SanitiseArg = "sanitiseArg",
+        SanitiseMatched = "sanitiseMatched",
+        SanitiseMatchedBytes = "sanitiseMatchedBytes",
+        SanitiseRequestHeader = "sanitiseRequestHeader",
+        SanitiseResponseHeader = "sanitiseResponseHeader",
+        SetEnv = "setenv",
+        SetRsc = "setrsc",
+        SetSid = "setsid",
+        SetUid = "setuid",
+        SetVar = "setvar",
+        Severity = "severity",
+        Skip = "skip",
+        SkipAfter = "skipAfter",
+        Status = "status",
+        T = "t",
+        Tag = "tag",
+        Ver = "ver",
+        XmlNs = "xmlns",
+    }
+    aliases {}
+}
+
+impl Action {
+    /// The v3 reference manual's classification.
+    pub fn kind(self) -> ActionKind {
+        use Action as A;
+        match self {
+            A::Allow
+            | A::Block
+            | A::Deny
+            | A::Drop
+            | A::Pass
+            | A::Pause
+            | A::Proxy
+            | A::Redirect => ActionKind::Disruptive,
+            A::Chain | A::Skip | A::SkipAfter => ActionKind::Flow,
+            A::Accuracy
+            | A::Id
+            | A::Maturity
+            | A::Msg
+            | A::Phase
+            | A::Rev
+            | A::Severity
+            | A::Tag
+            | A::Ver => ActionKind::Metadata,
+            A::Status | A::XmlNs => ActionKind::Data,
+            _ => ActionKind::NonDisruptive,
+        }
+    }
+
+    /// Whether the action takes a value (`name:value`). `allow` may be
+    /// `allow`, `allow:phase` or `allow:request`; `sanitiseMatchedBytes` may
+    /// carry `:1/4`.
+    pub fn value(self) -> ArgKind {
+        use Action as A;
+        match self {
+            A::AuditLog
+            | A::Block
+            | A::Capture
+            | A::Chain
+            | A::Deny
+            | A::Drop
+            | A::Log
+            | A::MultiMatch
+            | A::NoAuditLog
+            | A::NoLog
+            | A::Pass
+            | A::SanitiseMatched => ArgKind::None,
+            A::Allow | A::SanitiseMatchedBytes => ArgKind::Optional,
+            _ => ArgKind::Required,
+        }
+    }
+
+    /// What this engine does with the action.
+    ///
+    /// Unsupported: what v3 rejects and would change the outcome
+    /// (`append`, `prepend`: response rewriting; `pause`, `proxy`;
+    /// `deprecatevar`) and `exec` (runs a Lua script). Ignored: `auditlog` /
+    /// `noauditlog` (no audit log), the `sanitise*` family (they only mask
+    /// audit-log output) and `expirevar` (a no-op in v3 as well).
+    /// Everything else is implemented.
+    pub fn supported(self) -> Support {
+        use Action as A;
+        match self {
+            A::Append | A::Prepend | A::Pause | A::Proxy | A::DeprecateVar | A::Exec => {
+                Support::Unsupported
+            }
+            A::AuditLog
+            | A::NoAuditLog
+            | A::ExpireVar
+            | A::SanitiseArg
+            | A::SanitiseMatched
+            | A::SanitiseMatchedBytes
+            | A::SanitiseRequestHeader
+            | A::SanitiseResponseHeader => Support::Ignored,
+            _ => Support::Implemented,
+        }
+    }
+
+    /// What libmodsecurity v3 does with the action.
+    pub fn v3_status(self) -> V3Status {
+        use Action as A;
+        match self {
+            A::Append
+            | A::Prepend
+            | A::DeprecateVar
+            | A::Pause
+            | A::Proxy
+            | A::SanitiseArg
+            | A::SanitiseMatched
+            | A::SanitiseMatchedBytes
+            | A::SanitiseRequestHeader
+            | A::SanitiseResponseHeader => V3Status::Rejected,
+            _ => V3Status::Accepted,
+        }
+    }
+
+    /// Whether the action may appear in a chained rule other than the chain
+    /// starter, per the reference manual: "disruptive actions, execution
+    /// phases, metadata actions (id, rev, msg, tag, severity, logdata),
+    /// skip, and skipAfter actions can be used only by the chain starter".
+    /// So: every disruptive action, `skip`, `skipAfter`, every metadata
+    /// action (`accuracy`, `id`, `maturity`, `msg`, `phase`, `rev`,
+    /// `severity`, `tag`, `ver`) and `logdata` are starter-only; everything
+    /// else (`chain`, `t`, `setvar`, `capture`, `ctl`, `initcol`,
+    /// `multiMatch`, `log`/`nolog`, `status`, ...) is allowed. CRS v4 chain
+    /// links use `chain`, `t`, `setvar`, `capture`, `ctl` and `initcol`.
+    ///
+    /// libmodsecurity v3 enforces only part of this: it refuses a chain link
+    /// with a disruptive action other than `block` (see
+    /// [`Action::v3_rejects_in_chain_link`]) and silently ignores the rest
+    /// (a link's `phase` is overwritten with the starter's; its `id`, `msg`,
+    /// `tag`... are kept but never used for the chain).
+    pub fn allowed_in_chain_link(self) -> bool {
+        use Action as A;
+        match self.kind() {
+            ActionKind::Disruptive | ActionKind::Metadata => false,
+            ActionKind::Flow => self == A::Chain,
+            _ => self != A::LogData,
+        }
+    }
+
+    /// Whether libmodsecurity v3 refuses to load a chain link that carries
+    /// this action ("Disruptive actions can only be specified by chain
+    /// starter rules."). `block` is not counted as disruptive there.
+    pub fn v3_rejects_in_chain_link(self) -> bool {
+        self.kind() == ActionKind::Disruptive && self != Action::Block
+    }
+}
+
+// ---------------------------------------------------------------------------
+// ctl: options
+// ---------------------------------------------------------------------------
+
+name_enum! {
+    /// Options of the `ctl:` action (`ctl:NAME=VALUE`).
+    ///
+    /// v3 knows `auditEngine`, `auditLogParts`, `forceRequestBodyVariable`,
+    /// `parseXmlIntoArgs` (3.0.15+), `requestBodyAccess`,
+    /// `requestBodyProcessor` (`URLENCODED`, `XML`, `JSON` only),
+    /// `ruleEngine`, `ruleRemoveById`, `ruleRemoveByTag`,
+    /// `ruleRemoveTargetById` and `ruleRemoveTargetByTag`. The others are
+    /// ModSecurity v2 options, a syntax error in v3
+    /// ([`V3Status::NotInV3`]). v3 accepts `auditEngine` and
+    /// `forceRequestBodyVariable` but does nothing with them.
+    pub enum CtlOption {
+        AuditEngine = "auditEngine",
+        AuditLogParts = "auditLogParts",
+        DebugLogLevel = "debugLogLevel",
+        ForceRequestBodyVariable = "forceRequestBodyVariable",
+        HashEnforcement = "hashEnforcement",
+        HashEngine = "hashEngine",
+        ParseXmlIntoArgs = "parseXmlIntoArgs",
+        RequestBodyAccess = "requestBodyAccess",
+        RequestBodyLimit = "requestBodyLimit",
+        RequestBodyProcessor = "requestBodyProcessor",
+        ResponseBodyAccess = "responseBodyAccess",
+        ResponseBodyLimit = "responseBodyLimit",
+        RuleEngine = "ruleEngine",
+        RuleRemoveById = "ruleRemoveById",
+        RuleRemoveByMsg = "ruleRemoveByMsg",
+        RuleRemoveByTag = "ruleRemoveByTag",
+        RuleRemoveTargetById = "ruleRemoveTargetById",
+        RuleRemoveTargetByMsg = "ruleRemoveTargetByMsg",
+        RuleRemoveTargetByTag = "ruleRemoveTargetByTag",
+    }
+    aliases {}
+}
+
+impl CtlOption {
+    /// What libmodsecurity v3 does with the option.
+    pub fn v3_status(self) -> V3Status {
+        use CtlOption as C;
+        match self {
+            C::AuditEngine
+            | C::AuditLogParts
+            | C::ForceRequestBodyVariable
+            | C::ParseXmlIntoArgs
+            | C::RequestBodyAccess
+            | C::RequestBodyProcessor
+            | C::RuleEngine
+            | C::RuleRemoveById
+            | C::RuleRemoveByTag
+            | C::RuleRemoveTargetById
+            | C::RuleRemoveTargetByTag => V3Status::Accepted,
+            _ => V3Status::NotInV3,
+        }
+    }
+
+    /// What this engine does with the option. Ignored: `auditEngine`,
+    /// `auditLogParts` (audit log), and `forceRequestBodyVariable`
+    /// (`REQUEST_BODY` is always populated, as in v3). Every option v3 does
+    /// not know is unsupported (the product targets v3; v2-only features are
+    /// out of scope). The rest is implemented.
+    pub fn supported(self) -> Support {
+        use CtlOption as C;
+        match self {
+            C::AuditEngine | C::AuditLogParts | C::ForceRequestBodyVariable => Support::Ignored,
+            _ if self.v3_status() == V3Status::NotInV3 => Support::Unsupported,
+            _ => Support::Implemented,
+        }
+    }
+
+    /// The values v3 accepts after `=` (case-insensitively), for options with
+    /// a closed set; `None` for free-form values (ids, tags, `id;TARGET`,
+    /// `+E`, numbers).
+    pub fn values(self) -> Option<&'static [&'static str]> {
+        use CtlOption as C;
+        Some(match self {
+            C::AuditEngine => &["On", "Off", "RelevantOnly"],
+            C::ParseXmlIntoArgs => &["On", "Off", "OnlyArgs"],
+            C::RequestBodyProcessor => &["URLENCODED", "XML", "JSON"],
+            C::RuleEngine => &["On", "Off", "DetectionOnly"],
+            C::ForceRequestBodyVariable
+            | C::RequestBodyAccess
+            | C::ResponseBodyAccess
+            | C::HashEngine
+            | C::HashEnforcement => &["On", "Off"],
+            _ => return None,
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Severity and phase
+// ---------------------------------------------------------------------------
+
+name_enum! {
+    /// Rule severities (`severity:` action), syslog levels: EMERGENCY = 0 ...
+    /// DEBUG = 7. v3 accepts the name (any case) or the number; ordering
+    /// follows the number, so `Emergency < Debug`.
+    pub enum Severity {
+        Emergency = "EMERGENCY",
+        Alert = "ALERT",
+        Critical = "CRITICAL",
+        Error = "ERROR",
+        Warning = "WARNING",
+        Notice = "NOTICE",
+        Info = "INFO",
+        Debug = "DEBUG",
+    }
+    aliases {}
+}
+
+impl Severity {
+    /// The syslog number, 0 (EMERGENCY) to 7 (DEBUG).
+    pub const fn number(self) -> u8 {
+        self as u8
+    }
+
+    pub fn from_number(n: u8) -> Option<Severity> {
+        Severity::ALL.get(usize::from(n)).copied()
+    }
+
+    /// A name (case-insensitive) or a number 0-7, as `severity:` accepts.
+    pub fn parse(s: &str) -> Option<Severity> {
+        if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+            return s.parse::<u8>().ok().and_then(Severity::from_number);
+        }
+        Severity::lookup(s)
+    }
+}
+
+/// The error of [`Severity::from_str`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownSeverity(pub String);
+
+impl fmt::Display for UnknownSeverity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown severity `{}` (expected EMERGENCY..DEBUG or 0-7)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for UnknownSeverity {}
+
+impl FromStr for Severity {
+    type Err = UnknownSeverity;
+    fn from_str(s: &str) -> Result<Severity, UnknownSeverity> {
+        Severity::parse(s).ok_or_else(|| UnknownSeverity(s.to_string()))
+    }
+}
+
+/// The value of `phase:`: a number 1-5 or a name (`request` = 2, `response`
+/// = 4, `logging` = 5; case-insensitive). Quotes are the caller's business.
+/// v3 also takes `phase:0` as an undocumented internal "connection" phase;
+/// it is refused here.
+pub fn parse_phase(s: &str) -> Option<u8> {
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        return s.parse::<u8>().ok().filter(|p| (1..=5).contains(p));
+    }
+    if s.eq_ignore_ascii_case("request") {
+        Some(2)
+    } else if s.eq_ignore_ascii_case("response") {
+        Some(4)
+    } else if s.eq_ignore_ascii_case("logging") {
+        Some(5)
+    } else {
+        None
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Tests
+// ---------------------------------------------------------------------------
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+    use std::path::{Path, PathBuf};
+
+    fn round_trip<T: Named + PartialEq + fmt::Debug>() {
+        for &v in T::ALL {
+            assert_eq!(T::lookup(v.name()), Some(v), "{v:?}");
+            assert_eq!(
+                T::lookup(&v.name().to_ascii_uppercase()),
+                Some(v),
+                "{v:?} upper"
+            );
+            assert_eq!(
+                T::lookup(&v.name().to_ascii_lowercase()),
+                Some(v),
+                "{v:?} lower"
+            );
+        }
+        for &(alias, v) in T::ALIASES {
+            assert_eq!(T::lookup(alias), Some(v), "alias {alias}");
+            assert_eq!(
+                T::lookup(&alias.to_ascii_uppercase()),
+                Some(v),
+                "alias {alias} upper"
+            );
+        }
+        // No two spellings collide once case is ignored.
+        let mut seen = BTreeSet::new();
+        for s in T::ALL
+            .iter()
+            .map(|v| v.name())
+            .chain(T::ALIASES.iter().map(|a| a.0))
+        {
+            assert!(
+                seen.insert(s.to_ascii_lowercase()),
+                "duplicate spelling {s}"
+            );
+        }
+        // ALL is in declaration order and without duplicates.
+        assert!(T::ALL.windows(2).all(|w| w[0] != w[1]));
+        assert_eq!(names::<T>().count(), T::ALL.len());
+    }
+
+    #[test]
+    fn names_round_trip() {
+        round_trip::<Directive>();
+        round_trip::<Variable>();
+        round_trip::<Operator>();
+        round_trip::<Transform>();
+        round_trip::<Action>();
+        round_trip::<CtlOption>();
+        round_trip::<Severity>();
+    }
+
+    #[test]
+    fn names_counts() {
+        // Guards against accidental deletions; update when a name is added.
+        assert_eq!(Directive::ALL.len(), 83);
+        assert_eq!(Variable::ALL.len(), 104);
+        assert_eq!(Operator::ALL.len(), 38);
+        assert_eq!(Transform::ALL.len(), 36);
+        assert_eq!(Action::ALL.len(), 47);
+        assert_eq!(CtlOption::ALL.len(), 19);
+        assert_eq!(Severity::ALL.len(), 8);
+    }
+
+    #[test]
+    fn names_case_insensitive_and_aliases() {
+        assert_eq!(Directive::lookup("secrule"), Some(Directive::SecRule));
+        assert_eq!(
+            Directive::lookup("SECRULEUPDATETARGETBYID"),
+            Some(Directive::SecRuleUpdateTargetById)
+        );
+        assert_eq!(
+            Directive::lookup("SecGeoLookupDB"),
+            Some(Directive::SecGeoLookupDb)
+        );
+        assert_eq!(
+            Variable::lookup("request_headers"),
+            Some(Variable::RequestHeaders)
+        );
+        assert_eq!(
+            Variable::lookup("MULTIPART_SEMICOLON_MISSING"),
+            Some(Variable::MultipartMissingSemicolon)
+        );
+        assert_eq!(Operator::lookup("pmf"), Some(Operator::PmFromFile));
+        assert_eq!(Operator::lookup("PMF"), Some(Operator::PmFromFile));
+        assert_eq!(
+            Operator::lookup("ipMatchF"),
+            Some(Operator::IpMatchFromFile)
+        );
+        assert_eq!(Operator::lookup("detectsqli"), Some(Operator::DetectSqli));
+        assert_eq!(
+            Transform::lookup("normalizePath"),
+            Some(Transform::NormalisePath)
+        );
+        assert_eq!(
+            Transform::lookup("normalizepathwin"),
+            Some(Transform::NormalisePathWin)
+        );
+        assert_eq!(
+            Transform::lookup("base64decode"),
+            Some(Transform::Base64Decode)
+        );
+        assert_eq!(
+            Transform::lookup("utf8ToUnicode"),
+            Some(Transform::Utf8ToUnicode)
+        );
+        assert_eq!(Action::lookup("SKIPAFTER"), Some(Action::SkipAfter));
+        assert_eq!(Action::lookup("multimatch"), Some(Action::MultiMatch));
+        assert_eq!(
+            CtlOption::lookup("ruleremovetargetbytag"),
+            Some(CtlOption::RuleRemoveTargetByTag)
+        );
+        assert_eq!(Transform::NormalisePath.name(), "normalisePath");
+        assert_eq!(Operator::PmFromFile.name(), "pmFromFile");
+        assert_eq!(
+            Directive::SecRuleUpdateTargetById.to_string(),
+            "SecRuleUpdateTargetById"
+        );
+    }
+
+    #[test]
+    fn names_unknown_are_none() {
+        assert_eq!(Directive::lookup("SecRules"), None);
+        assert_eq!(Directive::lookup("SecUnicodeCodePage"), None);
+        assert_eq!(Directive::lookup(""), None);
+        assert_eq!(Variable::lookup("ARGS_RAW"), None);
+        assert_eq!(Variable::lookup("PERF_ALL"), None);
+        assert!(is_v2_only_variable("perf_all"));
+        assert!(!is_v2_only_variable("ARGS"));
+        assert_eq!(Variable::lookup("WEBSERVER_ERROR_LOG"), None);
+        assert_eq!(
+            Operator::lookup("@rx"),
+            None,
+            "names are given without the @"
+        );
+        assert_eq!(Operator::lookup("rxx"), None);
+        assert_eq!(Transform::lookup("phpArgsNames"), None);
+        assert_eq!(Transform::lookup("t:none"), None);
+        assert_eq!(Action::lookup("sanitizeArg"), None);
+        assert_eq!(CtlOption::lookup("ruleRemoveByIdx"), None);
+        assert_eq!(Severity::lookup("FATAL"), None);
+    }
+
+    #[test]
+    fn names_severity_and_phase() {
+        use std::str::FromStr;
+        assert_eq!(Severity::from_str("critical"), Ok(Severity::Critical));
+        assert_eq!(Severity::from_str("2"), Ok(Severity::Critical));
+        assert_eq!("DEBUG".parse::<Severity>(), Ok(Severity::Debug));
+        assert!(Severity::from_str("8").is_err());
+        assert!(Severity::from_str("").is_err());
+        assert!(Severity::from_str("-1").is_err());
+        for (i, &s) in Severity::ALL.iter().enumerate() {
+            assert_eq!(usize::from(s.number()), i);
+            assert_eq!(Severity::parse(&i.to_string()), Some(s));
+        }
+        assert_eq!(Severity::Emergency.number(), 0);
+        assert_eq!(Severity::Debug.number(), 7);
+        assert!(Severity::Emergency < Severity::Debug);
+
+        assert_eq!(parse_phase("request"), Some(2));
+        assert_eq!(parse_phase("RESPONSE"), Some(4));
+        assert_eq!(parse_phase("Logging"), Some(5));
+        for p in 1..=5u8 {
+            assert_eq!(parse_phase(&p.to_string()), Some(p));
+        }
+        assert_eq!(parse_phase("0"), None);
+        assert_eq!(parse_phase("6"), None);
+        assert_eq!(parse_phase("+2"), None);
+        assert_eq!(parse_phase(""), None);
+        assert_eq!(parse_phase("headers"), None);
+    }
+
+    #[test]
+    fn names_facts() {
+        assert_eq!(Directive::SecRule.args(), Arity::between(2, 3));
+        assert_eq!(Directive::SecAction.args(), Arity::exactly(1));
+        assert_eq!(Directive::SecMarker.args(), Arity::exactly(1));
+        assert_eq!(Directive::SecRuleRemoveById.args(), Arity::at_least(1));
+        assert!(Directive::SecRuleRemoveById.args().accepts(5));
+        assert!(!Directive::SecRule.args().accepts(4));
+        assert!(Directive::SecResponseBodyMimeTypesClear.args().accepts(0));
+        for &d in Directive::ALL {
+            let a = d.args();
+            assert!(a.max.is_none_or(|m| m >= a.min), "{d:?}");
+            if d.v3_status() == V3Status::Restricted {
+                assert!(d.v3_only_value().is_some(), "{d:?}");
+            }
+        }
+        assert_eq!(
+            Directive::SecRequestBodyInMemoryLimit.v3_status(),
+            V3Status::Rejected
+        );
+        assert_eq!(Directive::SecAuditLog.supported(), Support::Ignored);
+        assert_eq!(Directive::SecRemoteRules.supported(), Support::Unsupported);
+
+        assert!(Variable::RequestHeaders.is_collection());
+        assert!(Variable::Xml.is_collection());
+        assert!(!Variable::RequestUri.is_collection());
+        assert!(Variable::Tx.keys_case_insensitive());
+        assert!(Variable::RequestHeaders.keys_case_insensitive());
+        assert!(!Variable::Xml.keys_case_insensitive());
+        assert!(!Variable::QueryString.keys_case_insensitive());
+        assert_eq!(Variable::RequestHeaders.earliest_phase(), 1);
+        assert_eq!(Variable::ArgsPost.earliest_phase(), 2);
+        assert_eq!(Variable::ResponseHeaders.earliest_phase(), 3);
+        assert_eq!(Variable::ResponseBody.earliest_phase(), 4);
+        let persistent: Vec<_> = Variable::ALL.iter().filter(|v| v.is_persistent()).collect();
+        assert_eq!(persistent.len(), 5);
+        assert!(persistent.iter().all(|v| v.is_collection()));
+
+        assert_eq!(Operator::DetectSqli.argument(), ArgKind::None);
+        assert_eq!(Operator::Rx.argument(), ArgKind::Required);
+        assert!(Operator::PmFromFile.takes_file());
+        assert!(!Operator::Pm.takes_file());
+        assert!(Operator::Streq.allows_macros());
+        assert!(!Operator::Pm.allows_macros());
+        assert_eq!(Operator::Rbl.supported(), Support::Unsupported);
+        assert_eq!(Operator::NoMatch.v3_status(), V3Status::NotInV3);
+
+        assert_eq!(Action::Deny.kind(), ActionKind::Disruptive);
+        assert_eq!(Action::SkipAfter.kind(), ActionKind::Flow);
+        assert_eq!(Action::Id.kind(), ActionKind::Metadata);
+        assert_eq!(Action::Status.kind(), ActionKind::Data);
+        assert_eq!(Action::SetVar.kind(), ActionKind::NonDisruptive);
+        assert_eq!(Action::Chain.value(), ArgKind::None);
+        assert_eq!(Action::Id.value(), ArgKind::Required);
+        assert_eq!(Action::Allow.value(), ArgKind::Optional);
+        assert_eq!(Action::Block.value(), ArgKind::None);
+        assert!(Action::Chain.allowed_in_chain_link());
+        assert!(!Action::SkipAfter.allowed_in_chain_link());
+        assert!(!Action::LogData.allowed_in_chain_link());
+        assert!(!Action::Block.allowed_in_chain_link());
+        assert!(!Action::Block.v3_rejects_in_chain_link());
+        assert!(Action::Deny.v3_rejects_in_chain_link());
+        for &a in Action::ALL {
+            if a.v3_rejects_in_chain_link() {
+                assert!(!a.allowed_in_chain_link(), "{a:?}");
+            }
+        }
+
+        assert_eq!(CtlOption::RuleRemoveByMsg.v3_status(), V3Status::NotInV3);
+        assert_eq!(CtlOption::RuleRemoveByMsg.supported(), Support::Unsupported);
+        assert_eq!(CtlOption::RuleEngine.supported(), Support::Implemented);
+        assert!(Transform::Lowercase.is_identity_on_ascii_lowercase_alnum());
+        assert!(!Transform::SqlHexDecode.is_identity_on_ascii_lowercase_alnum());
+    }
+
+    #[test]
+    fn names_serialize_as_canonical_name() {
+        let s = serde_json::to_string(&(
+            Variable::RequestHeaders,
+            Operator::PmFromFile,
+            Transform::Utf8ToUnicode,
+            Action::SkipAfter,
+            Directive::SecRule,
+            CtlOption::RuleEngine,
+            Severity::Critical,
+            Support::Ignored,
+            V3Status::NotInV3,
+            Arity::between(2, 3),
+        ))
+        .unwrap();
+        assert_eq!(
+            s,
+            r#"["REQUEST_HEADERS","pmFromFile","utf8toUnicode","skipAfter","SecRule","ruleEngine","CRITICAL","ignored","not_in_v3",{"min":2,"max":3}]"#
+        );
+    }
+
+    // --- CRS scan: every name CRS uses must be known ------------------------
+
+    fn crs_root() -> Option<PathBuf> {
+        let root = match std::env::var_os("WAF_CRS_DIR") {
+            Some(d) => PathBuf::from(d),
+            None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/crs"),
+        };
+        if root.join("rules").is_dir() {
+            Some(root)
+        } else {
+            eprintln!(
+                "skipping CRS name scan: no CRS at {} (set WAF_CRS_DIR)",
+                root.display()
+            );
+            None
+        }
+    }
+
+    fn crs_files(root: &Path) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(root.join("rules"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "conf"))
+            .collect();
+        files.sort();
+        let setup = root.join("crs-setup.conf.example");
+        if setup.is_file() {
+            files.push(setup);
+        }
+        files
+    }
+
+    /// Joins `\`-continued lines and drops comment lines. Crude but enough for CRS.
+    fn logical_lines(text: &str) -> Vec<(usize, String)> {
+        let mut out = Vec::new();
+        let mut buf = String::new();
+        let mut start = 0;
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim_end();
+            if buf.is_empty() {
+                if line.trim_start().starts_with('#') {
+                    continue;
+                }
+                start = i + 1;
+            }
+            if let Some(l) = line.strip_suffix('\\') {
+                buf.push_str(l);
+                continue;
+            }
+            buf.push_str(line);
+            if !buf.trim().is_empty() {
+                out.push((start, buf.trim().to_string()));
+            }
+            buf.clear();
+        }
+        out
+    }
+
+    /// Splits a directive line into words, honouring double quotes (`\x` escapes kept).
+    fn words(line: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut chars = line.chars().peekable();
+        while let Some(&c) = chars.peek() {
+            if c.is_whitespace() {
+                chars.next();
+                continue;
+            }
+            let mut w = String::new();
+            if c == '"' {
+                chars.next();
+                while let Some(c) = chars.next() {
+                    match c {
+                        '\\' => {
+                            w.push(c);
+                            if let Some(n) = chars.next() {
+                                w.push(n);
+                            }
+                        }
+                        '"' => break,
+                        _ => w.push(c),
+                    }
+                }
+            } else {
+                while let Some(&c) = chars.peek() {
+                    if c.is_whitespace() {
+                        break;
+                    }
+                    w.push(c);
+                    chars.next();
+                }
+            }
+            out.push(w);
+        }
+        out
+    }
+
+    /// Splits an action list on commas outside single quotes.
+    fn split_actions(s: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut cur = String::new();
+        let mut quoted = false;
+        let mut chars = s.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => {
+                    cur.push(c);
+                    if let Some(n) = chars.next() {
+                        cur.push(n);
+                    }
+                }
+                '\'' => {
+                    quoted = !quoted;
+                    cur.push(c);
+                }
+                ',' if !quoted => out.push(std::mem::take(&mut cur)),
+                _ => cur.push(c),
+            }
+        }
+        out.push(cur);
+        out.into_iter()
+            .map(|a| a.trim().to_string())
+            .filter(|a| !a.is_empty())
+            .collect()
+    }
+
+    /// Variable names of a target list (`!ARGS:/a|b/|&TX:x|XML:/*`).
+    fn target_names(s: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let b: Vec<char> = s.chars().collect();
+        let mut i = 0;
+        while i < b.len() {
+            while i < b.len() && matches!(b[i], '|' | ',' | '!' | '&' | ' ') {
+                i += 1;
+            }
+            let start = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == '_') {
+                i += 1;
+            }
+            if i > start {
+                out.push(b[start..i].iter().collect());
+            } else if i < b.len() {
+                out.push(b[i].to_string()); // garbage: reported as unknown
+                i += 1;
+            }
+            if i < b.len() && b[i] == ':' {
+                i += 1;
+                if i < b.len() && b[i] == '/' {
+                    i += 1;
+                    while i < b.len() && b[i] != '/' {
+                        i += if b[i] == '\\' { 2 } else { 1 };
+                    }
+                    i += 1;
+                }
+                while i < b.len() && b[i] != '|' && b[i] != ',' {
+                    i += 1;
+                }
+            }
+        }
+        out
+    }
+
+    fn unquote(s: &str) -> &str {
+        s.strip_prefix('\'')
+            .and_then(|s| s.strip_suffix('\''))
+            .unwrap_or(s)
+    }
+
+    #[derive(Default)]
+    struct Scan {
+        rules: usize,
+        unknown: BTreeSet<String>,
+        chain_link_actions: BTreeSet<String>,
+        chain_link_forbidden: BTreeSet<String>,
+        early_variables: BTreeSet<String>,
+    }
+
+    impl Scan {
+        fn bad(&mut self, what: &str, name: &str, at: &str) {
+            self.unknown.insert(format!("{what} `{name}` at {at}"));
+        }
+
+        fn variables(&mut self, list: &str, phase: u8, at: &str) {
+            for n in target_names(list) {
+                match Variable::lookup(&n) {
+                    Some(v) if v.earliest_phase() > phase => {
+                        self.early_variables
+                            .insert(format!("{n} in phase {phase} at {at}"));
+                    }
+                    Some(_) => {}
+                    None => self.bad("variable", &n, at),
+                }
+            }
+        }
+
+        fn macros(&mut self, text: &str, at: &str) {
+            let mut rest = text;
+            while let Some(p) = rest.find("%{") {
+                rest = &rest[p + 2..];
+                let end = rest.find('}').unwrap_or(rest.len());
+                let name = rest[..end].split(['.', ':']).next().unwrap_or("");
+                if Variable::lookup(name).is_none() {
+                    self.bad("macro variable", name, at);
+                }
+                rest = &rest[end..];
+            }
+        }
+
+        /// Checks an action list; returns its names and the phase it sets.
+        fn actions(&mut self, list: &str, at: &str) -> (Vec<Action>, Option<u8>) {
+            self.macros(list, at);
+            let mut out = Vec::new();
+            let mut phase = None;
+            for a in split_actions(list) {
+                let (name, value) = match a.split_once(':') {
+                    Some((n, v)) => (n.trim(), Some(v.trim())),
+                    None => (a.as_str(), None),
+                };
+                let Some(action) = Action::lookup(name) else {
+                    self.bad("action", name, at);
+                    continue;
+                };
+                out.push(action);
+                let value = value.map(unquote).unwrap_or("");
+                match action {
+                    Action::T if Transform::lookup(value).is_none() => {
+                        self.bad("transformation", value, at);
+                    }
+                    Action::Ctl => {
+                        let (opt, v) = value.split_once('=').unwrap_or((value, ""));
+                        match CtlOption::lookup(opt) {
+                            None => self.bad("ctl option", opt, at),
+                            Some(o) => {
+                                let ok = o.values().is_none_or(|vals| {
+                                    vals.iter().any(|x| x.eq_ignore_ascii_case(v))
+                                });
+                                if !ok {
+                                    self.bad("ctl value", &format!("{opt}={v}"), at);
+                                }
+                            }
+                        }
+                    }
+                    Action::Severity if Severity::parse(value).is_none() => {
+                        self.bad("severity", value, at);
+                    }
+                    Action::Phase => match parse_phase(value) {
+                        Some(p) => phase = Some(p),
+                        None => self.bad("phase", value, at),
+                    },
+                    _ => {}
+                }
+            }
+            (out, phase)
+        }
+    }
+
+    fn scan_crs(root: &Path) -> Scan {
+        let mut scan = Scan::default();
+        for file in crs_files(root) {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let fname = file.file_name().unwrap().to_string_lossy().to_string();
+            let mut in_chain = false;
+            let mut chain_phase = 2;
+            for (line, l) in logical_lines(&text) {
+                let at = format!("{fname}:{line}");
+                let w = words(&l);
+                let Some(directive) = Directive::lookup(&w[0]) else {
+                    scan.bad("directive", &w[0], &at);
+                    continue;
+                };
+                let args = &w[1..];
+                if !directive.args().accepts(args.len()) {
+                    scan.bad("argument count of", &w[0], &at);
+                    continue;
+                }
+                match directive {
+                    Directive::SecRule => {
+                        scan.rules += 1;
+                        let (actions, phase) = match args.get(2) {
+                            Some(a) => scan.actions(a, &at),
+                            None => (Vec::new(), None),
+                        };
+                        let phase = if in_chain {
+                            chain_phase
+                        } else {
+                            phase.unwrap_or(2)
+                        };
+                        scan.variables(&args[0], phase, &at);
+                        let op = args[1].trim_start();
+                        let op = op.strip_prefix('!').unwrap_or(op).trim_start();
+                        if let Some(op) = op.strip_prefix('@') {
+                            let name = op.split_whitespace().next().unwrap_or("");
+                            if Operator::lookup(name).is_none() {
+                                scan.bad("operator", name, &at);
+                            }
+                        }
+                        scan.macros(&args[1], &at);
+                        if in_chain {
+                            for a in &actions {
+                                scan.chain_link_actions.insert(a.name().to_string());
+                                if !a.allowed_in_chain_link() {
+                                    scan.chain_link_forbidden
+                                        .insert(format!("{} at {at}", a.name()));
+                                }
+                            }
+                        } else {
+                            chain_phase = phase;
+                        }
+                        in_chain = actions.contains(&Action::Chain);
+                    }
+                    Directive::SecAction | Directive::SecDefaultAction => {
+                        scan.actions(&args[0], &at);
+                        in_chain = false;
+                    }
+                    Directive::SecRuleUpdateActionById => {
+                        scan.actions(&args[1], &at);
+                    }
+                    Directive::SecRuleUpdateTargetById
+                    | Directive::SecRuleUpdateTargetByTag
+                    | Directive::SecRuleUpdateTargetByMsg => {
+                        for a in &args[1..] {
+                            scan.variables(a, 5, &at);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        scan
+    }
+
+    #[test]
+    fn names_crs_uses_only_known_names() {
+        let Some(root) = crs_root() else { return };
+        let scan = scan_crs(&root);
+        assert!(
+            scan.rules > 500,
+            "scanned only {} SecRules under {}",
+            scan.rules,
+            root.display()
+        );
+        assert!(
+            scan.unknown.is_empty(),
+            "names CRS uses but the registry does not know:\n{:#?}",
+            scan.unknown
+        );
+        assert!(
+            scan.early_variables.is_empty(),
+            "CRS reads these before their earliest_phase (the warning would be a false positive):\n{:#?}",
+            scan.early_variables
+        );
+    }
+
+    #[test]
+    fn names_crs_chain_link_actions_are_allowed() {
+        let Some(root) = crs_root() else { return };
+        let scan = scan_crs(&root);
+        assert!(
+            !scan.chain_link_actions.is_empty(),
+            "found no chain links in CRS"
+        );
+        assert!(
+            scan.chain_link_forbidden.is_empty(),
+            "CRS chain links use actions not allowed_in_chain_link:\n{:#?}",
+            scan.chain_link_forbidden
+        );
+        eprintln!(
+            "actions used in CRS chain links: {:?}",
+            scan.chain_link_actions
+        );
+    }
+
+    #[test]
+    fn names_test_helpers() {
+        assert_eq!(
+            target_names("!ARGS:/a|b/|&TX:x|XML:/*"),
+            vec!["ARGS", "TX", "XML"]
+        );
+        assert_eq!(
+            split_actions("id:1, msg:'a, b',t:none"),
+            vec!["id:1", "msg:'a, b'", "t:none"]
+        );
+        assert_eq!(
+            words(r#"SecRule ARGS "@rx a\"b" "id:1""#),
+            vec!["SecRule", "ARGS", r#"@rx a\"b"#, "id:1"]
+        );
+        let lines = logical_lines("# c\nSecRule A \\\n  B C\n\nSecMarker X\n");
+        assert_eq!(
+            lines,
+            vec![
+                (2, "SecRule A   B C".to_string()),
+                (5, "SecMarker X".to_string())
+            ]
+        );
+    }
+}

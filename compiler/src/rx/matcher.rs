@@ -1,0 +1,245 @@
+//! Compiled `@rx` patterns: a meta regex (captures, lazy DFA) plus an
+//! optional fully built dense DFA for yes/no matching.
+
+use super::literals::{required_literals, RequiredLiterals};
+use super::translate::{translate_mapped, OffsetMap};
+use super::{RxError, RxOptions};
+use regex_automata::dfa::{dense, Automaton, StartKind};
+use regex_automata::nfa::thompson::{self, WhichCaptures};
+use regex_automata::{meta, Input, MatchKind};
+use regex_syntax::hir::Hir;
+use std::fmt;
+use std::ops::Range;
+
+/// Parser nesting limit (groups, repetitions, classes), as PCRE's default
+/// parenthesis nesting limit. It also bounds the recursion depth of everything
+/// that walks the HIR.
+const NEST_LIMIT: u32 = 250;
+
+/// Translates and parses a pattern with ModSecurity semantics (see
+/// [`super::translate`]); the HIR is in byte mode (`(?sm-u)`).
+pub fn parse(pattern: &str) -> Result<Hir, RxError> {
+    let (translated, map) = translate_mapped(pattern)?;
+    parse_translated(&translated, &map)
+}
+
+fn parse_translated(translated: &str, map: &OffsetMap) -> Result<Hir, RxError> {
+    // The flags are also in the text (`(?sm-u)`); setting them here too keeps
+    // the parser's defaults from mattering.
+    regex_syntax::ParserBuilder::new()
+        .unicode(false)
+        .utf8(false)
+        .dot_matches_new_line(true)
+        .multi_line(true)
+        .octal(false)
+        .nest_limit(NEST_LIMIT)
+        .build()
+        .parse(translated)
+        .map_err(|e| syntax_error(&e, map))
+}
+
+/// Maps a regex-syntax error (whose span is in the translated text) back to
+/// the original pattern.
+fn syntax_error(err: &regex_syntax::Error, map: &OffsetMap) -> RxError {
+    let (message, span) = match err {
+        regex_syntax::Error::Parse(e) => (e.kind().to_string(), *e.span()),
+        regex_syntax::Error::Translate(e) => (e.kind().to_string(), *e.span()),
+        other => {
+            return RxError::Invalid {
+                message: one_line(&other.to_string()),
+                range: map.to_original(0..usize::MAX),
+            }
+        }
+    };
+    RxError::Invalid {
+        message: one_line(&message),
+        range: map.to_original(span.start.offset..span.end.offset),
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Which engine answers [`CompiledRx::is_match`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    /// A dense DFA built ahead of time; `bytes` is its heap size.
+    FullDfa { bytes: usize },
+    /// The meta regex (a lazy DFA that builds states as the input needs
+    /// them, falling back to other linear-time engines).
+    LazyDfa,
+}
+
+/// A compiled `@rx`: fast yes/no matching + capture groups for `capture`.
+///
+/// Matching is on bytes, in time linear in the haystack, with no shared
+/// mutable state visible to callers: `&self` methods may be called from many
+/// threads at once (the meta regex keeps per-thread caches in a pool).
+pub struct CompiledRx {
+    pattern: String,
+    translated: String,
+    meta: meta::Regex,
+    dfa: Option<dense::DFA<Vec<u32>>>,
+    literals: RequiredLiterals,
+}
+
+impl CompiledRx {
+    /// Compiles `pattern` (PCRE syntax, ModSecurity semantics).
+    pub fn compile(pattern: &str, opts: &RxOptions) -> Result<CompiledRx, RxError> {
+        let (translated, map) = translate_mapped(pattern)?;
+        let hir = parse_translated(&translated, &map)?;
+        let meta = meta::Builder::new()
+            .configure(
+                meta::Config::new()
+                    .match_kind(MatchKind::LeftmostFirst)
+                    // Empty matches may split UTF-8 sequences: the haystack
+                    // is bytes, not text.
+                    .utf8_empty(false)
+                    .nfa_size_limit(Some(opts.size_limit)),
+            )
+            .build_from_hir(&hir)
+            .map_err(|e| build_error(&e))?;
+        let dfa = if opts.dense_dfa_budget > 0 {
+            build_dense(&hir, opts)
+        } else {
+            None
+        };
+        let literals = required_literals(&hir);
+        Ok(CompiledRx {
+            pattern: pattern.to_string(),
+            translated,
+            meta,
+            dfa,
+            literals,
+        })
+    }
+
+    /// The original pattern.
+    pub fn pattern(&self) -> &str {
+        &self.pattern
+    }
+
+    /// The pattern as given to regex-syntax (see [`super::translate`]).
+    pub fn translated(&self) -> &str {
+        &self.translated
+    }
+
+    /// Which engine answers [`CompiledRx::is_match`].
+    pub fn strategy(&self) -> Strategy {
+        match &self.dfa {
+            Some(dfa) => Strategy::FullDfa {
+                bytes: dfa.memory_usage(),
+            },
+            None => Strategy::LazyDfa,
+        }
+    }
+
+    /// Whether the pattern matches anywhere in `haystack`. Stops at the first
+    /// position where a match is certain (no need to find where it ends).
+    pub fn is_match(&self, haystack: &[u8]) -> bool {
+        if let Some(dfa) = &self.dfa {
+            // No quit bytes and no Unicode word boundaries were configured,
+            // so the search cannot fail; fall back to the meta regex anyway
+            // rather than trusting that.
+            if let Ok(m) = dfa.try_search_fwd(&Input::new(haystack).earliest(true)) {
+                return m.is_some();
+            }
+        }
+        self.meta.is_match(haystack)
+    }
+
+    /// Fills `slots[i]` with the byte range of group i (0 = whole match) of the
+    /// leftmost-first match; returns false if no match. Slots beyond
+    /// [`CompiledRx::group_count`] and groups that did not participate are set
+    /// to `None`.
+    pub fn captures(&self, haystack: &[u8], slots: &mut [Option<Range<usize>>]) -> bool {
+        let mut caps = self.meta.create_captures();
+        self.meta.search_captures(&Input::new(haystack), &mut caps);
+        let matched = caps.is_match();
+        for (i, slot) in slots.iter_mut().enumerate() {
+            *slot = if matched {
+                caps.get_group(i).map(|s| s.range())
+            } else {
+                None
+            };
+        }
+        matched
+    }
+
+    /// Number of capture groups including the implicit group 0 (the whole
+    /// match): `captures` fills at most this many slots.
+    pub fn group_count(&self) -> usize {
+        self.meta.captures_len()
+    }
+
+    /// The prefilter literals (see [`RequiredLiterals`]).
+    pub fn required_literals(&self) -> &RequiredLiterals {
+        &self.literals
+    }
+
+    /// `is_match` through the meta regex only (for cross-checking the DFA).
+    #[cfg(test)]
+    pub(crate) fn is_match_meta(&self, haystack: &[u8]) -> bool {
+        self.meta.is_match(haystack)
+    }
+}
+
+impl fmt::Debug for CompiledRx {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CompiledRx")
+            .field("pattern", &self.pattern)
+            .field("strategy", &self.strategy())
+            .field("group_count", &self.group_count())
+            .field("required_literals", &self.literals)
+            .finish()
+    }
+}
+
+fn build_error(e: &regex_automata::meta::BuildError) -> RxError {
+    match e.syntax_error() {
+        // Not reachable when building from an HIR, but keep the information.
+        Some(se) => RxError::Invalid {
+            message: one_line(&se.to_string()),
+            range: 0..0,
+        },
+        None => RxError::TooBig {
+            message: one_line(&e.to_string()),
+        },
+    }
+}
+
+/// Builds a dense DFA for yes/no searches if it fits in the budget.
+///
+/// Unanchored start (an `@rx` matches anywhere), leftmost-first match kind
+/// (the same automaton the meta regex would use; with `earliest` searches it
+/// reports a match as soon as any match is certain, which is all `is_match`
+/// needs), no minimization (too slow for big patterns). Both the final size
+/// and the memory used while determinizing are capped by the budget, so an
+/// attempt on a pattern that does not fit gives up after using at most that
+/// much memory, and returns `None` (the meta regex's lazy DFA is used).
+fn build_dense(hir: &Hir, opts: &RxOptions) -> Option<dense::DFA<Vec<u32>>> {
+    let nfa = thompson::Compiler::new()
+        .configure(
+            thompson::Config::new()
+                .nfa_size_limit(Some(opts.size_limit))
+                .which_captures(WhichCaptures::None),
+        )
+        .build_from_hir(hir)
+        .ok()?;
+    dense::Builder::new()
+        .configure(
+            dense::Config::new()
+                .match_kind(MatchKind::LeftmostFirst)
+                .start_kind(StartKind::Unanchored)
+                .minimize(false)
+                .dfa_size_limit(Some(opts.dense_dfa_budget))
+                .determinize_size_limit(Some(opts.dense_dfa_budget)),
+        )
+        .build_from_nfa(&nfa)
+        .ok()
+}

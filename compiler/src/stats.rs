@@ -1,0 +1,169 @@
+//! Counts that describe a compiled program (`waf compile --stats`).
+
+use crate::ir::{Prefilter, Program};
+use crate::rx::Strategy;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Stats {
+    pub files: usize,
+    /// Rules that run (SecRule chains and SecActions), removed ones excluded.
+    pub rules: usize,
+    pub rules_per_phase: [usize; 5],
+    pub sec_actions: usize,
+    /// Rules removed by SecRuleRemoveBy*.
+    pub removed_rules: usize,
+    pub chained_rules: usize,
+    pub chain_links: usize,
+    pub markers: usize,
+    pub skip_after: usize,
+    /// Distinct transform chains used by some rule (the empty chain included).
+    pub transform_chains: usize,
+    /// Nodes of the transform prefix tree, root excluded.
+    pub transform_nodes: usize,
+    /// Tree nodes that two or more distinct chains go through (their result is shared).
+    pub shared_prefix_nodes: usize,
+    pub targets: usize,
+    pub value_slots: usize,
+    pub operators_by_kind: BTreeMap<String, usize>,
+    pub regexes: usize,
+    pub regexes_full_dfa: usize,
+    pub regexes_lazy_dfa: usize,
+    pub full_dfa_bytes: usize,
+    pub phrase_sets: usize,
+    pub phrases: usize,
+    /// Rule statements (rules and chain links) whose operator has a prefilter.
+    pub links_with_prefilter: usize,
+    pub links_without_prefilter: usize,
+    /// Rules whose first statement has a prefilter (skippable by the literal scan).
+    pub rules_with_prefilter: usize,
+    pub rules_without_prefilter: usize,
+    /// Shortest required literal of each prefiltered statement: length → count.
+    pub prefilter_min_len: BTreeMap<usize, usize>,
+    pub compile_ms: Option<f64>,
+}
+
+impl Stats {
+    pub fn of(p: &Program) -> Stats {
+        let mut s = Stats { files: p.sources.files().count(), markers: p.markers.len(), ..Stats::default() };
+        let active: HashSet<u32> = p.phases.iter().flat_map(|ph| ph.rules.iter().map(|r| r.0)).collect();
+        s.removed_rules = p.rules.len() - active.len();
+        let mut chains_used = HashSet::new();
+        for (i, rule) in p.rules.iter().enumerate() {
+            if !active.contains(&(i as u32)) {
+                continue;
+            }
+            s.rules += 1;
+            s.rules_per_phase[usize::from(rule.phase) - 1] += 1;
+            s.sec_actions += usize::from(rule.unconditional);
+            if rule.links.len() > 1 {
+                s.chained_rules += 1;
+                s.chain_links += rule.links.len() - 1;
+            }
+            s.skip_after += usize::from(matches!(rule.flow, Some(crate::ir::Flow::SkipAfter { .. })));
+            for (n, link) in rule.links.iter().enumerate() {
+                let op = &p.operators[link.operator.index()];
+                if !rule.unconditional {
+                    chains_used.insert(link.transforms);
+                    *s.operators_by_kind.entry(op.name.name().to_string()).or_default() += 1;
+                }
+                let has = matches!(op.prefilter, Prefilter::AnyOf(_));
+                if !rule.unconditional {
+                    if has {
+                        s.links_with_prefilter += 1;
+                    } else {
+                        s.links_without_prefilter += 1;
+                    }
+                    if let Some(m) = op.prefilter.min_len() {
+                        *s.prefilter_min_len.entry(m).or_default() += 1;
+                    }
+                }
+                if n == 0 && !rule.unconditional {
+                    if has {
+                        s.rules_with_prefilter += 1;
+                    } else {
+                        s.rules_without_prefilter += 1;
+                    }
+                }
+            }
+        }
+        s.transform_chains = chains_used.len();
+        s.transform_nodes = p.transforms.nodes.len() - 1;
+        let mut through: HashMap<u32, usize> = HashMap::new();
+        for &c in &chains_used {
+            let mut node = Some(c);
+            while let Some(nid) = node.filter(|n| n.0 != 0) {
+                *through.entry(nid.0).or_default() += 1;
+                node = p.transforms.nodes[nid.index()].parent;
+            }
+        }
+        s.shared_prefix_nodes = through.values().filter(|&&n| n >= 2).count();
+        s.targets = p.targets.len();
+        s.value_slots = p.slots.len();
+        s.regexes = p.regexes.len();
+        for rx in &p.regexes {
+            match rx.strategy() {
+                Strategy::FullDfa { bytes } => {
+                    s.regexes_full_dfa += 1;
+                    s.full_dfa_bytes += bytes;
+                }
+                Strategy::LazyDfa => s.regexes_lazy_dfa += 1,
+            }
+        }
+        s.phrase_sets = p.phrase_sets.len();
+        s.phrases = p.phrase_sets.iter().map(|ps| ps.phrases.len()).sum();
+        s
+    }
+}
+
+impl fmt::Display for Stats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "files                      {}", self.files)?;
+        writeln!(
+            f,
+            "rules                      {} (phase 1: {}, 2: {}, 3: {}, 4: {}, 5: {}; SecAction: {})",
+            self.rules,
+            self.rules_per_phase[0],
+            self.rules_per_phase[1],
+            self.rules_per_phase[2],
+            self.rules_per_phase[3],
+            self.rules_per_phase[4],
+            self.sec_actions
+        )?;
+        if self.removed_rules > 0 {
+            writeln!(f, "removed rules              {}", self.removed_rules)?;
+        }
+        writeln!(f, "chained rules              {} ({} chain links)", self.chained_rules, self.chain_links)?;
+        writeln!(f, "markers                    {} (rules with skipAfter: {})", self.markers, self.skip_after)?;
+        writeln!(
+            f,
+            "transform chains           {} distinct, {} prefix-tree nodes, {} shared by several chains",
+            self.transform_chains, self.transform_nodes, self.shared_prefix_nodes
+        )?;
+        writeln!(f, "targets                    {} distinct, {} (target, chain) value slots", self.targets, self.value_slots)?;
+        let ops: Vec<String> = self.operators_by_kind.iter().map(|(k, v)| format!("@{k} {v}")).collect();
+        writeln!(f, "operators                  {}", ops.join(", "))?;
+        writeln!(
+            f,
+            "regexes                    {} distinct: {} full DFA ({:.1} MiB), {} lazy DFA",
+            self.regexes,
+            self.regexes_full_dfa,
+            self.full_dfa_bytes as f64 / (1024.0 * 1024.0),
+            self.regexes_lazy_dfa
+        )?;
+        writeln!(f, "phrase sets                {} ({} phrases)", self.phrase_sets, self.phrases)?;
+        writeln!(
+            f,
+            "prefilter                  rules: {} with, {} without; statements: {} with, {} without",
+            self.rules_with_prefilter, self.rules_without_prefilter, self.links_with_prefilter, self.links_without_prefilter
+        )?;
+        let hist: Vec<String> = self.prefilter_min_len.iter().map(|(k, v)| format!("{k}:{v}")).collect();
+        writeln!(f, "prefilter min literal len  {}", hist.join(" "))?;
+        if let Some(ms) = self.compile_ms {
+            writeln!(f, "compile time               {ms:.1} ms")?;
+        }
+        Ok(())
+    }
+}
