@@ -40,8 +40,16 @@ pub fn run(args: Args) -> u8 {
     };
     let elapsed = start.elapsed();
     let Some(program) = &compiled.program else {
-        let _ = report::write(report::Format::Human, report::Color::Auto, compiled.sources(), &compiled.diagnostics);
-        eprintln!("waf compile: {} error(s); nothing compiled", compiled.diagnostics.error_count());
+        let _ = report::write(
+            report::Format::Human,
+            report::Color::Auto,
+            compiled.sources(),
+            &compiled.diagnostics,
+        );
+        eprintln!(
+            "waf compile: {} error(s); nothing compiled",
+            compiled.diagnostics.error_count()
+        );
         return EXIT_FINDINGS;
     };
     let mut out = std::io::stdout().lock();
@@ -54,8 +62,7 @@ pub fn run(args: Args) -> u8 {
         text.push('\n');
     }
     if args.stats || !args.dump_ir {
-        let mut stats = Stats::of(program);
-        stats.compile_ms = Some(elapsed.as_secs_f64() * 1000.0);
+        let stats = Stats::of(program).with_timings(elapsed, &compiled.timings);
         match args.format {
             OutFormat::Text => text.push_str(&stats.to_string()),
             OutFormat::Json => {
@@ -68,7 +75,10 @@ pub fn run(args: Args) -> u8 {
         return EXIT_USAGE;
     }
     if compiled.diagnostics.warning_count() > 0 {
-        eprintln!("waf compile: {} warning(s); run `waf lint` to see them", compiled.diagnostics.warning_count());
+        eprintln!(
+            "waf compile: {} warning(s); run `waf lint` to see them",
+            compiled.diagnostics.warning_count()
+        );
     }
     EXIT_OK
 }

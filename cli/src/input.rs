@@ -51,7 +51,11 @@ impl RuleInput {
     /// Compiles the selected files (or the default ruleset).
     pub fn compile(&self, opts: &Options) -> Result<Compiled, String> {
         if self.is_default() {
-            return Ok(compile_str(Path::new(DEFAULT_RULESET_NAME), DEFAULT_RULESET, opts));
+            return Ok(compile_str(
+                Path::new(DEFAULT_RULESET_NAME),
+                DEFAULT_RULESET,
+                opts,
+            ));
         }
         Ok(compile_files(&self.files()?, opts))
     }

@@ -36,7 +36,9 @@ pub fn run(args: Args) -> u8 {
         return EXIT_USAGE;
     }
     let deny_warnings = args.deny.is_some();
-    let findings = diags.iter().any(|d| d.severity == Severity::Error || deny_warnings);
+    let findings = diags
+        .iter()
+        .any(|d| d.severity == Severity::Error || deny_warnings);
     if findings {
         EXIT_FINDINGS
     } else {

@@ -22,16 +22,29 @@ pub enum Color {
     Never,
 }
 
-pub fn write(format: Format, color: Color, sources: &SourceMap, diags: &Diagnostics) -> io::Result<()> {
+pub fn write(
+    format: Format,
+    color: Color,
+    sources: &SourceMap,
+    diags: &Diagnostics,
+) -> io::Result<()> {
     match format {
         Format::Human => human(color, sources, diags),
         Format::Json => {
             let mut out = io::stdout().lock();
-            writeln!(out, "{}", serde_json::to_string_pretty(&json_report(sources, diags))?)
+            writeln!(
+                out,
+                "{}",
+                serde_json::to_string_pretty(&json_report(sources, diags))?
+            )
         }
         Format::Sarif => {
             let mut out = io::stdout().lock();
-            writeln!(out, "{}", serde_json::to_string_pretty(&sarif_report(sources, diags))?)
+            writeln!(
+                out,
+                "{}",
+                serde_json::to_string_pretty(&sarif_report(sources, diags))?
+            )
         }
     }
 }
@@ -58,7 +71,11 @@ fn region(sources: &SourceMap, span: Span) -> Option<(usize, usize, usize, usize
     let f = sources.get(span.file)?;
     let s = f.line_col(span.start as usize);
     let e = f.line_col(span.end as usize);
-    let line = f.text.get(f.line_range(s.line - 1)).unwrap_or("").to_string();
+    let line = f
+        .text
+        .get(f.line_range(s.line - 1))
+        .unwrap_or("")
+        .to_string();
     Some((s.line, s.col, e.line, e.col, line))
 }
 
@@ -67,7 +84,8 @@ fn file_name(sources: &SourceMap, span: Span) -> String {
 }
 
 fn json_diag(sources: &SourceMap, d: &Diagnostic) -> Value {
-    let (line, col, end_line, end_col, _) = region(sources, d.span).unwrap_or((0, 0, 0, 0, String::new()));
+    let (line, col, end_line, end_col, _) =
+        region(sources, d.span).unwrap_or((0, 0, 0, 0, String::new()));
     json!({
         "severity": d.severity.as_str(),
         "code": d.code.as_str(),
@@ -109,8 +127,12 @@ fn artifact_uri(path: &Path) -> String {
 }
 
 fn sarif_location(sources: &SourceMap, span: Span, message: Option<&str>) -> Value {
-    let uri = sources.get(span.file).map(|f| artifact_uri(&f.path)).unwrap_or_default();
-    let (line, col, end_line, end_col, snippet) = region(sources, span).unwrap_or((1, 1, 1, 1, String::new()));
+    let uri = sources
+        .get(span.file)
+        .map(|f| artifact_uri(&f.path))
+        .unwrap_or_default();
+    let (line, col, end_line, end_col, snippet) =
+        region(sources, span).unwrap_or((1, 1, 1, 1, String::new()));
     let mut loc = json!({
         "physicalLocation": {
             "artifactLocation": {"uri": uri},

@@ -26,7 +26,11 @@ impl Text {
     pub fn verbatim(file: FileId, start: usize, value: &str) -> Text {
         let start = start as u32;
         let offsets = (0..=value.len() as u32).map(|i| start + i).collect();
-        Text { value: value.to_string(), file, offsets }
+        Text {
+            value: value.to_string(),
+            file,
+            offsets,
+        }
     }
 
     /// Builds a text from `raw` (file bytes starting at `start`), dropping
@@ -56,8 +60,13 @@ impl Text {
         }
         offsets.push((start + bytes.len()) as u32);
         // Only ASCII bytes were removed, so the value is still UTF-8.
-        let value = String::from_utf8(value).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
-        Text { value, file, offsets }
+        let value = String::from_utf8(value)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+        Text {
+            value,
+            file,
+            offsets,
+        }
     }
 
     /// The sub-text for `range` of the value, keeping the source positions.
@@ -74,8 +83,16 @@ impl Text {
     /// Applies [`Text::unescape`] to this text's value, composing positions.
     pub fn unescape_again(&self, quote: u8) -> Text {
         let inner = Text::unescape(self.file, 0, &self.value, Some(quote));
-        let offsets = inner.offsets.iter().map(|&o| self.offsets[o as usize]).collect();
-        Text { value: inner.value, file: self.file, offsets }
+        let offsets = inner
+            .offsets
+            .iter()
+            .map(|&o| self.offsets[o as usize])
+            .collect();
+        Text {
+            value: inner.value,
+            file: self.file,
+            offsets,
+        }
     }
 
     /// The source span of a byte range of the value.
@@ -85,8 +102,16 @@ impl Text {
         let e = range.end.clamp(s, len);
         let start = self.offsets[s];
         // The end of a non-empty range is just past its last byte's source position.
-        let end = if e > s { self.offsets[e - 1] + 1 } else { start };
-        Span { file: self.file, start, end: end.max(start) }
+        let end = if e > s {
+            self.offsets[e - 1] + 1
+        } else {
+            start
+        };
+        Span {
+            file: self.file,
+            start,
+            end: end.max(start),
+        }
     }
 
     /// The source span of the whole value.
@@ -196,7 +221,9 @@ pub struct RuleAst {
 
 impl RuleAst {
     pub fn action(&self, name: &str) -> Option<&ActionAst> {
-        self.actions.iter().find(|a| a.name.eq_ignore_ascii_case(name))
+        self.actions
+            .iter()
+            .find(|a| a.name.eq_ignore_ascii_case(name))
     }
 
     pub fn has_action(&self, name: &str) -> bool {
@@ -209,17 +236,39 @@ impl RuleAst {
 pub enum Item {
     Rule(RuleAst),
     /// `SecDefaultAction "phase:2,log,pass"`.
-    DefaultAction { actions: Vec<ActionAst>, span: Span },
+    DefaultAction {
+        actions: Vec<ActionAst>,
+        span: Span,
+    },
     /// `SecMarker NAME`.
-    Marker { name: Text, span: Span },
+    Marker {
+        name: Text,
+        span: Span,
+    },
     /// `SecRuleUpdateTargetById/ByTag/ByMsg SELECTOR TARGETS [REPLACED]`.
-    UpdateTarget { by: RuleRef, targets: Vec<TargetAst>, replaced: Option<Vec<TargetAst>>, span: Span },
+    UpdateTarget {
+        by: RuleRef,
+        targets: Vec<TargetAst>,
+        replaced: Option<Vec<TargetAst>>,
+        span: Span,
+    },
     /// `SecRuleUpdateActionById ID[:chain-offset] ACTIONS`.
-    UpdateAction { by: RuleRef, actions: Vec<ActionAst>, span: Span },
+    UpdateAction {
+        by: RuleRef,
+        actions: Vec<ActionAst>,
+        span: Span,
+    },
     /// `SecRuleRemoveById/ByTag/ByMsg`.
-    Remove { by: RuleRef, span: Span },
+    Remove {
+        by: RuleRef,
+        span: Span,
+    },
     /// Every other known directive, with its raw arguments.
-    Setting { directive: crate::names::Directive, args: Vec<Text>, span: Span },
+    Setting {
+        directive: crate::names::Directive,
+        args: Vec<Text>,
+        span: Span,
+    },
 }
 
 impl Item {
@@ -267,7 +316,7 @@ mod tests {
         let t = Text::unescape(FileId(0), 1, raw, Some(b'"'));
         assert_eq!(t.value, "a\"b  c");
         assert_eq!(t.span_of(1..2), Span::new(FileId(0), 3, 4)); // the escaped quote
-        assert_eq!(t.span_of(5..6), Span::new(FileId(0), 10, 11)); // c, after the continuation
+        assert_eq!(t.span_of(5..6), Span::new(FileId(0), 9, 10)); // c, after the continuation
         let s = t.slice(2..6);
         assert_eq!(s.value, "b  c");
         assert_eq!(s.span_of(0..1), Span::new(FileId(0), 4, 5));

@@ -19,20 +19,28 @@ pub mod rx;
 pub mod source;
 pub mod stats;
 
-pub use lower::{Compiled, Options};
+pub use lower::{Compiled, Options, Timings};
 use std::path::PathBuf;
 
 /// Compiles configuration files, in order, as one configuration.
 pub fn compile_files(paths: &[PathBuf], opts: &Options) -> Compiled {
     let mut diags = diag::Diagnostics::new();
+    let start = std::time::Instant::now();
     let parsed = load::load_files(paths, &mut diags);
-    lower::lower(parsed, opts, diags)
+    let parse = start.elapsed();
+    let mut compiled = lower::lower(parsed, opts, diags);
+    compiled.timings.parse = parse;
+    compiled
 }
 
 /// Compiles configuration text; `name` is used in diagnostics and as the base
 /// of relative `Include` and data-file paths.
 pub fn compile_str(name: impl Into<PathBuf>, text: &str, opts: &Options) -> Compiled {
     let mut diags = diag::Diagnostics::new();
+    let start = std::time::Instant::now();
     let parsed = load::load_str(name, text, &mut diags);
-    lower::lower(parsed, opts, diags)
+    let parse = start.elapsed();
+    let mut compiled = lower::lower(parsed, opts, diags);
+    compiled.timings.parse = parse;
+    compiled
 }

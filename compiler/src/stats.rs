@@ -43,12 +43,34 @@ pub struct Stats {
     /// Shortest required literal of each prefiltered statement: length → count.
     pub prefilter_min_len: BTreeMap<usize, usize>,
     pub compile_ms: Option<f64>,
+    /// Of `compile_ms`: reading and parsing (pest), checks and IR, regex compilation.
+    pub parse_ms: Option<f64>,
+    pub lower_ms: Option<f64>,
+    pub regex_ms: Option<f64>,
 }
 
 impl Stats {
+    /// Records the timings of the compilation that produced the program.
+    pub fn with_timings(mut self, total: std::time::Duration, t: &crate::Timings) -> Stats {
+        let ms = |d: std::time::Duration| Some(d.as_secs_f64() * 1000.0);
+        self.compile_ms = ms(total);
+        self.parse_ms = ms(t.parse);
+        self.lower_ms = ms(t.lower);
+        self.regex_ms = ms(t.regex);
+        self
+    }
+
     pub fn of(p: &Program) -> Stats {
-        let mut s = Stats { files: p.sources.files().count(), markers: p.markers.len(), ..Stats::default() };
-        let active: HashSet<u32> = p.phases.iter().flat_map(|ph| ph.rules.iter().map(|r| r.0)).collect();
+        let mut s = Stats {
+            files: p.sources.files().count(),
+            markers: p.markers.len(),
+            ..Stats::default()
+        };
+        let active: HashSet<u32> = p
+            .phases
+            .iter()
+            .flat_map(|ph| ph.rules.iter().map(|r| r.0))
+            .collect();
         s.removed_rules = p.rules.len() - active.len();
         let mut chains_used = HashSet::new();
         for (i, rule) in p.rules.iter().enumerate() {
@@ -62,12 +84,15 @@ impl Stats {
                 s.chained_rules += 1;
                 s.chain_links += rule.links.len() - 1;
             }
-            s.skip_after += usize::from(matches!(rule.flow, Some(crate::ir::Flow::SkipAfter { .. })));
+            s.skip_after +=
+                usize::from(matches!(rule.flow, Some(crate::ir::Flow::SkipAfter { .. })));
             for (n, link) in rule.links.iter().enumerate() {
                 let op = &p.operators[link.operator.index()];
                 if !rule.unconditional {
                     chains_used.insert(link.transforms);
-                    *s.operators_by_kind.entry(op.name.name().to_string()).or_default() += 1;
+                    *s.operators_by_kind
+                        .entry(op.name.name().to_string())
+                        .or_default() += 1;
                 }
                 let has = matches!(op.prefilter, Prefilter::AnyOf(_));
                 if !rule.unconditional {
@@ -135,15 +160,31 @@ impl fmt::Display for Stats {
         if self.removed_rules > 0 {
             writeln!(f, "removed rules              {}", self.removed_rules)?;
         }
-        writeln!(f, "chained rules              {} ({} chain links)", self.chained_rules, self.chain_links)?;
-        writeln!(f, "markers                    {} (rules with skipAfter: {})", self.markers, self.skip_after)?;
+        writeln!(
+            f,
+            "chained rules              {} ({} chain links)",
+            self.chained_rules, self.chain_links
+        )?;
+        writeln!(
+            f,
+            "markers                    {} (rules with skipAfter: {})",
+            self.markers, self.skip_after
+        )?;
         writeln!(
             f,
             "transform chains           {} distinct, {} prefix-tree nodes, {} shared by several chains",
             self.transform_chains, self.transform_nodes, self.shared_prefix_nodes
         )?;
-        writeln!(f, "targets                    {} distinct, {} (target, chain) value slots", self.targets, self.value_slots)?;
-        let ops: Vec<String> = self.operators_by_kind.iter().map(|(k, v)| format!("@{k} {v}")).collect();
+        writeln!(
+            f,
+            "targets                    {} distinct, {} (target, chain) value slots",
+            self.targets, self.value_slots
+        )?;
+        let ops: Vec<String> = self
+            .operators_by_kind
+            .iter()
+            .map(|(k, v)| format!("@{k} {v}"))
+            .collect();
         writeln!(f, "operators                  {}", ops.join(", "))?;
         writeln!(
             f,
@@ -153,16 +194,28 @@ impl fmt::Display for Stats {
             self.full_dfa_bytes as f64 / (1024.0 * 1024.0),
             self.regexes_lazy_dfa
         )?;
-        writeln!(f, "phrase sets                {} ({} phrases)", self.phrase_sets, self.phrases)?;
+        writeln!(
+            f,
+            "phrase sets                {} ({} phrases)",
+            self.phrase_sets, self.phrases
+        )?;
         writeln!(
             f,
             "prefilter                  rules: {} with, {} without; statements: {} with, {} without",
             self.rules_with_prefilter, self.rules_without_prefilter, self.links_with_prefilter, self.links_without_prefilter
         )?;
-        let hist: Vec<String> = self.prefilter_min_len.iter().map(|(k, v)| format!("{k}:{v}")).collect();
+        let hist: Vec<String> = self
+            .prefilter_min_len
+            .iter()
+            .map(|(k, v)| format!("{k}:{v}"))
+            .collect();
         writeln!(f, "prefilter min literal len  {}", hist.join(" "))?;
         if let Some(ms) = self.compile_ms {
-            writeln!(f, "compile time               {ms:.1} ms")?;
+            write!(f, "compile time               {ms:.1} ms")?;
+            if let (Some(p), Some(l), Some(r)) = (self.parse_ms, self.lower_ms, self.regex_ms) {
+                write!(f, " (read+parse {p:.1} ms = {:.0}%, checks+IR {l:.1} ms of which regex compilation {r:.1} ms)", 100.0 * p / ms.max(1e-9))?;
+            }
+            writeln!(f)?;
         }
         Ok(())
     }

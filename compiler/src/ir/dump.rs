@@ -12,11 +12,26 @@ fn target_text(p: &Program, t: &Target) -> String {
         Selector::Regex(id) => format!(":/{}/", p.selector_regexes[id.index()].pattern),
         Selector::XPath(x) => format!(":{x}"),
     };
-    format!("{}{}{}", if t.count { "&" } else { "" }, t.variable.name(), sel)
+    format!(
+        "{}{}{}",
+        if t.count { "&" } else { "" },
+        t.variable.name(),
+        sel
+    )
 }
 
 fn exclusion_text(p: &Program, e: &Exclusion) -> String {
-    format!("!{}", target_text(p, &Target { variable: e.variable, selector: e.selector.clone(), count: false }))
+    format!(
+        "!{}",
+        target_text(
+            p,
+            &Target {
+                variable: e.variable,
+                selector: e.selector.clone(),
+                count: false
+            }
+        )
+    )
 }
 
 fn chain_text(p: &Program, node: NodeId) -> String {
@@ -32,8 +47,16 @@ fn prefilter_text(pf: &Prefilter) -> String {
     match pf {
         Prefilter::None => "none".into(),
         Prefilter::AnyOf(lits) => {
-            let shown: Vec<String> = lits.iter().take(6).map(|l| format!("{:?}", String::from_utf8_lossy(l))).collect();
-            let more = if lits.len() > 6 { format!(" +{} more", lits.len() - 6) } else { String::new() };
+            let shown: Vec<String> = lits
+                .iter()
+                .take(6)
+                .map(|l| format!("{:?}", String::from_utf8_lossy(l)))
+                .collect();
+            let more = if lits.len() > 6 {
+                format!(" +{} more", lits.len() - 6)
+            } else {
+                String::new()
+            };
             format!("any of [{}{}]", shown.join(", "), more)
         }
     }
@@ -54,17 +77,32 @@ fn operator_text(p: &Program, op: &Operator) -> String {
             let set = &p.phrase_sets[id.index()];
             format!("pm#{} {} phrase(s)", id.0, set.phrases.len())
         }
-        OpKind::Streq(a) | OpKind::Contains(a) | OpKind::ContainsWord(a) | OpKind::BeginsWith(a) | OpKind::EndsWith(a) | OpKind::Within(a) | OpKind::Eq(a) | OpKind::Ge(a) | OpKind::Gt(a) | OpKind::Le(a) | OpKind::Lt(a) => match a {
+        OpKind::Streq(a)
+        | OpKind::Contains(a)
+        | OpKind::ContainsWord(a)
+        | OpKind::BeginsWith(a)
+        | OpKind::EndsWith(a)
+        | OpKind::Within(a)
+        | OpKind::Eq(a)
+        | OpKind::Ge(a)
+        | OpKind::Gt(a)
+        | OpKind::Le(a)
+        | OpKind::Lt(a) => match a {
             Arg::Const(s) => format!("{s:?}"),
             Arg::Macro(m) => format!("{:?}", m.to_string()),
         },
         OpKind::Strmatch(s) => format!("{s:?}"),
         OpKind::IpMatch(r) => format!("{} network(s)", r.len()),
-        OpKind::ValidateByteRange(b) => serde_json::to_value(b).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
+        OpKind::ValidateByteRange(b) => serde_json::to_value(b)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
         OpKind::Unsupported { argument } => format!("{argument:?} (unsupported)"),
         _ => String::new(),
     };
-    format!("{neg}@{} {arg}", op.name.name()).trim_end().to_string()
+    format!("{neg}@{} {arg}", op.name.name())
+        .trim_end()
+        .to_string()
 }
 
 /// A readable listing: settings, the transform tree, then each phase's rules.
@@ -76,15 +114,29 @@ pub fn text(p: &Program) -> String {
         "settings: rule_engine={:?} request_body_access={} response_body_access={} request_body_limit={} ({:?})",
         st.rule_engine, st.request_body_access, st.response_body_access, st.request_body_limit, st.request_body_limit_action
     );
-    let _ = writeln!(s, "\ntransform tree ({} nodes):", p.transforms.nodes.len() - 1);
+    let _ = writeln!(
+        s,
+        "\ntransform tree ({} nodes):",
+        p.transforms.nodes.len() - 1
+    );
     for (i, n) in p.transforms.nodes.iter().enumerate().skip(1) {
         let parent = n.parent.map(|x| x.0).unwrap_or(0);
-        let _ = writeln!(s, "  n{i} = n{parent} → {}", n.transform.map(|t| t.name()).unwrap_or("?"));
+        let _ = writeln!(
+            s,
+            "  n{i} = n{parent} → {}",
+            n.transform.map(|t| t.name()).unwrap_or("?")
+        );
     }
     let _ = writeln!(s, "\nvalue slots ({}):", p.slots.len());
     for (i, slot) in p.slots.iter().enumerate() {
         let t = &p.targets[slot.target.index()];
-        let _ = writeln!(s, "  s{i} = {} | n{} [{}]", target_text(p, t), slot.node.0, chain_text(p, slot.node));
+        let _ = writeln!(
+            s,
+            "  s{i} = {} | n{} [{}]",
+            target_text(p, t),
+            slot.node.0,
+            chain_text(p, slot.node)
+        );
     }
     for (pi, phase) in p.phases.iter().enumerate() {
         let _ = writeln!(s, "\nphase {} ({} rules):", pi + 1, phase.rules.len());
@@ -102,14 +154,23 @@ pub fn text(p: &Program) -> String {
             );
             for (n, link) in r.links.iter().enumerate() {
                 let op = &p.operators[link.operator.index()];
-                let targets: Vec<String> = link.targets.iter().map(|sl| format!("s{}", sl.0)).collect();
-                let excl: Vec<String> = link.exclusions.iter().map(|e| exclusion_text(p, e)).collect();
+                let targets: Vec<String> =
+                    link.targets.iter().map(|sl| format!("s{}", sl.0)).collect();
+                let excl: Vec<String> = link
+                    .exclusions
+                    .iter()
+                    .map(|e| exclusion_text(p, e))
+                    .collect();
                 let _ = writeln!(
                     s,
                     "      {} targets [{}]{} t:{} {} prefilter {}{}{}",
                     if n == 0 { "rule " } else { "chain" },
                     targets.join(" "),
-                    if excl.is_empty() { String::new() } else { format!(" except [{}]", excl.join(" ")) },
+                    if excl.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" except [{}]", excl.join(" "))
+                    },
                     chain_text(p, link.transforms),
                     operator_text(p, op),
                     prefilter_text(&op.prefilter),
@@ -117,7 +178,11 @@ pub fn text(p: &Program) -> String {
                     if link.multi_match { " multiMatch" } else { "" },
                 );
                 for a in &link.actions {
-                    let _ = writeln!(s, "            {}", serde_json::to_string(a).unwrap_or_default());
+                    let _ = writeln!(
+                        s,
+                        "            {}",
+                        serde_json::to_string(a).unwrap_or_default()
+                    );
                 }
             }
             if let Some(f) = &r.flow {
@@ -135,7 +200,10 @@ pub fn text(p: &Program) -> String {
 fn prefilter_json(pf: &Prefilter) -> Value {
     match pf {
         Prefilter::None => Value::Null,
-        Prefilter::AnyOf(lits) => json!(lits.iter().map(|l| String::from_utf8_lossy(l).into_owned()).collect::<Vec<_>>()),
+        Prefilter::AnyOf(lits) => json!(lits
+            .iter()
+            .map(|l| String::from_utf8_lossy(l).into_owned())
+            .collect::<Vec<_>>()),
     }
 }
 

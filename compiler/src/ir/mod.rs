@@ -88,9 +88,18 @@ impl Program {
     pub fn validate(&self) -> Result<(), String> {
         for (p, phase) in self.phases.iter().enumerate() {
             for (pos, &ri) in phase.rules.iter().enumerate() {
-                let rule = self.rules.get(ri.index()).ok_or(format!("phase {} names rule {}", p + 1, ri.0))?;
+                let rule = self.rules.get(ri.index()).ok_or(format!(
+                    "phase {} names rule {}",
+                    p + 1,
+                    ri.0
+                ))?;
                 if usize::from(rule.phase) != p + 1 {
-                    return Err(format!("rule {} listed in phase {} but has phase {}", rule.id, p + 1, rule.phase));
+                    return Err(format!(
+                        "rule {} listed in phase {} but has phase {}",
+                        rule.id,
+                        p + 1,
+                        rule.phase
+                    ));
                 }
                 if rule.links.is_empty() {
                     return Err(format!("rule {} has no link", rule.id));
@@ -102,13 +111,21 @@ impl Program {
                     }
                 }
                 for link in &rule.links {
-                    if link.operator.index() >= self.operators.len() || link.transforms.index() >= self.transforms.nodes.len() {
+                    if link.operator.index() >= self.operators.len()
+                        || link.transforms.index() >= self.transforms.nodes.len()
+                    {
                         return Err(format!("rule {} has a dangling reference", rule.id));
                     }
                     for s in &link.targets {
-                        let slot = self.slots.get(s.index()).ok_or(format!("rule {}: bad slot", rule.id))?;
+                        let slot = self
+                            .slots
+                            .get(s.index())
+                            .ok_or(format!("rule {}: bad slot", rule.id))?;
                         if slot.node != link.transforms {
-                            return Err(format!("rule {}: slot chain differs from link chain", rule.id));
+                            return Err(format!(
+                                "rule {}: slot chain differs from link chain",
+                                rule.id
+                            ));
                         }
                     }
                 }
@@ -345,7 +362,12 @@ pub struct TransformNode {
 
 impl Default for TransformTree {
     fn default() -> Self {
-        TransformTree { nodes: vec![TransformNode { parent: None, transform: None }] }
+        TransformTree {
+            nodes: vec![TransformNode {
+                parent: None,
+                transform: None,
+            }],
+        }
     }
 }
 
@@ -354,11 +376,17 @@ impl TransformTree {
     pub fn intern(&mut self, chain: &[Transform]) -> NodeId {
         let mut node = NodeId::ROOT;
         for &t in chain {
-            let found = self.nodes.iter().position(|n| n.parent == Some(node) && n.transform == Some(t));
+            let found = self
+                .nodes
+                .iter()
+                .position(|n| n.parent == Some(node) && n.transform == Some(t));
             node = match found {
                 Some(i) => NodeId(i as u32),
                 None => {
-                    self.nodes.push(TransformNode { parent: Some(node), transform: Some(t) });
+                    self.nodes.push(TransformNode {
+                        parent: Some(node),
+                        transform: Some(t),
+                    });
                     NodeId((self.nodes.len() - 1) as u32)
                 }
             };
@@ -432,10 +460,14 @@ pub enum OpKind {
     DetectSqli,
     DetectXss,
     /// `@verifyCC` and friends: a regex finds candidates, a checksum confirms.
-    Verify { rx: RxId },
+    Verify {
+        rx: RxId,
+    },
     /// Parsed but not executable here (needs an external service or file
     /// format this engine does not have); never matches. A lint warning says so.
-    Unsupported { argument: String },
+    Unsupported {
+        argument: String,
+    },
 }
 
 /// `@ipMatch` network: address and prefix length.
@@ -468,7 +500,11 @@ impl Serialize for ByteSet {
                 while b < 256 && self.contains(b as u8) {
                     b += 1;
                 }
-                ranges.push(if b - 1 == start { format!("{start}") } else { format!("{start}-{}", b - 1) });
+                ranges.push(if b - 1 == start {
+                    format!("{start}")
+                } else {
+                    format!("{start}-{}", b - 1)
+                });
             } else {
                 b += 1;
             }
@@ -495,12 +531,17 @@ pub struct MacroString {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
 pub enum MacroPart {
     Literal(String),
-    Var { variable: Variable, key: Option<String> },
+    Var {
+        variable: Variable,
+        key: Option<String>,
+    },
 }
 
 impl MacroString {
     pub fn literal(s: &str) -> MacroString {
-        MacroString { parts: vec![MacroPart::Literal(s.to_string())] }
+        MacroString {
+            parts: vec![MacroPart::Literal(s.to_string())],
+        }
     }
 
     /// The text, if it holds no macro.
@@ -518,8 +559,14 @@ impl std::fmt::Display for MacroString {
         for p in &self.parts {
             match p {
                 MacroPart::Literal(s) => f.write_str(s)?,
-                MacroPart::Var { variable, key: Some(k) } => write!(f, "%{{{}.{k}}}", variable.name())?,
-                MacroPart::Var { variable, key: None } => write!(f, "%{{{}}}", variable.name())?,
+                MacroPart::Var {
+                    variable,
+                    key: Some(k),
+                } => write!(f, "%{{{}.{k}}}", variable.name())?,
+                MacroPart::Var {
+                    variable,
+                    key: None,
+                } => write!(f, "%{{{}}}", variable.name())?,
             }
         }
         Ok(())
@@ -531,15 +578,30 @@ impl std::fmt::Display for MacroString {
 pub enum LinkAction {
     SetVar(SetVar),
     Ctl(Ctl),
-    InitCol { collection: Variable, key: MacroString },
-    ExpireVar { name: MacroString, seconds: MacroString },
-    DeprecateVar { name: MacroString, value: MacroString },
-    SetEnv { name: MacroString, value: MacroString },
+    InitCol {
+        collection: Variable,
+        key: MacroString,
+    },
+    ExpireVar {
+        name: MacroString,
+        seconds: MacroString,
+    },
+    DeprecateVar {
+        name: MacroString,
+        value: MacroString,
+    },
+    SetEnv {
+        name: MacroString,
+        value: MacroString,
+    },
     SetUid(MacroString),
     SetSid(MacroString),
     SetRsc(MacroString),
     /// Accepted, no effect in this engine (exec, sanitise*, append, prepend...).
-    Ignored { action: crate::names::Action, value: Option<String> },
+    Ignored {
+        action: crate::names::Action,
+        value: Option<String>,
+    },
 }
 
 /// `setvar:collection.name=value` (`=+`, `=-`, `!` delete).
@@ -565,9 +627,18 @@ pub enum Ctl {
     RuleRemoveById(Vec<(u64, u64)>),
     RuleRemoveByTag(String),
     RuleRemoveByMsg(String),
-    RuleRemoveTargetById { ids: Vec<(u64, u64)>, target: Exclusion },
-    RuleRemoveTargetByTag { tag: String, target: Exclusion },
-    RuleRemoveTargetByMsg { msg: String, target: Exclusion },
+    RuleRemoveTargetById {
+        ids: Vec<(u64, u64)>,
+        target: Exclusion,
+    },
+    RuleRemoveTargetByTag {
+        tag: String,
+        target: Exclusion,
+    },
+    RuleRemoveTargetByMsg {
+        msg: String,
+        target: Exclusion,
+    },
     RequestBodyProcessor(String),
     RequestBodyAccess(bool),
     ResponseBodyAccess(bool),
@@ -577,5 +648,8 @@ pub enum Ctl {
     AuditEngine(String),
     AuditLogParts(String),
     /// Options accepted without effect here (debugLogLevel, hashEngine...).
-    Ignored { option: String, value: String },
+    Ignored {
+        option: String,
+        value: String,
+    },
 }

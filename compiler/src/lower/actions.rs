@@ -67,8 +67,16 @@ pub(super) struct HeadMeta {
 pub(super) fn head_meta(head: &RuleAst) -> HeadMeta {
     let value = |a: &ActionAst| a.value.as_ref().map(|v| v.value.clone());
     HeadMeta {
-        id: head.action("id").and_then(value).and_then(|v| v.trim().parse().ok()),
-        tags: head.actions.iter().filter(|a| a.name.eq_ignore_ascii_case("tag")).filter_map(value).collect(),
+        id: head
+            .action("id")
+            .and_then(value)
+            .and_then(|v| v.trim().parse().ok()),
+        tags: head
+            .actions
+            .iter()
+            .filter(|a| a.name.eq_ignore_ascii_case("tag"))
+            .filter_map(value)
+            .collect(),
         msg: head.action("msg").and_then(value),
     }
 }
@@ -78,8 +86,12 @@ impl Lowerer<'_> {
     pub(super) fn actions(&mut self, b: &mut RuleBuilder, n: usize, acts: &[&ActionAst]) {
         for a in acts {
             let Some(kind) = A::lookup(&a.name) else {
-                let mut d = Diagnostic::error(Code::UnknownAction, a.name_span, format!("unknown action `{}`", a.name))
-                    .with_label("not a ModSecurity action");
+                let mut d = Diagnostic::error(
+                    Code::UnknownAction,
+                    a.name_span,
+                    format!("unknown action `{}`", a.name),
+                )
+                .with_label("not a ModSecurity action");
                 if let Some(c) = closest(&a.name, A::ALL.iter().map(|x| x.name())) {
                     d = d.with_hint(format!("did you mean `{c}`?"));
                 }
@@ -89,22 +101,36 @@ impl Lowerer<'_> {
             match (kind.value(), &a.value) {
                 (ArgKind::Required, None) => {
                     self.error(
-                        Diagnostic::error(Code::BadArgument, a.span, format!("`{}` needs a value", kind.name()))
-                            .with_hint(format!("write `{}:VALUE`", kind.name())),
+                        Diagnostic::error(
+                            Code::BadArgument,
+                            a.span,
+                            format!("`{}` needs a value", kind.name()),
+                        )
+                        .with_hint(format!("write `{}:VALUE`", kind.name())),
                     );
                     continue;
                 }
-                (ArgKind::Required, Some(v)) if v.value.is_empty() && kind != A::Msg && kind != A::LogData => {
+                (ArgKind::Required, Some(v))
+                    if v.value.is_empty() && kind != A::Msg && kind != A::LogData =>
+                {
                     self.error(
-                        Diagnostic::error(Code::BadArgument, a.span, format!("`{}` needs a value", kind.name()))
-                            .with_hint(format!("write `{}:VALUE`", kind.name())),
+                        Diagnostic::error(
+                            Code::BadArgument,
+                            a.span,
+                            format!("`{}` needs a value", kind.name()),
+                        )
+                        .with_hint(format!("write `{}:VALUE`", kind.name())),
                     );
                     continue;
                 }
                 (ArgKind::None, Some(v)) => {
                     self.error(
-                        Diagnostic::error(Code::BadArgument, v.span(), format!("`{}` takes no value", kind.name()))
-                            .with_hint(format!("write just `{}`", kind.name())),
+                        Diagnostic::error(
+                            Code::BadArgument,
+                            v.span(),
+                            format!("`{}` takes no value", kind.name()),
+                        )
+                        .with_hint(format!("write just `{}`", kind.name())),
                     );
                     continue;
                 }
@@ -136,7 +162,7 @@ impl Lowerer<'_> {
                             .with_hint("phases are 1 to 5, or `request` (2), `response` (4), `logging` (5)"),
                     ),
                 },
-                A::T => self.transformation(&mut b.links[n], a, v, vspan),
+                A::T => self.transformation(&mut b.links[n], v, vspan),
                 A::Msg => b.meta.msg = value.map(|t| macro_string(t, self.diags)),
                 A::LogData => b.meta.logdata = value.map(|t| macro_string(t, self.diags)),
                 A::Tag => b.meta.tags.push(v.to_string()),
@@ -267,7 +293,7 @@ impl Lowerer<'_> {
         }
     }
 
-    fn transformation(&mut self, link: &mut LinkBuilder, a: &ActionAst, v: &str, vspan: Span) {
+    fn transformation(&mut self, link: &mut LinkBuilder, v: &str, vspan: Span) {
         match Transform::lookup(v) {
             Some(Transform::None) => {
                 link.transforms.clear();
@@ -275,13 +301,16 @@ impl Lowerer<'_> {
             }
             Some(t) => link.transforms.push(t),
             None => {
-                let mut d = Diagnostic::error(Code::UnknownTransformation, vspan, format!("unknown transformation `{v}`"))
-                    .with_label("not a ModSecurity transformation");
+                let mut d = Diagnostic::error(
+                    Code::UnknownTransformation,
+                    vspan,
+                    format!("unknown transformation `{v}`"),
+                )
+                .with_label("not a ModSecurity transformation");
                 if let Some(c) = closest(v, Transform::ALL.iter().map(|t| t.name())) {
                     d = d.with_hint(format!("did you mean `t:{c}`?"));
                 }
                 self.error(d);
-                let _ = a;
             }
         }
     }
@@ -289,9 +318,9 @@ impl Lowerer<'_> {
     /// `setvar:tx.name=value`, `=+`, `=-`, `!tx.name`.
     fn setvar(&mut self, t: &Text) -> Option<SetVar> {
         let s = t.as_str();
-        let (delete, body) = match s.strip_prefix('!') {
-            Some(rest) => (true, t.slice(1..s.len())),
-            None => (false, t.clone()),
+        let (delete, body) = match s.starts_with('!') {
+            true => (true, t.slice(1..s.len())),
+            false => (false, t.clone()),
         };
         let (lhs, rhs) = split_assignment(&body);
         let has_eq = body.value.contains('=');
@@ -305,10 +334,18 @@ impl Lowerer<'_> {
         };
         let collection = self.collection_name(&lhs.slice(0..coll.len()))?;
         let name = macro_string(&lhs.slice(coll.len() + 1..lv.len()), self.diags);
-        if name.parts.iter().all(|p| matches!(p, MacroPart::Literal(l) if l.is_empty())) {
+        if name
+            .parts
+            .iter()
+            .all(|p| matches!(p, MacroPart::Literal(l) if l.is_empty()))
+        {
             self.error(
-                Diagnostic::error(Code::BadArgument, t.span(), "setvar without a variable name")
-                    .with_hint("write `setvar:tx.name=value`"),
+                Diagnostic::error(
+                    Code::BadArgument,
+                    t.span(),
+                    "setvar without a variable name",
+                )
+                .with_hint("write `setvar:tx.name=value`"),
             );
             return None;
         }
@@ -317,15 +354,18 @@ impl Lowerer<'_> {
         } else if !has_eq {
             // ModSecurity sets a variable named without a value to "1".
             SetVarOp::Set(MacroString::literal("1"))
-        } else if let Some(rest) = rhs.value.strip_prefix('+') {
-            let _ = rest;
+        } else if rhs.value.starts_with('+') {
             SetVarOp::Add(macro_string(&rhs.slice(1..rhs.value.len()), self.diags))
         } else if rhs.value.starts_with('-') {
             SetVarOp::Sub(macro_string(&rhs.slice(1..rhs.value.len()), self.diags))
         } else {
             SetVarOp::Set(macro_string(&rhs, self.diags))
         };
-        Some(SetVar { collection, name, op })
+        Some(SetVar {
+            collection,
+            name,
+            op,
+        })
     }
 
     fn collection_name(&mut self, t: &Text) -> Option<names::Variable> {
@@ -333,14 +373,25 @@ impl Lowerer<'_> {
             Some(v) if v.is_collection() => Some(v),
             Some(v) => {
                 self.error(
-                    Diagnostic::error(Code::BadTarget, t.span(), format!("`{}` is not a collection", v.name()))
-                        .with_hint("variables are set in TX, IP, SESSION, USER, GLOBAL or RESOURCE"),
+                    Diagnostic::error(
+                        Code::BadTarget,
+                        t.span(),
+                        format!("`{}` is not a collection", v.name()),
+                    )
+                    .with_hint("variables are set in TX, IP, SESSION, USER, GLOBAL or RESOURCE"),
                 );
                 None
             }
             None => {
-                let mut d = Diagnostic::error(Code::UnknownVariable, t.span(), format!("unknown collection `{}`", t.value));
-                if let Some(c) = closest(&t.value, ["TX", "IP", "SESSION", "USER", "GLOBAL", "RESOURCE"]) {
+                let mut d = Diagnostic::error(
+                    Code::UnknownVariable,
+                    t.span(),
+                    format!("unknown collection `{}`", t.value),
+                );
+                if let Some(c) = closest(
+                    &t.value,
+                    ["TX", "IP", "SESSION", "USER", "GLOBAL", "RESOURCE"],
+                ) {
                     d = d.with_hint(format!("did you mean `{c}`?"));
                 }
                 self.error(d);
@@ -350,13 +401,21 @@ impl Lowerer<'_> {
     }
 
     /// `initcol:ip=%{REMOTE_ADDR}`.
-    fn collection_assignment(&mut self, t: &Text, persistent: bool) -> Option<(names::Variable, MacroString)> {
+    fn collection_assignment(
+        &mut self,
+        t: &Text,
+        persistent: bool,
+    ) -> Option<(names::Variable, MacroString)> {
         let (lhs, rhs) = split_assignment(t);
         let coll = self.collection_name(&lhs.trimmed())?;
         if persistent && !coll.is_persistent() {
             self.error(
-                Diagnostic::error(Code::BadArgument, lhs.span(), format!("`{}` is not a persistent collection", coll.name()))
-                    .with_hint("initcol opens IP, SESSION, USER, GLOBAL or RESOURCE"),
+                Diagnostic::error(
+                    Code::BadArgument,
+                    lhs.span(),
+                    format!("`{}` is not a persistent collection", coll.name()),
+                )
+                .with_hint("initcol opens IP, SESSION, USER, GLOBAL or RESOURCE"),
             );
             return None;
         }
@@ -368,7 +427,11 @@ impl Lowerer<'_> {
         let (lhs, rhs) = split_assignment(t);
         let name = lhs.value.trim();
         let Some(opt) = names::CtlOption::lookup(name) else {
-            let mut d = Diagnostic::error(Code::UnknownAction, lhs.span(), format!("unknown ctl option `{name}`"));
+            let mut d = Diagnostic::error(
+                Code::UnknownAction,
+                lhs.span(),
+                format!("unknown ctl option `{name}`"),
+            );
             if let Some(c) = closest(name, names::CtlOption::ALL.iter().map(|o| o.name())) {
                 d = d.with_hint(format!("did you mean `ctl:{c}`?"));
             }
@@ -382,13 +445,31 @@ impl Lowerer<'_> {
                 "on" | "true" | "1" => Some(true),
                 "off" | "false" | "0" => Some(false),
                 _ => {
-                    this.error(Diagnostic::error(Code::BadArgument, vspan, format!("`{v}` is not On or Off")).with_hint("use `On` or `Off`"));
+                    this.error(
+                        Diagnostic::error(
+                            Code::BadArgument,
+                            vspan,
+                            format!("`{v}` is not On or Off"),
+                        )
+                        .with_hint("use `On` or `Off`"),
+                    );
                     None
                 }
             }
         };
         let number = |this: &mut Self| -> Option<u64> {
-            v.parse().map_err(|_| this.error(Diagnostic::error(Code::BadArgument, vspan, format!("`{v}` is not a number")).with_hint("a size in bytes"))).ok()
+            v.parse()
+                .map_err(|_| {
+                    this.error(
+                        Diagnostic::error(
+                            Code::BadArgument,
+                            vspan,
+                            format!("`{v}` is not a number"),
+                        )
+                        .with_hint("a size in bytes"),
+                    )
+                })
+                .ok()
         };
         use names::CtlOption as C;
         Some(match opt {
@@ -396,7 +477,14 @@ impl Lowerer<'_> {
             C::RuleRemoveById => {
                 let mut ids = Vec::new();
                 if let Err(e) = crate::parse::parse_id_list(v, &mut ids) {
-                    self.error(Diagnostic::error(Code::BadArgument, vspan, format!("invalid rule id list: {e}")).with_hint("e.g. `ctl:ruleRemoveById=920100-920199`"));
+                    self.error(
+                        Diagnostic::error(
+                            Code::BadArgument,
+                            vspan,
+                            format!("invalid rule id list: {e}"),
+                        )
+                        .with_hint("e.g. `ctl:ruleRemoveById=920100-920199`"),
+                    );
                     return None;
                 }
                 Ctl::RuleRemoveById(ids)
@@ -406,8 +494,12 @@ impl Lowerer<'_> {
             C::RuleRemoveTargetById | C::RuleRemoveTargetByTag | C::RuleRemoveTargetByMsg => {
                 let Some(semi) = rhs.value.find(';') else {
                     self.error(
-                        Diagnostic::error(Code::BadArgument, vspan, format!("`ctl:{}` needs `RULES;TARGET`", opt.name()))
-                            .with_hint("e.g. `ctl:ruleRemoveTargetById=942100;ARGS:password`"),
+                        Diagnostic::error(
+                            Code::BadArgument,
+                            vspan,
+                            format!("`ctl:{}` needs `RULES;TARGET`", opt.name()),
+                        )
+                        .with_hint("e.g. `ctl:ruleRemoveTargetById=942100;ARGS:password`"),
                     );
                     return None;
                 };
@@ -418,7 +510,14 @@ impl Lowerer<'_> {
                     C::RuleRemoveTargetById => {
                         let mut ids = Vec::new();
                         if let Err(e) = crate::parse::parse_id_list(&which, &mut ids) {
-                            self.error(Diagnostic::error(Code::BadArgument, vspan, format!("invalid rule id list: {e}")).with_hint("e.g. `942100;ARGS:password`"));
+                            self.error(
+                                Diagnostic::error(
+                                    Code::BadArgument,
+                                    vspan,
+                                    format!("invalid rule id list: {e}"),
+                                )
+                                .with_hint("e.g. `942100;ARGS:password`"),
+                            );
                             return None;
                         }
                         Ctl::RuleRemoveTargetById { ids, target }
@@ -431,8 +530,12 @@ impl Lowerer<'_> {
                 let up = v.to_ascii_uppercase();
                 if !matches!(up.as_str(), "URLENCODED" | "MULTIPART" | "XML" | "JSON") {
                     self.error(
-                        Diagnostic::error(Code::BadArgument, vspan, format!("unknown body processor `{v}`"))
-                            .with_hint("use URLENCODED, MULTIPART, XML or JSON"),
+                        Diagnostic::error(
+                            Code::BadArgument,
+                            vspan,
+                            format!("unknown body processor `{v}`"),
+                        )
+                        .with_hint("use URLENCODED, MULTIPART, XML or JSON"),
                     );
                     return None;
                 }
@@ -445,7 +548,10 @@ impl Lowerer<'_> {
             C::ResponseBodyLimit => Ctl::ResponseBodyLimit(number(self)?),
             C::AuditEngine => Ctl::AuditEngine(v.to_string()),
             C::AuditLogParts => Ctl::AuditLogParts(v.to_string()),
-            _ => Ctl::Ignored { option: opt.name().to_string(), value: v.to_string() },
+            _ => Ctl::Ignored {
+                option: opt.name().to_string(),
+                value: v.to_string(),
+            },
         })
     }
 
@@ -456,8 +562,12 @@ impl Lowerer<'_> {
             "detectiononly" => Some(EngineMode::DetectionOnly),
             _ => {
                 self.error(
-                    Diagnostic::error(Code::BadArgument, span, format!("`{v}` is not a rule engine mode"))
-                        .with_hint("use On, Off or DetectionOnly"),
+                    Diagnostic::error(
+                        Code::BadArgument,
+                        span,
+                        format!("`{v}` is not a rule engine mode"),
+                    )
+                    .with_hint("use On, Off or DetectionOnly"),
                 );
                 None
             }
@@ -472,4 +582,3 @@ fn split_assignment(t: &Text) -> (Text, Text) {
         None => (t.clone(), t.slice(t.value.len()..t.value.len())),
     }
 }
-

@@ -7,8 +7,8 @@
 //! rules from a file included after them).
 
 mod actions;
-mod settings;
 mod operator;
+mod settings;
 mod targets;
 
 use crate::ast::{ActionAst, Item, RuleAst, RuleKind, RuleRef, TargetAst, Text};
@@ -26,9 +26,21 @@ pub struct Options {
     pub rx: RxOptions,
 }
 
+/// Where compile time went.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct Timings {
+    /// Reading files and parsing them (pest grammar, AST).
+    pub parse: std::time::Duration,
+    /// Checks and IR construction, regex compilation included.
+    pub lower: std::time::Duration,
+    /// Of `lower`: compiling `@rx` patterns.
+    pub regex: std::time::Duration,
+}
+
 /// The result of a compilation: the program when there was no error, and every finding.
 #[derive(Debug)]
 pub struct Compiled {
+    pub timings: Timings,
     pub program: Option<Program>,
     /// The sources, also when there is no program (to render diagnostics).
     pub sources_when_failed: Option<SourceMap>,
@@ -52,16 +64,29 @@ fn unreachable_sources() -> &'static SourceMap {
 
 /// Compiles parsed items. Diagnostics of parsing in `diags` are kept.
 pub fn lower(parsed: Parsed, opts: &Options, mut diags: Diagnostics) -> Compiled {
+    let start = std::time::Instant::now();
     let Parsed { sources, items } = parsed;
     let mut l = Lowerer::new(&sources, opts, &mut diags);
     l.run(&items);
+    let mut timings = l.timings;
     let mut program = l.finish();
+    timings.lower = start.elapsed();
     diags.sort();
     if diags.has_errors() {
-        return Compiled { program: None, sources_when_failed: Some(sources), diagnostics: diags };
+        return Compiled {
+            timings,
+            program: None,
+            sources_when_failed: Some(sources),
+            diagnostics: diags,
+        };
     }
     program.sources = sources;
-    Compiled { program: Some(program), sources_when_failed: None, diagnostics: diags }
+    Compiled {
+        timings,
+        program: Some(program),
+        sources_when_failed: None,
+        diagnostics: diags,
+    }
 }
 
 /// What `SecDefaultAction` sets for one phase.
@@ -79,7 +104,13 @@ struct Defaults {
 #[derive(Default)]
 struct Updates<'a> {
     removes: Vec<(&'a RuleRef, Span, bool)>,
-    targets: Vec<(&'a RuleRef, &'a [TargetAst], Option<&'a [TargetAst]>, Span, bool)>,
+    targets: Vec<(
+        &'a RuleRef,
+        &'a [TargetAst],
+        Option<&'a [TargetAst]>,
+        Span,
+        bool,
+    )>,
     actions: Vec<(&'a RuleRef, &'a [ActionAst], Span, bool)>,
 }
 
@@ -101,6 +132,7 @@ struct Lowerer<'a> {
     markers: Vec<(String, Span, usize)>,
     /// skipAfter requests: (rule index, marker name text).
     skip_afters: Vec<(usize, Text)>,
+    timings: Timings,
 }
 
 impl<'a> Lowerer<'a> {
@@ -133,6 +165,7 @@ impl<'a> Lowerer<'a> {
             positions: Vec::new(),
             markers: Vec::new(),
             skip_afters: Vec::new(),
+            timings: Timings::default(),
         }
     }
 
@@ -145,13 +178,21 @@ impl<'a> Lowerer<'a> {
         for item in items {
             match item {
                 Item::Remove { by, span } => updates.removes.push((by, *span, false)),
-                Item::UpdateTarget { by, targets, replaced, span } => {
-                    updates.targets.push((by, targets, replaced.as_deref(), *span, false))
-                }
+                Item::UpdateTarget {
+                    by,
+                    targets,
+                    replaced,
+                    span,
+                } => updates
+                    .targets
+                    .push((by, targets, replaced.as_deref(), *span, false)),
                 Item::UpdateAction { by, actions, span } => {
                     for a in actions.iter() {
                         if let Some(k) = names::Action::lookup(&a.name) {
-                            if matches!(k, names::Action::Id | names::Action::Phase | names::Action::Chain) {
+                            if matches!(
+                                k,
+                                names::Action::Id | names::Action::Phase | names::Action::Chain
+                            ) {
                                 self.error(
                                     Diagnostic::error(Code::BadArgument, a.span, format!("`{}` cannot be changed by SecRuleUpdateActionById", k.name()))
                                         .with_hint("write a new rule instead; ids, phases and chains are fixed when a rule is defined"),
@@ -195,8 +236,13 @@ impl<'a> Lowerer<'a> {
                 Item::DefaultAction { actions, span } => self.default_action(actions, *span),
                 Item::Marker { name, span } => {
                     if name.value.is_empty() {
-                        self.error(Diagnostic::error(Code::BadArgument, *span, "SecMarker needs a name").with_hint("usage: SecMarker NAME"));
-                    } else if let Some((_, first, _)) = self.markers.iter().find(|m| m.0 == name.value) {
+                        self.error(
+                            Diagnostic::error(Code::BadArgument, *span, "SecMarker needs a name")
+                                .with_hint("usage: SecMarker NAME"),
+                        );
+                    } else if let Some((_, first, _)) =
+                        self.markers.iter().find(|m| m.0 == name.value)
+                    {
                         let first = *first;
                         self.error(
                             Diagnostic::warning(Code::Suspicious, name.span(), format!("marker `{}` is defined twice", name.value))
@@ -206,7 +252,11 @@ impl<'a> Lowerer<'a> {
                     }
                     self.markers.push((name.value.clone(), *span, pos));
                 }
-                Item::Setting { directive, args, span } => self.setting(*directive, args, *span),
+                Item::Setting {
+                    directive,
+                    args,
+                    span,
+                } => self.setting(*directive, args, *span),
                 Item::Remove { .. } | Item::UpdateTarget { .. } | Item::UpdateAction { .. } => {}
             }
             i += 1;
@@ -236,8 +286,12 @@ impl<'a> Lowerer<'a> {
             RuleRef::Msg(m) => format!("no rule has the msg `{}`", m.value),
         };
         self.error(
-            Diagnostic::warning(Code::UnknownRuleRef, span, format!("this directive changes no rule: {what}"))
-                .with_hint("check the id, tag or message; the directive has no effect"),
+            Diagnostic::warning(
+                Code::UnknownRuleRef,
+                span,
+                format!("this directive changes no rule: {what}"),
+            )
+            .with_hint("check the id, tag or message; the directive has no effect"),
         );
     }
 
@@ -290,10 +344,14 @@ impl<'a> Lowerer<'a> {
                 if let Some(first) = self.ids.get(&id) {
                     let first = *first;
                     self.error(
-                        Diagnostic::error(Code::DuplicateId, span, format!("duplicate rule id {id}"))
-                            .with_label("this id is already used")
-                            .with_related(first, "first used here")
-                            .with_hint("every SecRule and SecAction needs a unique id"),
+                        Diagnostic::error(
+                            Code::DuplicateId,
+                            span,
+                            format!("duplicate rule id {id}"),
+                        )
+                        .with_label("this id is already used")
+                        .with_related(first, "first used here")
+                        .with_hint("every SecRule and SecAction needs a unique id"),
                     );
                 } else {
                     self.ids.insert(id, span);
@@ -301,7 +359,11 @@ impl<'a> Lowerer<'a> {
                 id
             }
             None => {
-                let kind = if head.kind == RuleKind::SecAction { "SecAction" } else { "SecRule" };
+                let kind = if head.kind == RuleKind::SecAction {
+                    "SecAction"
+                } else {
+                    "SecRule"
+                };
                 self.error(
                     Diagnostic::error(Code::MissingId, head.actions_span, format!("{kind} without an `id`"))
                         .with_label("no `id` action here")
@@ -328,14 +390,20 @@ impl<'a> Lowerer<'a> {
         for (n, link) in links.iter().enumerate() {
             let lb = &b.links[n];
             let chain: Vec<Transform> = match (&defaults, lb.reset_transforms) {
-                (Some(d), false) => d.transforms.iter().copied().chain(lb.transforms.iter().copied()).collect(),
+                (Some(d), false) => d
+                    .transforms
+                    .iter()
+                    .copied()
+                    .chain(lb.transforms.iter().copied())
+                    .collect(),
                 _ => lb.transforms.clone(),
             };
             let node = self.p.transforms.intern(&chain);
             let (targets, exclusions) = if link.kind == RuleKind::SecAction {
                 (Vec::new(), Vec::new())
             } else {
-                let extra: &[(&TargetAst, Option<&[TargetAst]>)] = if n == 0 { &extra_targets } else { &[] };
+                let extra: &[(&TargetAst, Option<&[TargetAst]>)] =
+                    if n == 0 { &extra_targets } else { &[] };
                 self.targets(link, extra, node, phase)
             };
             let operator = match &link.operator {
@@ -382,9 +450,18 @@ impl<'a> Lowerer<'a> {
             via_block,
             status: b.status.or(defaults.as_ref().and_then(|d| d.status)),
             meta,
-            log: b.log.or(defaults.as_ref().and_then(|d| d.log)).unwrap_or(true),
-            auditlog: b.auditlog.or(defaults.as_ref().and_then(|d| d.auditlog)).unwrap_or(true),
-            flow: b.skip.map(|count| Flow::Skip { count, resume_at: 0 }),
+            log: b
+                .log
+                .or(defaults.as_ref().and_then(|d| d.log))
+                .unwrap_or(true),
+            auditlog: b
+                .auditlog
+                .or(defaults.as_ref().and_then(|d| d.auditlog))
+                .unwrap_or(true),
+            flow: b.skip.map(|count| Flow::Skip {
+                count,
+                resume_at: 0,
+            }),
             unconditional: head.kind == RuleKind::SecAction,
         };
         let index = self.p.rules.len();
@@ -424,7 +501,18 @@ impl<'a> Lowerer<'a> {
         self.actions(&mut b, 0, &refs);
         for a in acts {
             if let Some(k) = names::Action::lookup(&a.name) {
-                if matches!(k, names::Action::Id | names::Action::Msg | names::Action::LogData | names::Action::Chain | names::Action::Skip | names::Action::SkipAfter | names::Action::Rev | names::Action::Ver | names::Action::Severity) {
+                if matches!(
+                    k,
+                    names::Action::Id
+                        | names::Action::Msg
+                        | names::Action::LogData
+                        | names::Action::Chain
+                        | names::Action::Skip
+                        | names::Action::SkipAfter
+                        | names::Action::Rev
+                        | names::Action::Ver
+                        | names::Action::Severity
+                ) {
                     self.error(
                         Diagnostic::error(Code::BadArgument, a.span, format!("SecDefaultAction cannot contain `{}`", k.name()))
                             .with_hint("SecDefaultAction sets the phase, disruptive action, logging and transformations inherited by later rules"),
@@ -434,8 +522,12 @@ impl<'a> Lowerer<'a> {
         }
         let Some(phase) = b.phase else {
             self.error(
-                Diagnostic::error(Code::MissingPhase, span, "SecDefaultAction without a `phase`")
-                    .with_hint("SecDefaultAction applies to one phase: add e.g. `phase:2`"),
+                Diagnostic::error(
+                    Code::MissingPhase,
+                    span,
+                    "SecDefaultAction without a `phase`",
+                )
+                .with_hint("SecDefaultAction applies to one phase: add e.g. `phase:2`"),
             );
             return;
         };
@@ -450,8 +542,12 @@ impl<'a> Lowerer<'a> {
             }
             None => {
                 self.error(
-                    Diagnostic::error(Code::BadArgument, span, "SecDefaultAction without a disruptive action")
-                        .with_hint("add one of `pass`, `deny`, `drop`, `allow`, `redirect`"),
+                    Diagnostic::error(
+                        Code::BadArgument,
+                        span,
+                        "SecDefaultAction without a disruptive action",
+                    )
+                    .with_hint("add one of `pass`, `deny`, `drop`, `allow`, `redirect`"),
                 );
                 return;
             }
@@ -481,29 +577,54 @@ impl<'a> Lowerer<'a> {
         for (name, span, gpos) in &self.markers {
             let mut resume_at = [0usize; 5];
             for (p, phase) in self.p.phases.iter().enumerate() {
-                resume_at[p] = phase.rules.iter().filter(|r| self.positions[r.index()].0 < *gpos).count();
+                resume_at[p] = phase
+                    .rules
+                    .iter()
+                    .filter(|r| self.positions[r.index()].0 < *gpos)
+                    .count();
             }
-            self.p.markers.push(Marker { name: name.clone(), span: *span, resume_at });
+            self.p.markers.push(Marker {
+                name: name.clone(),
+                span: *span,
+                resume_at,
+            });
         }
         // skip N.
         for ri in 0..self.p.rules.len() {
-            let (Some(pos), Some(Flow::Skip { count, .. })) = (phase_pos[ri], self.p.rules[ri].flow.clone()) else { continue };
-            let len = self.p.phases[usize::from(self.p.rules[ri].phase) - 1].rules.len();
+            let (Some(pos), Some(Flow::Skip { count, .. })) =
+                (phase_pos[ri], self.p.rules[ri].flow.clone())
+            else {
+                continue;
+            };
+            let len = self.p.phases[usize::from(self.p.rules[ri].phase) - 1]
+                .rules
+                .len();
             let to = (pos + 1 + count as usize).min(len);
-            self.p.rules[ri].flow = Some(Flow::Skip { count, resume_at: to });
+            self.p.rules[ri].flow = Some(Flow::Skip {
+                count,
+                resume_at: to,
+            });
         }
         // skipAfter MARKER: the first marker of that name after the rule.
         let skip_afters = std::mem::take(&mut self.skip_afters);
         for (ri, name) in skip_afters {
             let gpos = self.positions[ri].0;
             let phase = usize::from(self.p.rules[ri].phase) - 1;
-            let candidates: Vec<usize> = (0..self.markers.len()).filter(|&m| self.markers[m].0 == name.value).collect();
-            let after = candidates.iter().copied().find(|&m| self.markers[m].2 > gpos);
+            let candidates: Vec<usize> = (0..self.markers.len())
+                .filter(|&m| self.markers[m].0 == name.value)
+                .collect();
+            let after = candidates
+                .iter()
+                .copied()
+                .find(|&m| self.markers[m].2 > gpos);
             match after {
                 Some(m) => {
                     if let Some(pos) = phase_pos[ri] {
                         let to = self.p.markers[m].resume_at[phase].max(pos + 1);
-                        self.p.rules[ri].flow = Some(Flow::SkipAfter { marker: name.value.clone(), resume_at: to });
+                        self.p.rules[ri].flow = Some(Flow::SkipAfter {
+                            marker: name.value.clone(),
+                            resume_at: to,
+                        });
                     }
                 }
                 None if !candidates.is_empty() => {
@@ -517,11 +638,18 @@ impl<'a> Lowerer<'a> {
                 }
                 None => {
                     let known: Vec<&str> = self.markers.iter().map(|m| m.0.as_str()).collect();
-                    let mut d = Diagnostic::error(Code::UnknownMarker, name.span(), format!("no marker named `{}`", name.value))
-                        .with_label("skipAfter target is not defined");
+                    let mut d = Diagnostic::error(
+                        Code::UnknownMarker,
+                        name.span(),
+                        format!("no marker named `{}`", name.value),
+                    )
+                    .with_label("skipAfter target is not defined");
                     d = match closest(&name.value, known.iter().copied()) {
                         Some(c) => d.with_hint(format!("did you mean `{c}`?")),
-                        None => d.with_hint(format!("define it with `SecMarker {}` after this rule", name.value)),
+                        None => d.with_hint(format!(
+                            "define it with `SecMarker {}` after this rule",
+                            name.value
+                        )),
                     };
                     self.error(d);
                 }
@@ -558,14 +686,26 @@ pub(crate) fn macro_string(text: &Text, diags: &mut Diagnostics) -> MacroString 
                         if !lit.is_empty() {
                             parts.push(MacroPart::Literal(std::mem::take(&mut lit)));
                         }
-                        let key = key.map(|k| if variable.keys_case_insensitive() { k.to_ascii_lowercase() } else { k.to_string() });
+                        let key = key.map(|k| {
+                            if variable.keys_case_insensitive() {
+                                k.to_ascii_lowercase()
+                            } else {
+                                k.to_string()
+                            }
+                        });
                         parts.push(MacroPart::Var { variable, key });
                     }
                     None => {
                         let span = text.span_of(i + 2..i + 2 + name.len());
-                        let mut d = Diagnostic::error(Code::UnknownVariable, span, format!("unknown variable `{name}` in macro"))
-                            .with_label("not a ModSecurity variable");
-                        if let Some(c) = closest(name, names::Variable::ALL.iter().map(|v| v.name())) {
+                        let mut d = Diagnostic::error(
+                            Code::UnknownVariable,
+                            span,
+                            format!("unknown variable `{name}` in macro"),
+                        )
+                        .with_label("not a ModSecurity variable");
+                        if let Some(c) =
+                            closest(name, names::Variable::ALL.iter().map(|v| v.name()))
+                        {
                             d = d.with_hint(format!("did you mean `{c}`?"));
                         }
                         diags.push(d);

@@ -12,8 +12,12 @@ use std::path::PathBuf;
 impl Lowerer<'_> {
     pub(super) fn operator(&mut self, op: &OperatorAst, _link: &RuleAst) -> OpId {
         let Some(name) = O::lookup(&op.name) else {
-            let mut d = Diagnostic::error(Code::UnknownOperator, op.name_span, format!("unknown operator `@{}`", op.name))
-                .with_label("not a ModSecurity operator");
+            let mut d = Diagnostic::error(
+                Code::UnknownOperator,
+                op.name_span,
+                format!("unknown operator `@{}`", op.name),
+            )
+            .with_label("not a ModSecurity operator");
             if let Some(c) = closest(&op.name, O::ALL.iter().map(|o| o.name())) {
                 d = d.with_hint(format!("did you mean `@{c}`?"));
             }
@@ -26,19 +30,42 @@ impl Lowerer<'_> {
         match name.argument() {
             ArgKind::Required if !has_arg => {
                 self.error(
-                    Diagnostic::error(Code::BadArgument, op.span, format!("`@{}` needs an argument", name.name()))
-                        .with_hint(format!("write `@{} ARGUMENT`", name.name())),
+                    Diagnostic::error(
+                        Code::BadArgument,
+                        op.span,
+                        format!("`@{}` needs an argument", name.name()),
+                    )
+                    .with_hint(format!("write `@{} ARGUMENT`", name.name())),
                 );
                 return self.placeholder(op);
             }
             ArgKind::None if has_arg => {
                 self.error(
-                    Diagnostic::error(Code::BadArgument, arg.span(), format!("`@{}` takes no argument", name.name()))
-                        .with_hint(format!("write just `@{}`", name.name())),
+                    Diagnostic::error(
+                        Code::BadArgument,
+                        arg.span(),
+                        format!("`@{}` takes no argument", name.name()),
+                    )
+                    .with_hint(format!("write just `@{}`", name.name())),
                 );
                 return self.placeholder(op);
             }
             _ => {}
+        }
+        if arg.value.contains("%{")
+            && matches!(
+                name,
+                O::Rx | O::Pm | O::PmFromFile | O::IpMatch | O::ValidateByteRange
+            )
+        {
+            // ModSecurity v3 recompiles a regex with macros on every evaluation;
+            // we compile patterns and phrase sets once, when rules load.
+            self.error(
+                Diagnostic::error(Code::BadArgument, arg.span(), format!("macros in `@{}` arguments are not supported", name.name()))
+                    .with_label("compiled once when the rules load, not per request")
+                    .with_hint("compare with a variable using @streq, @within, @contains, @beginsWith or @endsWith, which expand macros"),
+            );
+            return self.placeholder(op);
         }
         if arg.value.contains("%{") && !name.allows_macros() {
             self.error(
@@ -51,13 +78,29 @@ impl Lowerer<'_> {
             Some(k) => k,
             None => return self.placeholder(op),
         };
-        let prefilter = if op.negated { Prefilter::None } else { self.prefilter(&kind) };
-        self.push_operator(Operator { name, kind, negated: op.negated, prefilter, span: op.span })
+        let prefilter = if op.negated {
+            Prefilter::None
+        } else {
+            self.prefilter(&kind)
+        };
+        self.push_operator(Operator {
+            name,
+            kind,
+            negated: op.negated,
+            prefilter,
+            span: op.span,
+        })
     }
 
     /// An operator that never matches, standing in after an error (no program is produced).
     fn placeholder(&mut self, op: &OperatorAst) -> OpId {
-        self.push_operator(Operator { name: O::NoMatch, kind: OpKind::NoMatch, negated: op.negated, prefilter: Prefilter::None, span: op.span })
+        self.push_operator(Operator {
+            name: O::NoMatch,
+            kind: OpKind::NoMatch,
+            negated: op.negated,
+            prefilter: Prefilter::None,
+            span: op.span,
+        })
     }
 
     fn op_kind(&mut self, name: O, arg: &Text) -> Option<OpKind> {
@@ -71,7 +114,11 @@ impl Lowerer<'_> {
         Some(match name {
             O::Rx => OpKind::Rx(self.regex(arg)?),
             O::Pm => {
-                let phrases: Vec<String> = arg.value.split_ascii_whitespace().map(str::to_string).collect();
+                let phrases: Vec<String> = arg
+                    .value
+                    .split_ascii_whitespace()
+                    .map(str::to_string)
+                    .collect();
                 OpKind::Pm(self.phrase_set(phrases, Vec::new(), arg)?)
             }
             O::PmFromFile => {
@@ -90,8 +137,12 @@ impl Lowerer<'_> {
                 if let Arg::Const(c) = &a {
                     if c.trim().parse::<i64>().is_err() {
                         self.error(
-                            Diagnostic::error(Code::BadArgument, arg.span(), format!("`@{}` needs an integer, found `{c}`", name.name()))
-                                .with_hint("compare with a number, or a macro like `%{tx.threshold}`"),
+                            Diagnostic::error(
+                                Code::BadArgument,
+                                arg.span(),
+                                format!("`@{}` needs an integer, found `{c}`", name.name()),
+                            )
+                            .with_hint("compare with a number, or a macro like `%{tx.threshold}`"),
                         );
                         return None;
                     }
@@ -116,16 +167,26 @@ impl Lowerer<'_> {
             O::NoMatch => OpKind::NoMatch,
             O::DetectSqli => OpKind::DetectSqli,
             O::DetectXss => OpKind::DetectXss,
-            O::VerifyCc | O::VerifyCpf | O::VerifySsn | O::VerifySvnr => OpKind::Verify { rx: self.regex(arg)? },
+            O::VerifyCc | O::VerifyCpf | O::VerifySsn | O::VerifySvnr => OpKind::Verify {
+                rx: self.regex(arg)?,
+            },
             other => {
                 if other.supported() != Support::Implemented {
                     self.error(
-                        Diagnostic::warning(Code::Suspicious, arg.span(), format!("`@{}` is not supported by this engine", other.name()))
-                            .with_label("this operator never matches here")
-                            .with_hint("it needs an external service or file format; see docs/architecture.md"),
+                        Diagnostic::warning(
+                            Code::Suspicious,
+                            arg.span(),
+                            format!("`@{}` is not supported by this engine", other.name()),
+                        )
+                        .with_label("this operator never matches here")
+                        .with_hint(
+                            "it needs an external service or file format; see docs/architecture.md",
+                        ),
                     );
                 }
-                OpKind::Unsupported { argument: arg.value.clone() }
+                OpKind::Unsupported {
+                    argument: arg.value.clone(),
+                }
             }
         })
     }
@@ -134,7 +195,10 @@ impl Lowerer<'_> {
         if let Some(&id) = self.rx_index.get(&arg.value) {
             return Some(id);
         }
-        match CompiledRx::compile(&arg.value, &self.opts.rx) {
+        let start = std::time::Instant::now();
+        let compiled = CompiledRx::compile(&arg.value, &self.opts.rx);
+        self.timings.regex += start.elapsed();
+        match compiled {
             Ok(rx) => {
                 let id = RxId(self.p.regexes.len() as u32);
                 self.p.regexes.push(rx);
@@ -148,7 +212,12 @@ impl Lowerer<'_> {
         }
     }
 
-    fn phrase_set(&mut self, phrases: Vec<String>, files: Vec<PathBuf>, arg: &Text) -> Option<PmId> {
+    fn phrase_set(
+        &mut self,
+        phrases: Vec<String>,
+        files: Vec<PathBuf>,
+        arg: &Text,
+    ) -> Option<PmId> {
         if phrases.is_empty() {
             self.error(
                 Diagnostic::error(Code::BadArgument, arg.span(), "empty phrase list")
@@ -159,17 +228,30 @@ impl Lowerer<'_> {
         if let Some(&id) = self.pm_index.get(&phrases) {
             return Some(id);
         }
-        let automaton = aho_corasick::AhoCorasick::builder().ascii_case_insensitive(true).build(&phrases);
+        let automaton = aho_corasick::AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .build(&phrases);
         let automaton = match automaton {
             Ok(a) => a,
             Err(e) => {
-                self.error(Diagnostic::error(Code::BadArgument, arg.span(), format!("cannot build the phrase matcher: {e}")).with_hint("use fewer or shorter phrases"));
+                self.error(
+                    Diagnostic::error(
+                        Code::BadArgument,
+                        arg.span(),
+                        format!("cannot build the phrase matcher: {e}"),
+                    )
+                    .with_hint("use fewer or shorter phrases"),
+                );
                 return None;
             }
         };
         let id = PmId(self.p.phrase_sets.len() as u32);
         self.pm_index.insert(phrases.clone(), id);
-        self.p.phrase_sets.push(PhraseSet { phrases, files, automaton });
+        self.p.phrase_sets.push(PhraseSet {
+            phrases,
+            files,
+            automaton,
+        });
         Some(id)
     }
 
@@ -177,7 +259,13 @@ impl Lowerer<'_> {
     /// entry per line, `#` comments and blank lines skipped, surrounding
     /// blanks trimmed. Paths are relative to the rule file's directory.
     fn data_files(&mut self, arg: &Text) -> Option<(Vec<String>, Vec<PathBuf>)> {
-        let base = self.sources.file(arg.span().file).path.parent().map(PathBuf::from).unwrap_or_default();
+        let base = self
+            .sources
+            .file(arg.span().file)
+            .path
+            .parent()
+            .map(PathBuf::from)
+            .unwrap_or_default();
         let mut lines = Vec::new();
         let mut files = Vec::new();
         let mut ok = true;
@@ -188,8 +276,12 @@ impl Lowerer<'_> {
             offset = start + name.len();
             if name.starts_with("http://") || name.starts_with("https://") {
                 self.error(
-                    Diagnostic::error(Code::MissingDataFile, arg.span_of(start..offset), "remote data files are not supported")
-                        .with_hint("download the file and name its local path"),
+                    Diagnostic::error(
+                        Code::MissingDataFile,
+                        arg.span_of(start..offset),
+                        "remote data files are not supported",
+                    )
+                    .with_hint("download the file and name its local path"),
                 );
                 ok = false;
                 continue;
@@ -209,9 +301,15 @@ impl Lowerer<'_> {
                 }
                 Err(e) => {
                     self.error(
-                        Diagnostic::error(Code::MissingDataFile, arg.span_of(start..offset), format!("cannot read data file `{}`: {e}", path.display()))
-                            .with_label("named here")
-                            .with_hint("data file paths are relative to the directory of the rule file"),
+                        Diagnostic::error(
+                            Code::MissingDataFile,
+                            arg.span_of(start..offset),
+                            format!("cannot read data file `{}`: {e}", path.display()),
+                        )
+                        .with_label("named here")
+                        .with_hint(
+                            "data file paths are relative to the directory of the rule file",
+                        ),
                     );
                     ok = false;
                 }
@@ -222,14 +320,22 @@ impl Lowerer<'_> {
 
     fn ip_list(&mut self, arg: &Text, list: &str) -> Option<Vec<IpRange>> {
         let mut out = Vec::new();
-        for item in list.split([',', ' ', '\t']).map(str::trim).filter(|s| !s.is_empty()) {
+        for item in list
+            .split([',', ' ', '\t'])
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
             match parse_ip_range(item) {
                 Some(r) => out.push(r),
                 None => {
                     let at = arg.value.find(item).unwrap_or(0);
                     self.error(
-                        Diagnostic::error(Code::BadArgument, arg.span_of(at..at + item.len()), format!("`{item}` is not an IP address or network"))
-                            .with_hint("use addresses or CIDR networks, e.g. `10.0.0.0/8,::1`"),
+                        Diagnostic::error(
+                            Code::BadArgument,
+                            arg.span_of(at..at + item.len()),
+                            format!("`{item}` is not an IP address or network"),
+                        )
+                        .with_hint("use addresses or CIDR networks, e.g. `10.0.0.0/8,::1`"),
                     );
                     return None;
                 }
@@ -267,14 +373,20 @@ impl Lowerer<'_> {
     /// The literals one of which any input matched by `kind` contains.
     fn prefilter(&self, kind: &OpKind) -> Prefilter {
         let lit = |a: &Arg| match a {
-            Arg::Const(s) if !s.is_empty() => Prefilter::AnyOf(vec![s.to_ascii_lowercase().into_bytes()]),
+            Arg::Const(s) if !s.is_empty() => {
+                Prefilter::AnyOf(vec![s.to_ascii_lowercase().into_bytes()])
+            }
             _ => Prefilter::None,
         };
         match kind {
             OpKind::Rx(id) => self.p.regexes[id.index()].required_literals().clone(),
             OpKind::Pm(id) => {
                 let set = &self.p.phrase_sets[id.index()];
-                let mut lits: Vec<Vec<u8>> = set.phrases.iter().map(|p| p.to_ascii_lowercase().into_bytes()).collect();
+                let mut lits: Vec<Vec<u8>> = set
+                    .phrases
+                    .iter()
+                    .map(|p| p.to_ascii_lowercase().into_bytes())
+                    .collect();
                 lits.sort();
                 lits.dedup();
                 if lits.iter().any(Vec::is_empty) {
@@ -283,8 +395,14 @@ impl Lowerer<'_> {
                     Prefilter::AnyOf(lits)
                 }
             }
-            OpKind::Streq(a) | OpKind::Contains(a) | OpKind::ContainsWord(a) | OpKind::BeginsWith(a) | OpKind::EndsWith(a) => lit(a),
-            OpKind::Strmatch(s) if !s.is_empty() => Prefilter::AnyOf(vec![s.to_ascii_lowercase().into_bytes()]),
+            OpKind::Streq(a)
+            | OpKind::Contains(a)
+            | OpKind::ContainsWord(a)
+            | OpKind::BeginsWith(a)
+            | OpKind::EndsWith(a) => lit(a),
+            OpKind::Strmatch(s) if !s.is_empty() => {
+                Prefilter::AnyOf(vec![s.to_ascii_lowercase().into_bytes()])
+            }
             _ => Prefilter::None,
         }
     }

@@ -9,7 +9,10 @@ use crate::source::Span;
 
 impl Lowerer<'_> {
     pub(super) fn setting(&mut self, d: D, args: &[Text], span: Span) {
-        let v = args.first().map(|a| a.value.trim().to_string()).unwrap_or_default();
+        let v = args
+            .first()
+            .map(|a| a.value.trim().to_string())
+            .unwrap_or_default();
         let vspan = args.first().map(|a| a.span()).unwrap_or(span);
         let s = &mut self.p.settings;
         match d {
@@ -29,10 +32,16 @@ impl Lowerer<'_> {
                 }
             }
             D::SecRequestBodyLimit => self.number(&v, vspan, |s, n| s.request_body_limit = n),
-            D::SecRequestBodyNoFilesLimit => self.number(&v, vspan, |s, n| s.request_body_no_files_limit = n),
-            D::SecRequestBodyInMemoryLimit => self.number(&v, vspan, |s, n| s.request_body_in_memory_limit = n),
+            D::SecRequestBodyNoFilesLimit => {
+                self.number(&v, vspan, |s, n| s.request_body_no_files_limit = n)
+            }
+            D::SecRequestBodyInMemoryLimit => {
+                self.number(&v, vspan, |s, n| s.request_body_in_memory_limit = n)
+            }
             D::SecResponseBodyLimit => self.number(&v, vspan, |s, n| s.response_body_limit = n),
-            D::SecRequestBodyJsonDepthLimit => self.number(&v, vspan, |s, n| s.request_body_json_depth_limit = n),
+            D::SecRequestBodyJsonDepthLimit => {
+                self.number(&v, vspan, |s, n| s.request_body_json_depth_limit = n)
+            }
             D::SecArgumentsLimit => self.number(&v, vspan, |s, n| s.arguments_limit = n),
             D::SecCollectionTimeout => self.number(&v, vspan, |s, n| s.collection_timeout = n),
             D::SecRequestBodyLimitAction | D::SecResponseBodyLimitAction => {
@@ -41,8 +50,12 @@ impl Lowerer<'_> {
                     "processpartial" => LimitAction::ProcessPartial,
                     _ => {
                         self.error(
-                            Diagnostic::error(Code::BadArgument, vspan, format!("`{v}` is not a limit action"))
-                                .with_hint("use Reject or ProcessPartial"),
+                            Diagnostic::error(
+                                Code::BadArgument,
+                                vspan,
+                                format!("`{v}` is not a limit action"),
+                            )
+                            .with_hint("use Reject or ProcessPartial"),
                         );
                         return;
                     }
@@ -55,22 +68,31 @@ impl Lowerer<'_> {
             }
             D::SecResponseBodyMimeType => {
                 for a in args {
-                    s.response_body_mime_types.extend(a.value.split_ascii_whitespace().map(str::to_string));
+                    s.response_body_mime_types
+                        .extend(a.value.split_ascii_whitespace().map(str::to_string));
                 }
             }
             D::SecResponseBodyMimeTypesClear => s.response_body_mime_types.clear(),
             D::SecArgumentSeparator => match v.as_bytes() {
                 [c] => s.argument_separator = *c,
                 _ => self.error(
-                    Diagnostic::error(Code::BadArgument, vspan, "the argument separator is one character")
-                        .with_hint("e.g. `SecArgumentSeparator ;`"),
+                    Diagnostic::error(
+                        Code::BadArgument,
+                        vspan,
+                        "the argument separator is one character",
+                    )
+                    .with_hint("e.g. `SecArgumentSeparator ;`"),
                 ),
             },
             D::SecAuditEngine => match v.to_ascii_lowercase().as_str() {
                 "on" | "off" | "relevantonly" => s.audit_engine = v,
                 _ => self.error(
-                    Diagnostic::error(Code::BadArgument, vspan, format!("`{v}` is not an audit engine mode"))
-                        .with_hint("use On, Off or RelevantOnly"),
+                    Diagnostic::error(
+                        Code::BadArgument,
+                        vspan,
+                        format!("`{v}` is not an audit engine mode"),
+                    )
+                    .with_hint("use On, Off or RelevantOnly"),
                 ),
             },
             D::SecComponentSignature => s.component_signatures.push(v),
@@ -87,7 +109,10 @@ impl Lowerer<'_> {
             "on" => Some(true),
             "off" => Some(false),
             _ => {
-                self.error(Diagnostic::error(Code::BadArgument, span, format!("`{v}` is not On or Off")).with_hint("use On or Off"));
+                self.error(
+                    Diagnostic::error(Code::BadArgument, span, format!("`{v}` is not On or Off"))
+                        .with_hint("use On or Off"),
+                );
                 None
             }
         }

@@ -77,8 +77,12 @@ impl Lowerer<'_> {
     /// Resolves one target; `phase` 0 skips the phase-availability check.
     fn target(&mut self, t: &TargetAst, phase: u8) -> Option<Resolved> {
         let Some(variable) = Variable::lookup(&t.name) else {
-            let mut d = Diagnostic::error(Code::UnknownVariable, t.name_span, format!("unknown variable `{}`", t.name))
-                .with_label("not a ModSecurity variable");
+            let mut d = Diagnostic::error(
+                Code::UnknownVariable,
+                t.name_span,
+                format!("unknown variable `{}`", t.name),
+            )
+            .with_label("not a ModSecurity variable");
             if let Some(c) = closest(&t.name, Variable::ALL.iter().map(|v| v.name())) {
                 d = d.with_hint(format!("did you mean `{c}`?"));
             }
@@ -87,9 +91,19 @@ impl Lowerer<'_> {
         };
         if phase > 0 && phase < variable.earliest_phase() && !t.exclude {
             self.error(
-                Diagnostic::warning(Code::BadTarget, t.name_span, format!("`{}` has no value yet in phase {phase}", variable.name()))
-                    .with_label(format!("available from phase {}", variable.earliest_phase()))
-                    .with_hint(format!("move the rule to phase {} or later", variable.earliest_phase())),
+                Diagnostic::warning(
+                    Code::BadTarget,
+                    t.name_span,
+                    format!("`{}` has no value yet in phase {phase}", variable.name()),
+                )
+                .with_label(format!(
+                    "available from phase {}",
+                    variable.earliest_phase()
+                ))
+                .with_hint(format!(
+                    "move the rule to phase {} or later",
+                    variable.earliest_phase()
+                )),
             );
         }
         let selector = match &t.selector {
@@ -97,8 +111,15 @@ impl Lowerer<'_> {
             Some(sel) => {
                 if !variable.is_collection() {
                     self.error(
-                        Diagnostic::error(Code::BadTarget, sel.span, format!("`{}` is not a collection and takes no selector", variable.name()))
-                            .with_hint(format!("write just `{}`", variable.name())),
+                        Diagnostic::error(
+                            Code::BadTarget,
+                            sel.span,
+                            format!(
+                                "`{}` is not a collection and takes no selector",
+                                variable.name()
+                            ),
+                        )
+                        .with_hint(format!("write just `{}`", variable.name())),
                     );
                     return None;
                 }
@@ -108,21 +129,37 @@ impl Lowerer<'_> {
         if t.exclude {
             if t.count {
                 self.error(
-                    Diagnostic::error(Code::BadTarget, t.span, "an exclusion cannot also be a count (`!&`)")
-                        .with_hint("exclude with `!VAR:key`; count with `&VAR`"),
+                    Diagnostic::error(
+                        Code::BadTarget,
+                        t.span,
+                        "an exclusion cannot also be a count (`!&`)",
+                    )
+                    .with_hint("exclude with `!VAR:key`; count with `&VAR`"),
                 );
                 return None;
             }
             if selector == Selector::All {
                 self.error(
-                    Diagnostic::error(Code::BadTarget, t.span, format!("`!{}` excludes every value", variable.name()))
-                        .with_hint(format!("exclude one key with `!{}:name` or `!{}:/regex/`, or remove the target", variable.name(), variable.name())),
+                    Diagnostic::error(
+                        Code::BadTarget,
+                        t.span,
+                        format!("`!{}` excludes every value", variable.name()),
+                    )
+                    .with_hint(format!(
+                        "exclude one key with `!{}:name` or `!{}:/regex/`, or remove the target",
+                        variable.name(),
+                        variable.name()
+                    )),
                 );
                 return None;
             }
             return Some(Resolved::Exclude(Exclusion { variable, selector }));
         }
-        Some(Resolved::Include(Target { variable, selector, count: t.count }))
+        Some(Resolved::Include(Target {
+            variable,
+            selector,
+            count: t.count,
+        }))
     }
 
     fn selector(&mut self, variable: Variable, sel: &SelectorAst) -> Option<Selector> {
@@ -134,11 +171,18 @@ impl Lowerer<'_> {
                 if sel.text.value.is_empty() {
                     self.error(
                         Diagnostic::error(Code::BadTarget, sel.span, "empty selector after `:`")
-                            .with_hint(format!("write `{}:name`, or drop the `:`", variable.name())),
+                            .with_hint(format!(
+                                "write `{}:name`, or drop the `:`",
+                                variable.name()
+                            )),
                     );
                     return None;
                 }
-                let key = if variable.keys_case_insensitive() { sel.text.value.to_ascii_lowercase() } else { sel.text.value.clone() };
+                let key = if variable.keys_case_insensitive() {
+                    sel.text.value.to_ascii_lowercase()
+                } else {
+                    sel.text.value.clone()
+                };
                 Some(Selector::Key(key))
             }
             SelectorKind::Regex => Some(Selector::Regex(self.selector_regex(&sel.text)?)),
@@ -157,15 +201,28 @@ impl Lowerer<'_> {
                 return None;
             }
         };
-        let regex = match regex::bytes::RegexBuilder::new(&translated).case_insensitive(true).build() {
+        let regex = match regex::bytes::RegexBuilder::new(&translated)
+            .case_insensitive(true)
+            .build()
+        {
             Ok(r) => r,
             Err(e) => {
-                self.error(Diagnostic::error(Code::InvalidRegex, text.span(), format!("invalid selector regex: {e}")).with_hint("fix the regex"));
+                self.error(
+                    Diagnostic::error(
+                        Code::InvalidRegex,
+                        text.span(),
+                        format!("invalid selector regex: {e}"),
+                    )
+                    .with_hint("fix the regex"),
+                );
                 return None;
             }
         };
         let id = SelectorRxId(self.p.selector_regexes.len() as u32);
-        self.p.selector_regexes.push(SelectorRegex { pattern: text.value.clone(), regex });
+        self.p.selector_regexes.push(SelectorRegex {
+            pattern: text.value.clone(),
+            regex,
+        });
         self.selector_rx_index.insert(text.value.clone(), id);
         Some(id)
     }
@@ -202,7 +259,11 @@ impl Lowerer<'_> {
         };
         let variable = Variable::lookup(&t.name);
         let Some(variable) = variable else {
-            let mut d = Diagnostic::error(Code::UnknownVariable, t.name_span, format!("unknown variable `{}`", t.name));
+            let mut d = Diagnostic::error(
+                Code::UnknownVariable,
+                t.name_span,
+                format!("unknown variable `{}`", t.name),
+            );
             if let Some(c) = closest(&t.name, Variable::ALL.iter().map(|v| v.name())) {
                 d = d.with_hint(format!("did you mean `{c}`?"));
             }

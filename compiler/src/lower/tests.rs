@@ -1,1 +1,338 @@
+use crate::diag::Code;
+use crate::ir::*;
+use crate::names::{Transform as T, Variable as V};
+use crate::{compile_str, Compiled, Options};
 
+fn compile(src: &str) -> Compiled {
+    compile_str("t.conf", src, &Options::default())
+}
+
+fn program(src: &str) -> Program {
+    let c = compile(src);
+    if c.program.is_none() {
+        panic!("errors:\n{}", c.diagnostics.render(c.sources()));
+    }
+    let p = c.program.expect("checked above");
+    p.validate().unwrap();
+    p
+}
+
+fn codes(src: &str) -> Vec<Code> {
+    compile(src).diagnostics.iter().map(|d| d.code).collect()
+}
+
+#[test]
+fn chains_are_grouped_into_links() {
+    let p = program(
+        "SecRule ARGS \"@rx a\" \"id:1,phase:2,deny,chain\"\n\
+         SecRule ARGS_NAMES \"@rx b\" \"chain,setvar:tx.x=1\"\n\
+         SecRule REQUEST_METHOD \"@streq POST\" \"t:lowercase\"\n\
+         SecRule ARGS \"@rx c\" \"id:2,phase:2,pass\"\n",
+    );
+    assert_eq!(p.rules.len(), 2);
+    assert_eq!(p.rules[0].links.len(), 3);
+    assert_eq!(p.rules[0].disruptive, Disruptive::Deny);
+    assert!(matches!(
+        p.rules[0].links[1].actions[0],
+        LinkAction::SetVar(_)
+    ));
+    assert_eq!(p.phase(2).rules, [RuleIdx(0), RuleIdx(1)]);
+}
+
+#[test]
+fn defaults_apply_unless_overridden() {
+    let p = program(
+        "SecDefaultAction \"phase:2,log,auditlog,deny,status:403,t:lowercase\"\n\
+         SecRule ARGS \"@rx a\" \"id:1,phase:2,block\"\n\
+         SecRule ARGS \"@rx a\" \"id:2,phase:2,pass,nolog,t:none,t:urlDecodeUni\"\n\
+         SecRule ARGS \"@rx a\" \"id:3,phase:1\"\n",
+    );
+    let r1 = &p.rules[0];
+    assert_eq!(
+        (r1.disruptive.clone(), r1.via_block, r1.status, r1.log),
+        (Disruptive::Deny, true, Some(403), true)
+    );
+    assert_eq!(p.transforms.chain(r1.links[0].transforms), [T::Lowercase]);
+    let r2 = &p.rules[1];
+    assert_eq!(
+        (r2.disruptive.clone(), r2.log, r2.auditlog),
+        (Disruptive::Pass, false, false)
+    );
+    assert_eq!(
+        p.transforms.chain(r2.links[0].transforms),
+        [T::UrlDecodeUni]
+    );
+    // No default for phase 1: pass, no transformation.
+    assert_eq!(p.rules[2].disruptive, Disruptive::Pass);
+    assert_eq!(p.rules[2].links[0].transforms, NodeId::ROOT);
+}
+
+#[test]
+fn transform_chains_share_prefixes_and_slots_are_interned() {
+    let p = program(
+        "SecRule ARGS \"@rx a\" \"id:1,phase:2,t:urlDecodeUni,t:lowercase\"\n\
+         SecRule ARGS \"@rx b\" \"id:2,phase:2,t:urlDecodeUni,t:removeNulls\"\n\
+         SecRule ARGS|ARGS_NAMES \"@rx c\" \"id:3,phase:2,t:urlDecodeUni,t:lowercase\"\n",
+    );
+    assert_eq!(
+        p.transforms.nodes.len(),
+        4,
+        "root, urlDecodeUni, +lowercase, +removeNulls"
+    );
+    let l1 = &p.rules[0].links[0];
+    let l3 = &p.rules[2].links[0];
+    assert_eq!(l1.transforms, l3.transforms);
+    assert_eq!(l1.targets[0], l3.targets[0], "same (ARGS, chain) slot");
+    let parent = |n: NodeId| p.transforms.nodes[n.index()].parent;
+    assert_eq!(
+        parent(l1.transforms),
+        parent(p.rules[1].links[0].transforms)
+    );
+}
+
+#[test]
+fn skip_after_and_markers_resolve_to_forward_indices() {
+    let p = program(
+        "SecRule ARGS \"@rx a\" \"id:1,phase:1,pass,skipAfter:END\"\n\
+         SecRule ARGS \"@rx a\" \"id:2,phase:2,pass,skipAfter:END\"\n\
+         SecRule ARGS \"@rx a\" \"id:3,phase:1,pass\"\n\
+         SecRule ARGS \"@rx a\" \"id:4,phase:2,pass,skip:1\"\n\
+         SecRule ARGS \"@rx a\" \"id:5,phase:2,pass\"\n\
+         SecMarker END\n\
+         SecRule ARGS \"@rx a\" \"id:6,phase:1,pass\"\n\
+         SecRule ARGS \"@rx a\" \"id:7,phase:2,pass\"\n",
+    );
+    let flow = |id: u64| p.rule_by_id(id).unwrap().flow.clone().unwrap();
+    assert_eq!(
+        flow(1),
+        Flow::SkipAfter {
+            marker: "END".into(),
+            resume_at: 2
+        }
+    ); // phase 1: [1,3,6]
+    assert_eq!(
+        flow(2),
+        Flow::SkipAfter {
+            marker: "END".into(),
+            resume_at: 3
+        }
+    ); // phase 2: [2,4,5,7]
+    assert_eq!(
+        flow(4),
+        Flow::Skip {
+            count: 1,
+            resume_at: 3
+        }
+    );
+    assert_eq!(p.markers[0].resume_at, [2, 3, 0, 0, 0]);
+}
+
+#[test]
+fn skip_after_errors() {
+    assert_eq!(
+        codes("SecRule ARGS \"@rx a\" \"id:1,phase:1,pass,skipAfter:NOPE\"\n"),
+        [Code::UnknownMarker]
+    );
+    assert_eq!(
+        codes("SecMarker M\nSecRule ARGS \"@rx a\" \"id:1,phase:1,pass,skipAfter:M\"\n"),
+        [Code::BackwardSkip]
+    );
+}
+
+#[test]
+fn update_target_and_remove_apply_whatever_their_position() {
+    let p = program(
+        "SecRule ARGS|REQUEST_COOKIES \"@rx a\" \"id:1,phase:2,pass,tag:'attack-x'\"\n\
+         SecRule ARGS \"@rx a\" \"id:2,phase:2,pass\"\n\
+         SecRuleUpdateTargetById 1 \"!REQUEST_COOKIES:/^_ga/|!ARGS:Password\"\n\
+         SecRuleUpdateTargetByTag attack-x \"REQUEST_HEADERS:X-Foo\"\n\
+         SecRuleRemoveById 2\n\
+         SecRuleUpdateActionById 1 \"deny,status:406\"\n",
+    );
+    let r = p.rule_by_id(1).unwrap();
+    assert_eq!(r.links[0].exclusions.len(), 2);
+    assert_eq!(
+        r.links[0].exclusions[1],
+        Exclusion {
+            variable: V::Args,
+            selector: Selector::Key("password".into())
+        }
+    );
+    assert_eq!(r.links[0].targets.len(), 3);
+    assert_eq!(
+        (r.disruptive.clone(), r.status),
+        (Disruptive::Deny, Some(406))
+    );
+    assert_eq!(p.phase(2).rules.len(), 1, "rule 2 removed");
+}
+
+#[test]
+fn update_naming_no_rule_warns() {
+    assert_eq!(codes("SecRuleRemoveById 42\n"), [Code::UnknownRuleRef]);
+}
+
+#[test]
+fn prefilters() {
+    let p = program(
+        "SecRule ARGS \"@pm Foo bar\" \"id:1,phase:2\"\n\
+         SecRule ARGS \"@contains Evil\" \"id:2,phase:2\"\n\
+         SecRule ARGS \"!@contains evil\" \"id:3,phase:2\"\n\
+         SecRule ARGS \"@rx (?i)union\\s+select\" \"id:4,phase:2\"\n\
+         SecRule ARGS \"@rx ^\\d+$\" \"id:5,phase:2\"\n\
+         SecRule ARGS \"@streq %{tx.x}\" \"id:6,phase:2\"\n",
+    );
+    let pf = |id: u64| {
+        p.operators[p.rule_by_id(id).unwrap().links[0].operator.index()]
+            .prefilter
+            .clone()
+    };
+    assert_eq!(
+        pf(1),
+        Prefilter::AnyOf(vec![b"bar".to_vec(), b"foo".to_vec()])
+    );
+    assert_eq!(pf(2), Prefilter::AnyOf(vec![b"evil".to_vec()]));
+    assert_eq!(
+        pf(3),
+        Prefilter::None,
+        "negated operators cannot be prefiltered"
+    );
+    match pf(4) {
+        // Every literal is a factor of every match: it contains `union` or `select`.
+        Prefilter::AnyOf(l) => assert!(
+            l.iter().all(
+                |x| x.windows(5).any(|w| w == b"union") || x.windows(6).any(|w| w == b"select")
+            ),
+            "{l:?}"
+        ),
+        Prefilter::None => panic!("expected literals"),
+    }
+    // `^\d+$` needs a digit: weak (1 byte) but sound.
+    assert_eq!(
+        pf(5),
+        Prefilter::AnyOf((b'0'..=b'9').map(|d| vec![d]).collect())
+    );
+    assert_eq!(
+        pf(6),
+        Prefilter::None,
+        "macro arguments are known only at run time"
+    );
+}
+
+#[test]
+fn setvar_and_ctl_forms() {
+    let p = program(
+        "SecAction \"id:1,phase:1,pass,nolog,setvar:tx.a=1,setvar:'tx.b=+%{tx.a}',setvar:tx.c=-2,setvar:!tx.d,setvar:tx.e,\
+         ctl:ruleRemoveById=10-20,ctl:ruleRemoveTargetById=942100;ARGS:pwd,ctl:ruleEngine=DetectionOnly,ctl:requestBodyProcessor=json\"\n",
+    );
+    let acts = &p.rules[0].links[0].actions;
+    let sv = |i: usize| match &acts[i] {
+        LinkAction::SetVar(s) => s.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(sv(0).op, SetVarOp::Set(MacroString::literal("1")));
+    assert!(matches!(sv(1).op, SetVarOp::Add(ref m) if m.to_string() == "%{TX.a}"));
+    assert_eq!(sv(2).op, SetVarOp::Sub(MacroString::literal("2")));
+    assert_eq!(sv(3).op, SetVarOp::Delete);
+    assert_eq!(sv(4).op, SetVarOp::Set(MacroString::literal("1")));
+    assert_eq!(
+        acts[5],
+        LinkAction::Ctl(Ctl::RuleRemoveById(vec![(10, 20)]))
+    );
+    assert_eq!(
+        acts[6],
+        LinkAction::Ctl(Ctl::RuleRemoveTargetById {
+            ids: vec![(942100, 942100)],
+            target: Exclusion {
+                variable: V::Args,
+                selector: Selector::Key("pwd".into())
+            }
+        })
+    );
+    assert_eq!(
+        acts[7],
+        LinkAction::Ctl(Ctl::RuleEngine(EngineMode::DetectionOnly))
+    );
+    assert_eq!(
+        acts[8],
+        LinkAction::Ctl(Ctl::RequestBodyProcessor("JSON".into()))
+    );
+}
+
+#[test]
+fn macros_are_parsed_with_case_insensitive_keys() {
+    let p = program("SecRule ARGS \"@rx a\" \"id:1,phase:2,msg:'x %{REQUEST_HEADERS.User-Agent} y %{MATCHED_VAR}'\"\n");
+    let msg = p.rules[0].meta.msg.clone().unwrap();
+    assert_eq!(
+        msg.parts[1],
+        MacroPart::Var {
+            variable: V::RequestHeaders,
+            key: Some("user-agent".into())
+        }
+    );
+    assert_eq!(
+        msg.parts[3],
+        MacroPart::Var {
+            variable: V::MatchedVar,
+            key: None
+        }
+    );
+}
+
+#[test]
+fn settings() {
+    let p = program("SecRuleEngine DetectionOnly\nSecRequestBodyAccess On\nSecRequestBodyLimit 100\nSecRequestBodyLimitAction ProcessPartial\nSecAuditLog /tmp/x\n");
+    assert_eq!(p.settings.rule_engine, EngineMode::DetectionOnly);
+    assert!(p.settings.request_body_access);
+    assert_eq!(p.settings.request_body_limit, 100);
+    assert_eq!(
+        p.settings.request_body_limit_action,
+        LimitAction::ProcessPartial
+    );
+    assert_eq!(p.settings.ignored.len(), 1);
+}
+
+#[test]
+fn operators_compile_their_arguments() {
+    let p = program(
+        "SecRule REMOTE_ADDR \"@ipMatch 10.0.0.0/8,::1\" \"id:1,phase:1\"\n\
+         SecRule ARGS \"@validateByteRange 9,10,32-126\" \"id:2,phase:2\"\n\
+         SecRule ARGS \"@gt %{tx.max}\" \"id:3,phase:2\"\n",
+    );
+    let op = |id: u64| {
+        p.operators[p.rule_by_id(id).unwrap().links[0].operator.index()]
+            .kind
+            .clone()
+    };
+    assert!(
+        matches!(op(1), OpKind::IpMatch(ref v) if v.len() == 2 && v[0].prefix == 8 && v[1].prefix == 128)
+    );
+    match op(2) {
+        OpKind::ValidateByteRange(b) => {
+            assert!(b.contains(9) && b.contains(126) && !b.contains(11) && !b.contains(127))
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(op(3), OpKind::Gt(Arg::Macro(_))));
+}
+
+#[test]
+fn regex_macro_is_an_error() {
+    assert_eq!(
+        codes("SecRule ARGS \"@rx ^%{tx.x}$\" \"id:1,phase:2\"\n"),
+        [Code::BadArgument]
+    );
+}
+
+#[test]
+fn chain_link_restrictions() {
+    assert_eq!(
+        codes(
+            "SecRule ARGS \"@rx a\" \"id:1,phase:2,chain\"\nSecRule ARGS \"@rx b\" \"deny,id:2\"\n"
+        ),
+        [Code::ActionInChainLink, Code::ActionInChainLink]
+    );
+    assert_eq!(
+        codes("SecRule ARGS \"@rx a\" \"id:1,phase:2,chain\"\n"),
+        [Code::DanglingChain]
+    );
+}

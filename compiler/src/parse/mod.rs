@@ -5,7 +5,8 @@
 //! still parsed, so one run reports every problem.
 
 use crate::ast::{
-    ActionAst, Directive, Item, OperatorAst, RuleAst, RuleKind, RuleRef, SelectorAst, SelectorKind, TargetAst, Text,
+    ActionAst, Directive, Item, OperatorAst, RuleAst, RuleKind, RuleRef, SelectorAst, SelectorKind,
+    TargetAst, Text,
 };
 use crate::diag::{closest, Code, Diagnostic, Diagnostics};
 use crate::names;
@@ -31,7 +32,11 @@ pub fn directives(sources: &SourceMap, file: FileId, diags: &mut Diagnostics) ->
                 pest::error::InputLocation::Pos(p) => p,
                 pest::error::InputLocation::Span((s, _)) => s,
             };
-            diags.push(Diagnostic::error(Code::Syntax, Span::new(file, pos, pos + 1), "cannot parse this file"));
+            diags.push(Diagnostic::error(
+                Code::Syntax,
+                Span::new(file, pos, pos + 1),
+                "cannot parse this file",
+            ));
             return Vec::new();
         }
     };
@@ -91,9 +96,15 @@ fn directive(file: FileId, pair: Pair<'_, R>, diags: &mut Diagnostics) -> Option
         let s = arg.as_span();
         match arg.as_rule() {
             R::dq_string | R::sq_string => {
-                let quote = if arg.as_rule() == R::dq_string { b'"' } else { b'\'' };
+                let quote = if arg.as_rule() == R::dq_string {
+                    b'"'
+                } else {
+                    b'\''
+                };
                 let body = arg.into_inner().next();
-                let (start, raw) = body.map(|b| (b.as_span().start(), b.as_str())).unwrap_or((s.start() + 1, ""));
+                let (start, raw) = body
+                    .map(|b| (b.as_span().start(), b.as_str()))
+                    .unwrap_or((s.start() + 1, ""));
                 args.push(Text::unescape(file, start, raw, Some(quote)));
             }
             R::bare => args.push(Text::unescape(file, s.start(), s.as_str(), None)),
@@ -149,7 +160,11 @@ pub fn variables(text: &Text, diags: &mut Diagnostics) -> Vec<TargetAst> {
     let pairs = match SecLang::parse(R::variables, src) {
         Ok(p) => p,
         Err(_) => {
-            diags.push(Diagnostic::error(Code::Syntax, text.span(), "cannot parse this target list"));
+            diags.push(Diagnostic::error(
+                Code::Syntax,
+                text.span(),
+                "cannot parse this target list",
+            ));
             return Vec::new();
         }
     };
@@ -166,10 +181,14 @@ pub fn variables(text: &Text, diags: &mut Diagnostics) -> Vec<TargetAst> {
             match p.as_rule() {
                 R::var_exclude => exclude = true,
                 R::var_count => count = true,
-                R::var_name => name = Some((p.as_str().to_string(), text.span_of(ps.start()..ps.end()))),
+                R::var_name => {
+                    name = Some((p.as_str().to_string(), text.span_of(ps.start()..ps.end())))
+                }
                 R::regex_selector => {
                     let body = p.into_inner().next();
-                    let (s, e) = body.map(|b| (b.as_span().start(), b.as_span().end())).unwrap_or((ps.start() + 1, ps.start() + 1));
+                    let (s, e) = body
+                        .map(|b| (b.as_span().start(), b.as_span().end()))
+                        .unwrap_or((ps.start() + 1, ps.start() + 1));
                     selector = Some(SelectorAst {
                         kind: SelectorKind::Regex,
                         text: text.slice(s..e),
@@ -178,8 +197,16 @@ pub fn variables(text: &Text, diags: &mut Diagnostics) -> Vec<TargetAst> {
                 }
                 R::key_selector => {
                     let t = text.slice(ps.start()..ps.end()).trimmed();
-                    let tspan = if t.value.is_empty() { text.span_of(ps.start().saturating_sub(1)..ps.start()) } else { t.span() };
-                    selector = Some(SelectorAst { kind: SelectorKind::Key, text: t, span: tspan });
+                    let tspan = if t.value.is_empty() {
+                        text.span_of(ps.start().saturating_sub(1)..ps.start())
+                    } else {
+                        t.span()
+                    };
+                    selector = Some(SelectorAst {
+                        kind: SelectorKind::Key,
+                        text: t,
+                        span: tspan,
+                    });
                 }
                 R::error_variable => {
                     diags.push(
@@ -192,7 +219,14 @@ pub fn variables(text: &Text, diags: &mut Diagnostics) -> Vec<TargetAst> {
             }
         }
         if let Some((name, name_span)) = name {
-            out.push(TargetAst { span, exclude, count, name, name_span, selector });
+            out.push(TargetAst {
+                span,
+                exclude,
+                count,
+                name,
+                name_span,
+                selector,
+            });
         }
     }
     out
@@ -204,7 +238,11 @@ pub fn operator(text: &Text, diags: &mut Diagnostics) -> Option<OperatorAst> {
     let pairs = match SecLang::parse(R::operator, src) {
         Ok(p) => p,
         Err(_) => {
-            diags.push(Diagnostic::error(Code::Syntax, text.span(), "cannot parse this operator"));
+            diags.push(Diagnostic::error(
+                Code::Syntax,
+                text.span(),
+                "cannot parse this operator",
+            ));
             return None;
         }
     };
@@ -236,7 +274,14 @@ pub fn operator(text: &Text, diags: &mut Diagnostics) -> Option<OperatorAst> {
             return None;
         }
     };
-    Some(OperatorAst { span: text.span(), negated, name, name_span, implicit, argument })
+    Some(OperatorAst {
+        span: text.span(),
+        negated,
+        name,
+        name_span,
+        implicit,
+        argument,
+    })
 }
 
 /// Parses an action list (`id:1,phase:2,msg:'a, b'`).
@@ -265,10 +310,14 @@ pub fn actions(text: &Text, diags: &mut Diagnostics) -> Vec<ActionAst> {
         for p in a.into_inner() {
             let ps = p.as_span();
             match p.as_rule() {
-                R::action_name => name = Some((p.as_str().to_string(), text.span_of(ps.start()..ps.end()))),
+                R::action_name => {
+                    name = Some((p.as_str().to_string(), text.span_of(ps.start()..ps.end())))
+                }
                 R::quoted_value => {
                     let body = p.into_inner().next();
-                    let (s, e) = body.map(|b| (b.as_span().start(), b.as_span().end())).unwrap_or((ps.start() + 1, ps.start() + 1));
+                    let (s, e) = body
+                        .map(|b| (b.as_span().start(), b.as_span().end()))
+                        .unwrap_or((ps.start() + 1, ps.start() + 1));
                     value = Some(text.slice(s..e).unescape_again(b'\''));
                 }
                 R::bare_value => value = Some(text.slice(ps.start()..ps.end()).trimmed()),
@@ -282,9 +331,13 @@ pub fn actions(text: &Text, diags: &mut Diagnostics) -> Vec<ActionAst> {
                         )
                         .with_label("expected `,` or the end of the actions")
                         .with_hint("escape a quote inside a value as `\\'`"),
-                        None => Diagnostic::error(Code::Syntax, text.span_of(ps.start()..ps.start() + 1), "unterminated quoted action value")
-                            .with_label("this quote is never closed")
-                            .with_hint("close the value with `'`; escape a quote inside it as `\\'`"),
+                        None => Diagnostic::error(
+                            Code::Syntax,
+                            text.span_of(ps.start()..ps.start() + 1),
+                            "unterminated quoted action value",
+                        )
+                        .with_label("this quote is never closed")
+                        .with_hint("close the value with `'`; escape a quote inside it as `\\'`"),
                     };
                     diags.push(d);
                     name = None;
@@ -300,7 +353,12 @@ pub fn actions(text: &Text, diags: &mut Diagnostics) -> Vec<ActionAst> {
             }
         }
         if let Some((name, name_span)) = name {
-            out.push(ActionAst { span, name, name_span, value });
+            out.push(ActionAst {
+                span,
+                name,
+                name_span,
+                value,
+            });
         }
     }
     out
@@ -310,8 +368,12 @@ pub fn actions(text: &Text, diags: &mut Diagnostics) -> Vec<ActionAst> {
 pub fn item(d: &Directive, diags: &mut Diagnostics) -> Option<Item> {
     use names::Directive as D;
     let Some(kind) = D::lookup(&d.name) else {
-        let mut diag = Diagnostic::error(Code::UnknownDirective, d.name_span, format!("unknown directive `{}`", d.name))
-            .with_label("not a ModSecurity directive");
+        let mut diag = Diagnostic::error(
+            Code::UnknownDirective,
+            d.name_span,
+            format!("unknown directive `{}`", d.name),
+        )
+        .with_label("not a ModSecurity directive");
         if let Some(c) = closest(&d.name, D::ALL.iter().map(|d| d.name())) {
             diag = diag.with_hint(format!("did you mean `{c}`?"));
         }
@@ -326,10 +388,18 @@ pub fn item(d: &Directive, diags: &mut Diagnostics) -> Option<Item> {
             Some(m) => format!("{} to {m}", arity.min),
             None => format!("at least {}", arity.min),
         };
-        let span = if n > arity.max.unwrap_or(usize::MAX) { d.args[arity.max.unwrap_or(0)].span() } else { d.span };
+        let span = if n > arity.max.unwrap_or(usize::MAX) {
+            d.args[arity.max.unwrap_or(0)].span()
+        } else {
+            d.span
+        };
         diags.push(
-            Diagnostic::error(Code::BadArgument, span, format!("`{}` takes {expected} argument(s), found {n}", kind.name()))
-                .with_hint(usage(kind)),
+            Diagnostic::error(
+                Code::BadArgument,
+                span,
+                format!("`{}` takes {expected} argument(s), found {n}", kind.name()),
+            )
+            .with_hint(usage(kind)),
         );
         return None;
     }
@@ -344,7 +414,14 @@ pub fn item(d: &Directive, diags: &mut Diagnostics) -> Option<Item> {
             if targets.is_empty() || operator.is_none() {
                 return None;
             }
-            Item::Rule(RuleAst { kind: RuleKind::SecRule, span: d.span, targets, operator, actions, actions_span })
+            Item::Rule(RuleAst {
+                kind: RuleKind::SecRule,
+                span: d.span,
+                targets,
+                operator,
+                actions,
+                actions_span,
+            })
         }
         D::SecAction => {
             let acts = actions(&d.args[0], diags);
@@ -357,22 +434,42 @@ pub fn item(d: &Directive, diags: &mut Diagnostics) -> Option<Item> {
                 actions_span: d.args[0].span(),
             })
         }
-        D::SecDefaultAction => Item::DefaultAction { actions: actions(&d.args[0], diags), span: d.span },
-        D::SecMarker => Item::Marker { name: d.args[0].trimmed(), span: d.span },
+        D::SecDefaultAction => Item::DefaultAction {
+            actions: actions(&d.args[0], diags),
+            span: d.span,
+        },
+        D::SecMarker => Item::Marker {
+            name: d.args[0].trimmed(),
+            span: d.span,
+        },
         D::SecRuleUpdateTargetById | D::SecRuleUpdateTargetByTag | D::SecRuleUpdateTargetByMsg => {
             let by = rule_ref(kind, &d.args[..1], diags)?;
             let targets = variables(&d.args[1], diags);
             let replaced = d.args.get(2).map(|t| variables(t, diags));
-            Item::UpdateTarget { by, targets, replaced, span: d.span }
+            Item::UpdateTarget {
+                by,
+                targets,
+                replaced,
+                span: d.span,
+            }
         }
         D::SecRuleUpdateActionById => {
             let by = rule_ref(kind, &d.args[..1], diags)?;
-            Item::UpdateAction { by, actions: actions(&d.args[1], diags), span: d.span }
+            Item::UpdateAction {
+                by,
+                actions: actions(&d.args[1], diags),
+                span: d.span,
+            }
         }
-        D::SecRuleRemoveById | D::SecRuleRemoveByTag | D::SecRuleRemoveByMsg => {
-            Item::Remove { by: rule_ref(kind, &d.args, diags)?, span: d.span }
-        }
-        _ => Item::Setting { directive: kind, args: d.args.clone(), span: d.span },
+        D::SecRuleRemoveById | D::SecRuleRemoveByTag | D::SecRuleRemoveByMsg => Item::Remove {
+            by: rule_ref(kind, &d.args, diags)?,
+            span: d.span,
+        },
+        _ => Item::Setting {
+            directive: kind,
+            args: d.args.clone(),
+            span: d.span,
+        },
     };
     Some(item)
 }
@@ -384,7 +481,9 @@ fn usage(kind: names::Directive) -> String {
         D::SecAction => "usage: SecAction \"ACTIONS\"".into(),
         D::SecDefaultAction => "usage: SecDefaultAction \"phase:2,log,pass\"".into(),
         D::SecMarker => "usage: SecMarker NAME".into(),
-        D::SecRuleUpdateTargetById => "usage: SecRuleUpdateTargetById ID \"TARGETS\" [\"REPLACED\"]".into(),
+        D::SecRuleUpdateTargetById => {
+            "usage: SecRuleUpdateTargetById ID \"TARGETS\" [\"REPLACED\"]".into()
+        }
         D::SecRuleUpdateActionById => "usage: SecRuleUpdateActionById ID \"ACTIONS\"".into(),
         _ => format!("see the ModSecurity reference manual for `{}`", kind.name()),
     }
@@ -401,7 +500,11 @@ fn rule_ref(kind: names::Directive, args: &[Text], diags: &mut Diagnostics) -> O
             let mut ok = true;
             for a in args {
                 // SecRuleUpdateActionById accepts `ID:offset` for a chain link.
-                let value = if kind == D::SecRuleUpdateActionById { a.value.split(':').next().unwrap_or("") } else { &a.value };
+                let value = if kind == D::SecRuleUpdateActionById {
+                    a.value.split(':').next().unwrap_or("")
+                } else {
+                    &a.value
+                };
                 ok &= parse_id_list(value, &mut ranges).map_err(|e| {
                     diags.push(
                         Diagnostic::error(Code::BadArgument, a.span(), format!("invalid rule id list: {e}"))
@@ -418,13 +521,20 @@ fn rule_ref(kind: names::Directive, args: &[Text], diags: &mut Diagnostics) -> O
 
 /// Parses `1 2,3 10-20` into inclusive ranges.
 pub fn parse_id_list(s: &str, out: &mut Vec<(u64, u64)>) -> Result<(), String> {
-    for tok in s.split(|c: char| c == ',' || c.is_ascii_whitespace()).filter(|t| !t.is_empty()) {
+    for tok in s
+        .split(|c: char| c == ',' || c.is_ascii_whitespace())
+        .filter(|t| !t.is_empty())
+    {
         let (a, b) = match tok.split_once('-') {
             Some((a, b)) => (a.trim(), b.trim()),
             None => (tok, tok),
         };
-        let a: u64 = a.parse().map_err(|_| format!("`{tok}` is not a rule id or range"))?;
-        let b: u64 = b.parse().map_err(|_| format!("`{tok}` is not a rule id or range"))?;
+        let a: u64 = a
+            .parse()
+            .map_err(|_| format!("`{tok}` is not a rule id or range"))?;
+        let b: u64 = b
+            .parse()
+            .map_err(|_| format!("`{tok}` is not a rule id or range"))?;
         if a > b {
             return Err(format!("the range `{tok}` is empty"));
         }
