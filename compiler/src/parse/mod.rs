@@ -51,6 +51,18 @@ pub fn directives(sources: &SourceMap, file: FileId, diags: &mut Diagnostics) ->
             }
             R::error_line => {
                 let s = pair.as_span();
+                let line = pair.as_str().as_bytes();
+                let name_len = line.iter().take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-')).count();
+                if line.first().is_some_and(u8::is_ascii_alphabetic) && matches!(line.get(name_len), Some(b'"' | b'\'')) {
+                    // `SecRule"ARGS" ...`: a name, then a quote with no blank between.
+                    let at = s.start() + name_len;
+                    diags.push(
+                        Diagnostic::error(Code::Syntax, Span::new(file, at, at + 1), "missing space after the directive name")
+                            .with_label("a blank must separate the name from this argument")
+                            .with_hint("write e.g. `SecRule ARGS \"@rx foo\" \"id:1\"`"),
+                    );
+                    continue;
+                }
                 let first = pair.as_str().chars().next().unwrap_or(' ');
                 let span = Span::new(file, s.start(), s.start() + first.len_utf8());
                 diags.push(
@@ -116,7 +128,12 @@ fn directive(file: FileId, pair: Pair<'_, R>, diags: &mut Diagnostics) -> Option
                 let d = match closed {
                     Some(close) => Diagnostic::error(
                         Code::Syntax,
-                        Span::new(file, s.start() + close + 1, s.end()),
+                        {
+                            // The glued text, up to the next blank.
+                            let rest = &raw[close + 1..];
+                            let len = rest.find([' ', '\t', '\r', '\n']).unwrap_or(rest.len()).max(1);
+                            Span::new(file, s.start() + close + 1, s.start() + close + 1 + len)
+                        },
                         "unexpected text right after a closing quote",
                     )
                     .with_label("separate arguments with a space")
@@ -254,7 +271,8 @@ pub fn operator(text: &Text, diags: &mut Diagnostics) -> Option<OperatorAst> {
         let ps = p.as_span();
         match p.as_rule() {
             R::op_negation => negated = true,
-            R::op_name => name = Some((p.as_str().to_string(), text.span_of(ps.start()..ps.end()))),
+            // The name's span includes its `@`, so the caret underlines `@rxx`.
+            R::op_name => name = Some((p.as_str().to_string(), text.span_of(ps.start().saturating_sub(1)..ps.end()))),
             R::op_argument => argument = Some(text.slice(ps.start()..ps.end())),
             R::op_implicit => {
                 implicit = true;
@@ -265,11 +283,16 @@ pub fn operator(text: &Text, diags: &mut Diagnostics) -> Option<OperatorAst> {
     }
     let (name, name_span) = match name {
         Some(n) => n,
-        None if implicit => ("rx".to_string(), text.span_of(0..usize::from(negated))),
+        // `"@"`, `"!@ foo"`: the grammar reads these as implicit regexes.
+        None if implicit && !src[usize::from(negated)..].starts_with('@') => {
+            ("rx".to_string(), text.span_of(0..usize::from(negated)))
+        }
         None => {
+            let at = usize::from(negated);
             diags.push(
-                Diagnostic::error(Code::Syntax, text.span(), "missing operator name after `@`")
-                    .with_hint("write e.g. `@rx pattern`"),
+                Diagnostic::error(Code::Syntax, text.span_of(at..at + 1), "missing operator name after `@`")
+                    .with_label("expected an operator name right after `@`")
+                    .with_hint("write e.g. `@rx pattern`; to match a literal `@` at the start, write `@rx @...`"),
             );
             return None;
         }

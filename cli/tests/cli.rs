@@ -1,0 +1,138 @@
+//! The `waf` binary: exit codes and output formats.
+
+use std::process::{Command, Output};
+
+fn waf(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_waf"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run waf")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn lint_exit_codes() {
+    assert_eq!(
+        waf(&["lint", "tests/fixtures/clean.conf"]).status.code(),
+        Some(0)
+    );
+    assert_eq!(
+        waf(&["lint", "tests/fixtures/bad.conf"]).status.code(),
+        Some(1)
+    );
+    // Warnings alone pass, unless denied.
+    assert_eq!(
+        waf(&["lint", "tests/fixtures/warn.conf"]).status.code(),
+        Some(0)
+    );
+    assert_eq!(
+        waf(&["lint", "--deny", "warnings", "tests/fixtures/warn.conf"])
+            .status
+            .code(),
+        Some(1)
+    );
+    // Usage and I/O errors.
+    assert_eq!(
+        waf(&["lint", "tests/fixtures/no-such.conf"]).status.code(),
+        Some(2)
+    );
+    assert_eq!(
+        waf(&["lint", "--format", "xml", "tests/fixtures/clean.conf"])
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(
+        waf(&["lint", "--deny", "everything", "tests/fixtures/clean.conf"])
+            .status
+            .code(),
+        Some(2)
+    );
+}
+
+#[test]
+fn lint_human_output_has_locations_snippets_and_hints() {
+    let o = waf(&["lint", "--color", "never", "tests/fixtures/bad.conf"]);
+    let text = stdout(&o);
+    assert!(text.contains("tests/fixtures/bad.conf:1:15"), "{text}");
+    assert!(text.contains("did you mean `@rx`?"), "{text}");
+    assert!(
+        text.contains("tests/fixtures/bad.conf:2:19"),
+        "lookahead inside the regex: {text}"
+    );
+    assert!(text.contains("duplicate rule id 1"), "{text}");
+    assert!(text.contains("did you mean `t:lowercase`?"), "{text}");
+    assert!(
+        text.contains("1 file(s) checked: 4 error(s), 0 warning(s)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn lint_json() {
+    let o = waf(&["lint", "--format", "json", "tests/fixtures/bad.conf"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["errors"], 4);
+    let d = &v["diagnostics"][0];
+    assert_eq!(d["code"], "unknown-operator");
+    assert_eq!(d["file"], "tests/fixtures/bad.conf");
+    assert_eq!(
+        (d["line"].as_u64(), d["column"].as_u64()),
+        (Some(1), Some(15))
+    );
+    assert_eq!(d["hint"], "did you mean `@rx`?");
+}
+
+#[test]
+fn lint_sarif() {
+    let o = waf(&["lint", "--format", "sarif", "tests/fixtures/bad.conf"]);
+    assert_eq!(o.status.code(), Some(1));
+    let mut v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("sarif json");
+    // The tool version changes with releases; everything else is stable.
+    v["runs"][0]["tool"]["driver"]["version"] = "VERSION".into();
+    insta::assert_json_snapshot!("lint_bad_conf.sarif", v);
+}
+
+#[test]
+fn compile_stats_and_dump_of_the_default_ruleset() {
+    let o = waf(&["compile", "--stats"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let text = stdout(&o);
+    assert!(text.contains("rules "), "{text}");
+    assert!(text.contains("transform chains"), "{text}");
+
+    let o = waf(&["compile", "--dump-ir", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json IR");
+    assert!(v["rules"].as_array().is_some_and(|r| !r.is_empty()));
+    assert!(v["transforms"]["nodes"]
+        .as_array()
+        .is_some_and(|n| n.len() > 1));
+
+    let o = waf(&["compile", "--dump-ir"]);
+    assert!(stdout(&o).contains("phase 2 ("));
+    let o = waf(&["compile", "--stats", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json stats");
+    assert!(v["rules"].as_u64().is_some_and(|n| n > 10));
+}
+
+#[test]
+fn compile_fails_with_errors() {
+    let o = waf(&["compile", "tests/fixtures/bad.conf"]);
+    assert_eq!(o.status.code(), Some(1));
+}
+
+#[test]
+fn embedded_default_ruleset_lints_clean() {
+    let o = waf(&["lint", "--deny", "warnings"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+}
