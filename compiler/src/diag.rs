@@ -450,3 +450,17 @@ mod tests {
         assert_eq!(names.len(), Code::ALL.len());
     }
 }
+
+#[cfg(test)]
+mod docs_tests {
+    use super::Code;
+
+    /// docs/lint.md documents every diagnostic code.
+    #[test]
+    fn every_code_is_documented() {
+        let doc = include_str!("../../docs/lint.md");
+        for c in Code::ALL {
+            assert!(doc.contains(&format!("| `{}` |", c.as_str())), "docs/lint.md lacks `{}`", c.as_str());
+        }
+    }
+}
