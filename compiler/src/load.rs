@@ -23,7 +23,11 @@ pub struct Parsed {
 
 /// Parses configuration files (each as if `Include`d in turn).
 pub fn load_files(paths: &[PathBuf], diags: &mut Diagnostics) -> Parsed {
-    let mut loader = Loader { parsed: Parsed::default(), stack: Vec::new() };
+    let mut loader = Loader {
+        parsed: Parsed::default(),
+        stack: Vec::new(),
+        shown: Vec::new(),
+    };
     for p in paths {
         loader.load_path(p, None, diags);
     }
@@ -33,7 +37,11 @@ pub fn load_files(paths: &[PathBuf], diags: &mut Diagnostics) -> Parsed {
 /// Parses configuration text held in memory; `name` is shown in diagnostics and
 /// is the base for relative `Include`s and data files.
 pub fn load_str(name: impl Into<PathBuf>, text: &str, diags: &mut Diagnostics) -> Parsed {
-    let mut loader = Loader { parsed: Parsed::default(), stack: Vec::new() };
+    let mut loader = Loader {
+        parsed: Parsed::default(),
+        stack: Vec::new(),
+        shown: Vec::new(),
+    };
     let id = loader.parsed.sources.add(name, text.to_string());
     loader.parse_file(id, diags);
     loader.parsed
@@ -41,8 +49,10 @@ pub fn load_str(name: impl Into<PathBuf>, text: &str, diags: &mut Diagnostics) -
 
 struct Loader {
     parsed: Parsed,
-    /// Canonical paths of the files being included, outermost first.
+    /// Canonical paths of the files being included, outermost first (to find cycles).
     stack: Vec<PathBuf>,
+    /// The same files as they were named (to show the include chain).
+    shown: Vec<PathBuf>,
 }
 
 impl Loader {
@@ -52,16 +62,24 @@ impl Loader {
         if let Some(at) = from {
             if self.stack.contains(&canonical) {
                 diags.push(
-                    Diagnostic::error(Code::Include, at, format!("`{}` includes itself", path.display()))
-                        .with_label("this Include closes a cycle")
-                        .with_hint(format!("include chain: {}", self.chain(&canonical))),
+                    Diagnostic::error(
+                        Code::Include,
+                        at,
+                        format!("`{}` includes itself", path.display()),
+                    )
+                    .with_label("this Include closes a cycle")
+                    .with_hint(format!("include chain: {}", self.chain(path))),
                 );
                 return;
             }
             if self.stack.len() >= MAX_INCLUDE_DEPTH {
                 diags.push(
-                    Diagnostic::error(Code::Include, at, format!("includes nest deeper than {MAX_INCLUDE_DEPTH} files"))
-                        .with_hint("flatten the include hierarchy"),
+                    Diagnostic::error(
+                        Code::Include,
+                        at,
+                        format!("includes nest deeper than {MAX_INCLUDE_DEPTH} files"),
+                    )
+                    .with_hint("flatten the include hierarchy"),
                 );
                 return;
             }
@@ -91,23 +109,43 @@ impl Loader {
         let id = self.parsed.sources.add(path, text);
         if let Some(at) = bad_utf8 {
             diags.push(
-                Diagnostic::error(Code::Encoding, Span::new(id, at, at + 1), "this file is not valid UTF-8")
-                    .with_label("invalid byte sequence")
-                    .with_hint("rule files must be UTF-8; write non-ASCII bytes in patterns as `\\xHH`"),
+                Diagnostic::error(
+                    Code::Encoding,
+                    Span::new(id, at, at + 1),
+                    "this file is not valid UTF-8",
+                )
+                .with_label("invalid byte sequence")
+                .with_hint(
+                    "rule files must be UTF-8; write non-ASCII bytes in patterns as `\\xHH`",
+                ),
             );
         }
         self.stack.push(canonical);
+        self.shown.push(path.to_path_buf());
         self.parse_file(id, diags);
         self.stack.pop();
+        self.shown.pop();
     }
 
     fn chain(&self, last: &Path) -> String {
-        self.stack.iter().chain(std::iter::once(&last.to_path_buf())).map(|p| p.display().to_string()).collect::<Vec<_>>().join(" → ")
+        self.shown
+            .iter()
+            .map(|p| p.display().to_string())
+            .chain(std::iter::once(last.display().to_string()))
+            .collect::<Vec<_>>()
+            .join(" → ")
     }
 
     fn parse_file(&mut self, id: FileId, diags: &mut Diagnostics) {
         let directives = parse::directives(&self.parsed.sources, id, diags);
-        let base = self.parsed.sources.file(id).path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let base = self
+            .parsed
+            .sources
+            .file(id)
+            .path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
         for d in directives {
             if d.name.eq_ignore_ascii_case("Include") {
                 self.include(&d, &base, diags);
@@ -122,8 +160,12 @@ impl Loader {
     fn include(&mut self, d: &crate::ast::Directive, base: &Path, diags: &mut Diagnostics) {
         let [arg] = d.args.as_slice() else {
             diags.push(
-                Diagnostic::error(Code::BadArgument, d.span, format!("`Include` takes 1 argument, found {}", d.args.len()))
-                    .with_hint("usage: Include PATH (globs like `rules/*.conf` allowed)"),
+                Diagnostic::error(
+                    Code::BadArgument,
+                    d.span,
+                    format!("`Include` takes 1 argument, found {}", d.args.len()),
+                )
+                .with_hint("usage: Include PATH (globs like `rules/*.conf` allowed)"),
             );
             return;
         };
@@ -136,23 +178,44 @@ impl Loader {
         let text = path.to_string_lossy().into_owned();
         let matches = match glob::glob(&text) {
             Ok(paths) => {
-                let mut v: Vec<PathBuf> = paths.filter_map(Result::ok).filter(|p| p.is_file()).collect();
+                let mut v: Vec<PathBuf> = paths
+                    .filter_map(Result::ok)
+                    .filter(|p| p.is_file())
+                    .collect();
                 v.sort();
                 v
             }
             Err(e) => {
+                // `e.pos` counts from the start of the joined path; point into the argument.
+                let lead = arg.value.len() - arg.value.trim_start().len();
+                let at = match e.pos.checked_sub(text.len().saturating_sub(pattern.len())) {
+                    Some(i) => arg.span_of(lead + i..lead + i + 1),
+                    None => arg.span(),
+                };
                 diags.push(
-                    Diagnostic::error(Code::Include, arg.span(), format!("invalid glob pattern: {e}"))
-                        .with_hint("globs use `*`, `?` and `[...]`"),
+                    Diagnostic::error(
+                        Code::Include,
+                        at,
+                        format!("invalid glob pattern: {}", e.msg),
+                    )
+                    .with_label("here")
+                    .with_hint("globs use `*`, `?` and `[...]` (close every `[`)"),
                 );
                 return;
             }
         };
         if matches.is_empty() {
             diags.push(
-                Diagnostic::error(Code::Include, arg.span(), format!("`{pattern}` matches no file"))
-                    .with_label("nothing to include")
-                    .with_hint(format!("looked in `{}`", path.parent().unwrap_or(base).display())),
+                Diagnostic::error(
+                    Code::Include,
+                    arg.span(),
+                    format!("`{pattern}` matches no file"),
+                )
+                .with_label("nothing to include")
+                .with_hint(format!(
+                    "looked in `{}`",
+                    path.parent().unwrap_or(base).display()
+                )),
             );
         }
         for m in matches {

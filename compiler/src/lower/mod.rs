@@ -100,17 +100,20 @@ struct Defaults {
     tags: Vec<String>,
 }
 
+/// `SecRuleUpdateTargetBy*`: selection, added targets, replaced targets, where, and whether it selected a rule.
+type TargetUpdate<'a> = (
+    &'a RuleRef,
+    &'a [TargetAst],
+    Option<&'a [TargetAst]>,
+    Span,
+    bool,
+);
+
 /// The updates that `SecRuleUpdate*`/`SecRuleRemove*` make, by target rule.
 #[derive(Default)]
 struct Updates<'a> {
     removes: Vec<(&'a RuleRef, Span, bool)>,
-    targets: Vec<(
-        &'a RuleRef,
-        &'a [TargetAst],
-        Option<&'a [TargetAst]>,
-        Span,
-        bool,
-    )>,
+    targets: Vec<TargetUpdate<'a>>,
     actions: Vec<(&'a RuleRef, &'a [ActionAst], Span, bool)>,
 }
 
@@ -246,11 +249,12 @@ impl<'a> Lowerer<'a> {
                         let first = *first;
                         self.error(
                             Diagnostic::warning(Code::Suspicious, name.span(), format!("marker `{}` is defined twice", name.value))
+                                .with_label("defined again here")
                                 .with_related(first, "first defined here")
                                 .with_hint("skipAfter jumps to the first definition after the rule; give markers unique names"),
                         );
                     }
-                    self.markers.push((name.value.clone(), *span, pos));
+                    self.markers.push((name.value.clone(), name.span(), pos));
                 }
                 Item::Setting {
                     directive,
@@ -280,18 +284,32 @@ impl<'a> Lowerer<'a> {
     }
 
     fn unused_ref(&mut self, by: &RuleRef, span: Span) {
-        let what = match by {
-            RuleRef::Ids(..) => "no rule has this id".to_string(),
-            RuleRef::Tag(t) => format!("no rule has the tag `{}`", t.value),
-            RuleRef::Msg(m) => format!("no rule has the msg `{}`", m.value),
+        let (what, at) = match by {
+            RuleRef::Ids(ranges, at) => {
+                let list: Vec<String> = ranges
+                    .iter()
+                    .map(|&(a, b)| {
+                        if a == b {
+                            a.to_string()
+                        } else {
+                            format!("{a}-{b}")
+                        }
+                    })
+                    .collect();
+                let what = match ranges.as_slice() {
+                    [(a, b)] if a == b => format!("no rule has id {a}"),
+                    _ => format!("no rule has an id in {}", list.join(" ")),
+                };
+                (what, *at)
+            }
+            RuleRef::Tag(t) => (format!("no rule has the tag `{}`", t.value), t.span()),
+            RuleRef::Msg(m) => (format!("no rule has the msg `{}`", m.value), m.span()),
         };
+        let at = if at == Span::default() { span } else { at };
         self.error(
-            Diagnostic::warning(
-                Code::UnknownRuleRef,
-                span,
-                format!("this directive changes no rule: {what}"),
-            )
-            .with_hint("check the id, tag or message; the directive has no effect"),
+            Diagnostic::warning(Code::UnknownRuleRef, at, format!("this directive changes no rule: {what}"))
+                .with_label("selects nothing")
+                .with_hint("check the id, tag or message (rules are matched wherever they are defined); the directive has no effect"),
         );
     }
 
@@ -358,6 +376,8 @@ impl<'a> Lowerer<'a> {
                 }
                 id
             }
+            // An `id` whose value is invalid was reported where it is written.
+            None if head.action("id").is_some() => 0,
             None => {
                 let kind = if head.kind == RuleKind::SecAction {
                     "SecAction"
@@ -374,9 +394,24 @@ impl<'a> Lowerer<'a> {
         };
         let phase = match b.phase {
             Some(p) => p,
+            // A `phase` whose value is invalid was reported where it is written,
+            // and a misspelt action (`phse:2`) may well be the phase.
+            None if head.action("phase").is_some()
+                || head
+                    .actions
+                    .iter()
+                    .any(|a| names::Action::lookup(&a.name).is_none()) =>
+            {
+                2
+            }
             None => {
+                let rule = if b.id.is_some() {
+                    format!("rule {id}")
+                } else {
+                    "this rule".to_string()
+                };
                 self.error(
-                    Diagnostic::warning(Code::MissingPhase, head.actions_span, format!("rule {id} has no `phase`"))
+                    Diagnostic::warning(Code::MissingPhase, head.actions_span, format!("{rule} has no `phase`"))
                         .with_label("no `phase` action here")
                         .with_hint("add `phase:N`; without it ModSecurity runs the rule in phase 2 (request body)"),
                 );
@@ -535,7 +570,12 @@ impl<'a> Lowerer<'a> {
             Some(actions::DisruptiveChoice::Action(d)) => d,
             Some(actions::DisruptiveChoice::Block) => {
                 self.error(
-                    Diagnostic::error(Code::BadArgument, span, "SecDefaultAction cannot use `block`")
+                    Diagnostic::error(
+                        Code::BadArgument,
+                        acts.iter().find(|a| a.name.eq_ignore_ascii_case("block")).map_or(span, |a| a.span),
+                        "SecDefaultAction cannot use `block`",
+                    )
+                    .with_label("names no action")
                         .with_hint("`block` means \"the default disruptive action\": name one here, e.g. `pass` or `deny`"),
                 );
                 return;
@@ -590,9 +630,8 @@ impl<'a> Lowerer<'a> {
             });
         }
         // skip N.
-        for ri in 0..self.p.rules.len() {
-            let (Some(pos), Some(Flow::Skip { count, .. })) =
-                (phase_pos[ri], self.p.rules[ri].flow.clone())
+        for (ri, &pos) in phase_pos.iter().enumerate() {
+            let (Some(pos), Some(Flow::Skip { count, .. })) = (pos, self.p.rules[ri].flow.clone())
             else {
                 continue;
             };
@@ -657,9 +696,9 @@ impl<'a> Lowerer<'a> {
         }
         // A skip on a rule that is not run has no target: drop it.
         for (ri, pos) in phase_pos.iter().enumerate() {
-            if pos.is_none() {
-                self.p.rules[ri].flow = None;
-            } else if matches!(self.p.rules[ri].flow, Some(Flow::Skip { resume_at: 0, .. })) {
+            if pos.is_none()
+                || matches!(self.p.rules[ri].flow, Some(Flow::Skip { resume_at: 0, .. }))
+            {
                 self.p.rules[ri].flow = None;
             }
         }

@@ -194,6 +194,11 @@ impl Lowerer<'_> {
         if let Some(&id) = self.selector_rx_index.get(&text.value) {
             return Some(id);
         }
+        // Syntax errors and PCRE-only constructs, at their position in the selector.
+        if let Err(e) = crate::rx::parse(&text.value) {
+            self.regex_error(text, &e);
+            return None;
+        }
         let translated = match crate::rx::translate(&text.value) {
             Ok(t) => t,
             Err(e) => {

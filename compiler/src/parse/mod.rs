@@ -41,25 +41,35 @@ pub fn directives(sources: &SourceMap, file: FileId, diags: &mut Diagnostics) ->
         }
     };
     let mut out = Vec::new();
+    check_trailing_continuation(text, file, diags);
     for pair in pairs.flatten() {
         match pair.as_rule() {
             R::comment => check_comment(text, file, &pair, diags),
             R::directive => {
-                if let Some(d) = directive(file, pair, diags) {
+                if let Some(d) = directive(text, file, pair, diags) {
                     out.push(d);
                 }
             }
             R::error_line => {
                 let s = pair.as_span();
                 let line = pair.as_str().as_bytes();
-                let name_len = line.iter().take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-')).count();
-                if line.first().is_some_and(u8::is_ascii_alphabetic) && matches!(line.get(name_len), Some(b'"' | b'\'')) {
+                let name_len = line
+                    .iter()
+                    .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
+                    .count();
+                if line.first().is_some_and(u8::is_ascii_alphabetic)
+                    && matches!(line.get(name_len), Some(b'"' | b'\''))
+                {
                     // `SecRule"ARGS" ...`: a name, then a quote with no blank between.
                     let at = s.start() + name_len;
                     diags.push(
-                        Diagnostic::error(Code::Syntax, Span::new(file, at, at + 1), "missing space after the directive name")
-                            .with_label("a blank must separate the name from this argument")
-                            .with_hint("write e.g. `SecRule ARGS \"@rx foo\" \"id:1\"`"),
+                        Diagnostic::error(
+                            Code::Syntax,
+                            Span::new(file, at, at + 1),
+                            "missing space after the directive name",
+                        )
+                        .with_label("a blank must separate the name from this argument")
+                        .with_hint("write e.g. `SecRule ARGS \"@rx foo\" \"id:1\"`"),
                     );
                     continue;
                 }
@@ -75,6 +85,28 @@ pub fn directives(sources: &SourceMap, file: FileId, diags: &mut Diagnostics) ->
         }
     }
     out
+}
+
+/// A `\` right before the final newline of a file joins nothing: say so.
+fn check_trailing_continuation(text: &str, file: FileId, diags: &mut Diagnostics) {
+    let trimmed = text.trim_end();
+    if !trimmed.ends_with('\\') || !text[trimmed.len()..].starts_with(['\n', '\r']) {
+        return;
+    }
+    let last_line = trimmed.rsplit(['\n', '\r']).next().unwrap_or("");
+    if last_line.trim_start().starts_with('#') {
+        return;
+    }
+    let at = trimmed.len() - 1;
+    diags.push(
+        Diagnostic::warning(
+            Code::Syntax,
+            Span::new(file, at, at + 1),
+            "line continuation at the end of the file",
+        )
+        .with_label("continues nothing")
+        .with_hint("remove the backslash"),
+    );
 }
 
 /// v3 ends a comment at the end of its line; Apache (ModSecurity v2) would join
@@ -97,15 +129,57 @@ fn check_comment(text: &str, file: FileId, pair: &Pair<'_, R>, diags: &mut Diagn
     }
 }
 
-fn directive(file: FileId, pair: Pair<'_, R>, diags: &mut Diagnostics) -> Option<Directive> {
+fn directive(
+    text: &str,
+    file: FileId,
+    pair: Pair<'_, R>,
+    diags: &mut Diagnostics,
+) -> Option<Directive> {
     let span = pair.as_span();
     let mut inner = pair.into_inner();
     let name_pair = inner.next()?;
     let name_span = Span::new(file, name_pair.as_span().start(), name_pair.as_span().end());
     let mut args = Vec::new();
     let mut ok = true;
+    let mut prev_end = name_pair.as_span().end();
     for arg in inner {
         let s = arg.as_span();
+        let continued = text
+            .get(prev_end..s.start())
+            .is_some_and(|gap| gap.contains(['\n', '\r']));
+        prev_end = s.end();
+        if arg.as_rule() == R::bare && continued && s.as_str().starts_with('#') {
+            diags.push(
+                Diagnostic::error(Code::Syntax, Span::new(file, s.start(), s.start() + 1), "a comment cannot continue a directive")
+                    .with_label("read as arguments, because the line before ends with `\\`")
+                    .with_hint("remove the backslash at the end of the previous line, or move the comment above the directive"),
+            );
+            return None;
+        }
+        if arg.as_rule() == R::bare && s.as_str() == "\\" {
+            let rest = &text[s.end()..];
+            let line_rest = rest.split(['\n', '\r']).next().unwrap_or("");
+            let at = Span::new(file, s.start(), s.end());
+            if rest.trim().is_empty() {
+                diags.push(
+                    Diagnostic::warning(
+                        Code::Syntax,
+                        at,
+                        "line continuation at the end of the file",
+                    )
+                    .with_label("continues nothing")
+                    .with_hint("remove the backslash"),
+                );
+            } else if !line_rest.is_empty() && line_rest.trim().is_empty() {
+                diags.push(
+                    Diagnostic::error(Code::Syntax, at, "a backslash followed by spaces is not a line continuation")
+                        .with_label("blanks after this backslash")
+                        .with_hint("remove the spaces after `\\` so that the next line continues this directive"),
+                );
+                return None;
+            }
+            continue;
+        }
         match arg.as_rule() {
             R::dq_string | R::sq_string => {
                 let quote = if arg.as_rule() == R::dq_string {
@@ -272,7 +346,12 @@ pub fn operator(text: &Text, diags: &mut Diagnostics) -> Option<OperatorAst> {
         match p.as_rule() {
             R::op_negation => negated = true,
             // The name's span includes its `@`, so the caret underlines `@rxx`.
-            R::op_name => name = Some((p.as_str().to_string(), text.span_of(ps.start().saturating_sub(1)..ps.end()))),
+            R::op_name => {
+                name = Some((
+                    p.as_str().to_string(),
+                    text.span_of(ps.start().saturating_sub(1)..ps.end()),
+                ))
+            }
             R::op_argument => argument = Some(text.slice(ps.start()..ps.end())),
             R::op_implicit => {
                 implicit = true;
@@ -420,7 +499,11 @@ pub fn item(d: &Directive, diags: &mut Diagnostics) -> Option<Item> {
             Diagnostic::error(
                 Code::BadArgument,
                 span,
-                format!("`{}` takes {expected} argument(s), found {n}", kind.name()),
+                format!(
+                    "`{}` takes {expected} argument{}, found {n}",
+                    kind.name(),
+                    if expected == "1" { "" } else { "s" }
+                ),
             )
             .with_hint(usage(kind)),
         );
