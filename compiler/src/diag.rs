@@ -460,7 +460,11 @@ mod docs_tests {
     fn every_code_is_documented() {
         let doc = include_str!("../../docs/lint.md");
         for c in Code::ALL {
-            assert!(doc.contains(&format!("| `{}` |", c.as_str())), "docs/lint.md lacks `{}`", c.as_str());
+            assert!(
+                doc.contains(&format!("| `{}` |", c.as_str())),
+                "docs/lint.md lacks `{}`",
+                c.as_str()
+            );
         }
     }
 }

@@ -22,8 +22,8 @@
 //!    literal `select`.
 //! 2. *Required sets* `req(e)`: a set `S` of non-empty strings such that every
 //!    string matched by `e` contains some element of `S` as a substring.
-//!    Computed bottom-up, keeping the best candidate (longest minimum length,
-//!    then fewest literals):
+//!    Computed bottom-up, keeping the best candidate (the longest minimum
+//!    length, then the fewest literals; see `better` for one exception):
 //!    * the prefix set of `e` (regex-syntax's `Extractor`): if it is finite
 //!      and has no empty literal, every match of `e` *starts with* one of
 //!      them (exact or inexact literals alike) — so it contains it;
@@ -223,11 +223,26 @@ fn from_seq(seq: Seq) -> Option<Lits> {
     Some(v)
 }
 
-/// (minimum length, number of literals) — bigger minimum first, then fewer.
+/// Whether `a` is a better required set than `b`: the longer minimum length
+/// wins, then the smaller set — except that, once literals have 3 bytes or
+/// more, one more byte of minimum length is not worth a set four or more
+/// times as big. That exception keeps
+/// `select` rather than the six literals `[\t\n\v\f\r ]select` of
+/// `union\s+select`, and `abc` rather than `0abc`..`9abc` for `\d+abc`: such
+/// class expansions multiply the set (the engine's Aho-Corasick automaton
+/// holds every rule's literals) for little extra selectivity. Every candidate
+/// is sound; this only picks the most useful one.
 fn better(a: &Lits, b: &Lits) -> bool {
     let min = |l: &Lits| l.iter().map(Vec::len).min().unwrap_or(usize::MAX);
     let (ma, mb) = (min(a), min(b));
-    ma > mb || (ma == mb && a.len() < b.len())
+    let (na, nb) = (a.len(), b.len());
+    if mb >= 3 && ma == mb + 1 && na >= nb.saturating_mul(4) {
+        return false;
+    }
+    if ma >= 3 && mb == ma + 1 && nb >= na.saturating_mul(4) {
+        return true;
+    }
+    ma > mb || (ma == mb && na < nb)
 }
 
 fn consider(best: &mut Option<Lits>, cand: Option<Lits>) {
@@ -245,10 +260,7 @@ fn drop_superstrings(mut lits: Lits) -> Lits {
     lits.dedup();
     let mut kept: Lits = Vec::with_capacity(lits.len());
     for l in lits {
-        if !kept
-            .iter()
-            .any(|k| memchr::memmem::find(&l, k).is_some())
-        {
+        if !kept.iter().any(|k| memchr::memmem::find(&l, k).is_some()) {
             kept.push(l);
         }
     }
@@ -261,9 +273,12 @@ fn drop_superstrings(mut lits: Lits) -> Lits {
 fn fold_lower(h: &Hir) -> Hir {
     match h.kind() {
         HirKind::Empty => Hir::empty(),
-        HirKind::Literal(hir::Literal(bytes)) => {
-            Hir::literal(bytes.iter().map(u8::to_ascii_lowercase).collect::<Vec<u8>>())
-        }
+        HirKind::Literal(hir::Literal(bytes)) => Hir::literal(
+            bytes
+                .iter()
+                .map(u8::to_ascii_lowercase)
+                .collect::<Vec<u8>>(),
+        ),
         HirKind::Class(Class::Bytes(cls)) => fold_class_bytes(cls),
         HirKind::Class(Class::Unicode(cls)) => fold_class_unicode(cls),
         HirKind::Look(look) => Hir::look(*look),

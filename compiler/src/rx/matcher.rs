@@ -226,6 +226,12 @@ fn build_dense(hir: &Hir, opts: &RxOptions) -> Option<dense::DFA<Vec<u32>>> {
     let nfa = thompson::Compiler::new()
         .configure(
             thompson::Config::new()
+                // Byte semantics. The default (`true`) makes DFA searches skip
+                // any match ending inside what looks like a UTF-8 sequence
+                // when the pattern can match the empty string, which on
+                // binary input silently loses real matches (e.g.
+                // `^$|exi` on b"exi\x83").
+                .utf8(false)
                 .nfa_size_limit(Some(opts.size_limit))
                 .which_captures(WhichCaptures::None),
         )

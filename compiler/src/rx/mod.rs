@@ -23,6 +23,24 @@
 //!    pattern matches, so the engine can skip a rule with one shared
 //!    Aho-Corasick scan.
 
+//!
+//! # Decisions worth knowing
+//!
+//! * Outside a class, `\1`..`\9` (and longer `\NN`) are backreferences in
+//!   PCRE and are rejected; PCRE would read `\12` as octal when fewer than 12
+//!   groups exist, which is rejected too rather than guessed. Inside a class
+//!   PCRE has no backreferences: `[\1]` is octal (byte 0x01), `[\8]` is `8`.
+//!   `\0`, `\0oo` and `\o{..}` are octal everywhere.
+//! * `\R` (atomic in PCRE), `\X`, `\C`, `\G`, `\K`, `\Z` and `\p{..}` are
+//!   rejected; `\h`, `\H`, `\v`, `\V` (PCRE's white-space classes, *not*
+//!   regex-syntax's VT) and `\N` are expanded to byte classes.
+//! * A quantifier on a quantifier (`a**`, `a{2}{3}`) is an error, as in PCRE.
+//! * Remaining known deviation: with `(?m)` (the default), PCRE's `^` does
+//!   not match after a newline that ends the subject, regex-syntax's does
+//!   (so `^$` matches `"a\n"` here, as it does in Coraza / RE2). It can only
+//!   matter when what follows `^` can match the empty string at the end.
+//!   See `translate.rs` for the minor syntax-level ones.
+
 mod literals;
 mod matcher;
 mod translate;
@@ -78,7 +96,10 @@ pub enum RxError {
         range: Range<usize>,
     },
     /// Any other syntax error; `message` is regex-syntax's message (one line).
-    Invalid { message: String, range: Range<usize> },
+    Invalid {
+        message: String,
+        range: Range<usize>,
+    },
     /// The pattern is too big for the configured limits.
     TooBig { message: String },
 }

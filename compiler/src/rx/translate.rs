@@ -66,15 +66,21 @@ impl OffsetMap {
     /// Maps a byte range of the translated text back to the original pattern.
     ///
     /// A non-empty range maps to the union of the original ranges of its first
-    /// and last bytes; an empty range maps to the (empty) start of the
-    /// construct at that position, or to the end of the pattern.
+    /// and last bytes; an empty range maps to the construct at that position,
+    /// or to the (empty) end of the pattern.
     pub(crate) fn to_original(&self, r: Range<usize>) -> Range<usize> {
         let start = match self.src.get(r.start) {
             Some(&(s, _)) => s,
             None => self.pattern_len,
         };
         if r.end <= r.start {
-            return start..start;
+            // regex-syntax reports some errors at a position (an empty span,
+            // e.g. a repetition operator with nothing before it): point at
+            // the whole construct found there.
+            return match self.src.get(r.start) {
+                Some(&(s, e)) => s..e,
+                None => start..start,
+            };
         }
         let end = match r.end.checked_sub(1).and_then(|i| self.src.get(i)) {
             Some(&(_, e)) => e,
@@ -167,8 +173,17 @@ fn invalid(message: &str, range: Range<usize>) -> RxError {
 enum Last {
     /// A quantifier that may still take a `?` or `+` modifier.
     Quantifier,
+    /// A quantifier with its lazy `?` modifier.
+    LazyQuantifier,
     /// Anything else.
     Other,
+}
+
+/// PCRE (like Perl) rejects a quantifier applied to a quantifier (`a**`,
+/// `a{2}{3}`, `a+?*`); regex-syntax would accept it, so a rule PCRE refuses
+/// to load would silently compile here.
+fn nested_quantifier(range: Range<usize>) -> RxError {
+    invalid("quantifier does not follow a repeatable item", range)
 }
 
 /// One member of a PCRE character class, before ranges are formed.
@@ -207,8 +222,9 @@ struct Translator<'p> {
 impl<'p> Translator<'p> {
     fn emit(&mut self, s: &str, r: Range<usize>) {
         self.out.push_str(s);
-        self.src
-            .extend(std::iter::repeat((r.start, r.end)).take(s.len()));
+        for _ in 0..s.len() {
+            self.src.push((r.start, r.end));
+        }
     }
 
     fn at(&self, i: usize) -> Option<u8> {
@@ -263,7 +279,7 @@ impl<'p> Translator<'p> {
                     self.last = Last::Other;
                 }
                 b'*' | b'+' | b'?' => self.quantifier(b)?,
-                b'{' => self.brace(),
+                b'{' => self.brace()?,
                 b'|' | b'^' | b'$' | b'.' => {
                     let s = match b {
                         b'|' => "|",
@@ -305,11 +321,14 @@ impl<'p> Translator<'p> {
     /// both dialects) and `+` makes it possessive (PCRE-only).
     fn quantifier(&mut self, b: u8) -> Result<(), RxError> {
         let p = self.pos;
+        if self.last == Last::LazyQuantifier {
+            return Err(nested_quantifier(p..p + 1));
+        }
         if self.last == Last::Quantifier {
             if b == b'?' {
                 self.emit("?", p..p + 1);
                 self.pos += 1;
-                self.last = Last::Other;
+                self.last = Last::LazyQuantifier;
                 return Ok(());
             }
             if b == b'+' {
@@ -321,6 +340,7 @@ impl<'p> Translator<'p> {
                 };
                 return Err(unsupported(name, self.quant_start..p + 1));
             }
+            return Err(nested_quantifier(p..p + 1));
         }
         let s = match b {
             b'*' => "*",
@@ -337,10 +357,13 @@ impl<'p> Translator<'p> {
     /// `{`: a quantifier if it is `{n}`, `{n,}` or `{n,m}` (PCRE1 / PCRE2 <
     /// 10.43 syntax), otherwise a literal brace (PCRE), which regex-syntax
     /// would reject, so it is escaped.
-    fn brace(&mut self) {
+    fn brace(&mut self) -> Result<(), RxError> {
         let p = self.pos;
         match self.quantifier_end(p) {
             Some(end) => {
+                if self.last != Last::Other {
+                    return Err(nested_quantifier(p..end));
+                }
                 let text = String::from_utf8_lossy(&self.pat[p..end]).into_owned();
                 self.emit(&text, p..end);
                 self.pos = end;
@@ -353,6 +376,7 @@ impl<'p> Translator<'p> {
                 self.last = Last::Other;
             }
         }
+        Ok(())
     }
 
     fn quantifier_end(&self, p: usize) -> Option<usize> {
@@ -566,9 +590,10 @@ impl<'p> Translator<'p> {
                     Some(b'{') => {
                         unsupported(names::BACKREF_G, start..self.delimited_end(start + 3, b'}'))
                     }
-                    Some(b'<') => {
-                        unsupported(names::SUBROUTINE_G, start..self.delimited_end(start + 3, b'>'))
-                    }
+                    Some(b'<') => unsupported(
+                        names::SUBROUTINE_G,
+                        start..self.delimited_end(start + 3, b'>'),
+                    ),
                     Some(b'\'') => unsupported(
                         names::SUBROUTINE_G,
                         start..self.delimited_end(start + 3, b'\''),
@@ -670,12 +695,7 @@ impl<'p> Translator<'p> {
                 // Comment: up to the first `)`, no escapes.
                 match memchr::memchr(b')', &self.pat[p..]) {
                     Some(i) => self.pos = p + i + 1,
-                    None => {
-                        return Err(invalid(
-                            "missing ) after (?# comment",
-                            p..self.pat.len(),
-                        ))
-                    }
+                    None => return Err(invalid("missing ) after (?# comment", p..self.pat.len())),
                 }
                 Ok(())
             }
@@ -691,12 +711,17 @@ impl<'p> Translator<'p> {
             Some(b'>') => Err(unsupported(names::ATOMIC, r3)),
             Some(b'|') => Err(unsupported(names::BRANCH_RESET, r3)),
             Some(b'(') => Err(unsupported(names::CONDITIONAL, r3)),
-            Some(b'C') => Err(unsupported(names::CALLOUT, p..self.through_close_paren(p + 3))),
+            Some(b'C') => Err(unsupported(
+                names::CALLOUT,
+                p..self.through_close_paren(p + 3),
+            )),
             Some(b'&') => Err(unsupported(
                 names::SUBROUTINE_NAME,
                 p..self.through_close_paren(p + 3),
             )),
-            Some(b'R') if self.at(p + 3) == Some(b')') => Err(unsupported(names::RECURSION, p..p + 4)),
+            Some(b'R') if self.at(p + 3) == Some(b')') => {
+                Err(unsupported(names::RECURSION, p..p + 4))
+            }
             Some(b'0'..=b'9') => Err(unsupported(
                 names::SUBROUTINE_NUM,
                 p..self.through_close_paren(p + 2),
@@ -713,8 +738,14 @@ impl<'p> Translator<'p> {
             Some(b'\'') => self.named_group(p, p + 3, b'\''),
             Some(b'P') => match self.at(p + 3) {
                 Some(b'<') => self.named_group(p, p + 4, b'>'),
-                Some(b'=') => Err(unsupported(names::BACKREF_P, p..self.through_close_paren(p + 4))),
-                Some(b'>') => Err(unsupported(names::SUBROUTINE_P, p..self.through_close_paren(p + 4))),
+                Some(b'=') => Err(unsupported(
+                    names::BACKREF_P,
+                    p..self.through_close_paren(p + 4),
+                )),
+                Some(b'>') => Err(unsupported(
+                    names::SUBROUTINE_P,
+                    p..self.through_close_paren(p + 4),
+                )),
                 _ => {
                     // Let regex-syntax report it.
                     self.emit("(?P", p..(p + 3).min(self.pat.len()));
@@ -777,7 +808,10 @@ impl<'p> Translator<'p> {
                     if !negated {
                         x_on += 1;
                         if x_on > 1 {
-                            return Err(unsupported(names::OPTION_XX, p..self.through_close_paren(p)));
+                            return Err(unsupported(
+                                names::OPTION_XX,
+                                p..self.through_close_paren(p),
+                            ));
                         }
                     }
                     extended = !negated;
@@ -785,10 +819,16 @@ impl<'p> Translator<'p> {
                 b'J' => return Err(unsupported(names::OPTION_J, p..self.through_close_paren(p))),
                 b'n' => return Err(unsupported(names::OPTION_N, p..self.through_close_paren(p))),
                 b'^' => {
-                    return Err(unsupported(names::OPTION_CARET, p..self.through_close_paren(p)))
+                    return Err(unsupported(
+                        names::OPTION_CARET,
+                        p..self.through_close_paren(p),
+                    ))
                 }
                 b'X' | b'a' | b'r' => {
-                    return Err(unsupported(names::OPTION_OTHER, p..self.through_close_paren(p)))
+                    return Err(unsupported(
+                        names::OPTION_OTHER,
+                        p..self.through_close_paren(p),
+                    ))
                 }
                 b'u' | b'R' => {
                     return Err(invalid(
@@ -888,12 +928,20 @@ impl<'p> Translator<'p> {
             }
             first = false;
         }
-        // Form ranges: Byte Hyphen Byte. Any other hyphen is literal.
+        // Form ranges: a byte, a hyphen and a byte (an unescaped hyphen counts
+        // as a byte there, as in PCRE: `[!--]` is `!` to `-`). Any other
+        // hyphen is literal, as is one next to a set (`[\d-z]`, PCRE1).
         let mut body: Vec<(String, Range<usize>)> = Vec::new();
         let mut k = 0;
         while k < toks.len() {
-            match (&toks[k], toks.get(k + 1), toks.get(k + 2)) {
-                (ClassTok::Byte(lo, lr), Some(ClassTok::Hyphen(_)), Some(ClassTok::Byte(hi, hr))) => {
+            let end_byte = match toks.get(k + 2) {
+                Some(ClassTok::Byte(hi, hr)) => Some((*hi, hr.clone())),
+                Some(ClassTok::Hyphen(hr)) => Some((b'-', hr.clone())),
+                _ => None,
+            };
+            match (&toks[k], toks.get(k + 1), end_byte) {
+                (ClassTok::Byte(lo, lr), Some(ClassTok::Hyphen(_)), Some((hi, hr))) => {
+                    let (lo, hi) = (*lo, hi);
                     if lo > hi {
                         return Err(invalid(
                             "range out of order in character class",
@@ -901,7 +949,7 @@ impl<'p> Translator<'p> {
                         ));
                     }
                     body.push((
-                        format!("{}-{}", class_byte(*lo), class_byte(*hi)),
+                        format!("{}-{}", class_byte(lo), class_byte(hi)),
                         lr.start..hr.end,
                     ));
                     k += 3;
@@ -986,14 +1034,22 @@ impl<'p> Translator<'p> {
             }
             b'h' | b'v' => {
                 // A set, not bytes: it cannot be a range endpoint.
-                let set = if c == b'h' { PCRE_SPACE_H } else { PCRE_SPACE_V };
+                let set = if c == b'h' {
+                    PCRE_SPACE_H
+                } else {
+                    PCRE_SPACE_V
+                };
                 let text: String = set.iter().map(|&b| class_byte(b)).collect();
                 toks.push(ClassTok::Set(text, r2.clone()));
                 *first = false;
                 return Ok(i + 2);
             }
             b'H' | b'V' => {
-                let set = if c == b'H' { PCRE_SPACE_H } else { PCRE_SPACE_V };
+                let set = if c == b'H' {
+                    PCRE_SPACE_H
+                } else {
+                    PCRE_SPACE_V
+                };
                 // A nested negated class: regex-syntax takes the union.
                 toks.push(ClassTok::Set(byte_set_class(set, true), r2.clone()));
                 *first = false;
