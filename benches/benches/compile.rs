@@ -35,7 +35,9 @@ fn bench(c: &mut Criterion) {
             load::load_files(&files, &mut d)
         })
     });
-    g.bench_function("compile", |b| b.iter(|| compile_files(&files, &Options::default())));
+    g.bench_function("compile", |b| {
+        b.iter(|| compile_files(&files, &Options::default()))
+    });
     g.finish();
 }
 
