@@ -1,6 +1,7 @@
 //! `waf`: a thin command line over the compiler (and, later, the engine).
 
 mod compile;
+mod eval;
 mod input;
 mod lint;
 mod report;
@@ -22,6 +23,8 @@ enum Command {
     Lint(lint::Args),
     /// Compile rule files and print the IR (`--dump-ir`) or statistics (`--stats`).
     Compile(compile::Args),
+    /// Evaluate one request or a request corpus (JSONL) and print decisions.
+    Eval(eval::Args),
 }
 
 /// Exit codes shared by the subcommands.
@@ -34,6 +37,7 @@ fn main() -> ExitCode {
     let code = match cli.command {
         Command::Lint(a) => lint::run(a),
         Command::Compile(a) => compile::run(a),
+        Command::Eval(a) => eval::run(a),
     };
     ExitCode::from(code)
 }

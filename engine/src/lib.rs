@@ -1,1 +1,32 @@
+//! The WAF engine: runs a compiled [`waf_compiler::ir::Program`] on HTTP
+//! transactions with ModSecurity v3 semantics.
+//!
+//! ```no_run
+//! use waf_engine::Ruleset;
+//! let rs = Ruleset::from_str("inline.conf", r#"
+//!     SecRuleEngine On
+//!     SecRule ARGS "@rx <script" "id:1,phase:1,deny,status:403"
+//! "#).expect("rules compile");
+//! let mut tx = rs.transaction();
+//! tx.process_connection("10.0.0.1", 40000, "127.0.0.1", 80);
+//! tx.process_uri(b"/?q=<script>", b"GET", b"HTTP/1.1");
+//! tx.add_request_header(b"Host", b"example.com");
+//! tx.process_request_headers();
+//! assert_eq!(tx.intervention().map(|i| i.status), Some(403));
+//! ```
+//!
+//! Modules:
+//! - [`ruleset`]: the shared, immutable compiled configuration;
+//! - [`transaction`]: one request/response, fed phase by phase;
+//! - [`operator`], [`transform`], [`body`], [`injection`]: the pieces a rule runs.
 
+pub mod body;
+pub mod collection;
+pub mod injection;
+pub mod operator;
+pub mod ruleset;
+pub mod transaction;
+pub mod transform;
+
+pub use ruleset::Ruleset;
+pub use transaction::{Intervention, MatchedRule, Transaction};

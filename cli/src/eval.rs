@@ -1,0 +1,208 @@
+//! `waf eval`: evaluate one request or a corpus (the peers' JSONL formats, so
+//! decisions compare with Coraza's and ModSecurity's via `compare.py`).
+
+use crate::input::RuleInput;
+use crate::{EXIT_FINDINGS, EXIT_OK, EXIT_USAGE};
+use base64::Engine as _;
+use serde::Deserialize;
+use serde_json::json;
+use std::io::{BufRead, BufWriter, Read, Write};
+use std::path::PathBuf;
+use std::time::Instant;
+use waf_compiler::Options;
+use waf_engine::Ruleset;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    pub input: RuleInput,
+    /// One request as a JSON object (`-` for standard input).
+    #[arg(long, value_name = "FILE", conflicts_with = "corpus")]
+    pub request: Option<PathBuf>,
+    /// A corpus: one JSON request per line.
+    #[arg(long, value_name = "FILE.jsonl")]
+    pub corpus: Option<PathBuf>,
+    /// Where to write one decision per line (default: standard output).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+/// One request (`../shared/peers/README.md`, section 4).
+#[derive(Debug, Deserialize)]
+pub struct Request {
+    #[serde(default)]
+    pub id: Option<serde_json::Value>,
+    #[serde(default = "default_method")]
+    pub method: String,
+    #[serde(default = "default_uri")]
+    pub uri: String,
+    #[serde(default = "default_version")]
+    pub version: String,
+    #[serde(default)]
+    pub headers: Vec<(String, String)>,
+    #[serde(default)]
+    pub body: Option<String>,
+    #[serde(default)]
+    pub body_b64: Option<String>,
+}
+
+fn default_method() -> String {
+    "GET".into()
+}
+fn default_uri() -> String {
+    "/".into()
+}
+fn default_version() -> String {
+    "HTTP/1.1".into()
+}
+
+impl Request {
+    pub fn body_bytes(&self) -> Result<Vec<u8>, String> {
+        match (&self.body_b64, &self.body) {
+            (Some(b), _) => base64::engine::general_purpose::STANDARD
+                .decode(b)
+                .map_err(|e| format!("body_b64: {e}")),
+            (None, Some(b)) => Ok(b.as_bytes().to_vec()),
+            (None, None) => Ok(Vec::new()),
+        }
+    }
+}
+
+/// Runs phases 1 and 2 as the peers do, stopping at the first interruption.
+pub fn decide(rs: &Ruleset, req: &Request, id: &str) -> Result<serde_json::Value, String> {
+    let body = req.body_bytes()?;
+    let start = Instant::now();
+    let mut tx = rs.transaction();
+    tx.process_connection("10.0.0.1", 40000, "127.0.0.1", 80);
+    tx.process_uri(
+        req.uri.as_bytes(),
+        req.method.as_bytes(),
+        req.version.as_bytes(),
+    );
+    for (k, v) in &req.headers {
+        tx.add_request_header(k.as_bytes(), v.as_bytes());
+    }
+    tx.process_request_headers();
+    if tx.intervention().is_none() {
+        if !body.is_empty() {
+            tx.append_request_body(&body);
+        }
+        tx.process_request_body();
+    }
+    let ns = start.elapsed().as_nanos() as u64;
+    let mut logged: Vec<u64> = Vec::new();
+    let mut all: Vec<u64> = Vec::new();
+    for m in tx.matched_rules() {
+        if !all.contains(&m.id) {
+            all.push(m.id);
+        }
+        let interrupting = tx.intervention().is_some_and(|i| i.rule_id == m.id);
+        if (m.log || interrupting) && !logged.contains(&m.id) {
+            logged.push(m.id);
+        }
+    }
+    let i = tx.intervention();
+    Ok(json!({
+        "id": id,
+        "interrupted": i.is_some(),
+        "status": i.map_or(200, |i| i.status),
+        "action": i.map(|i| i.action),
+        "rule_id": i.map(|i| i.rule_id),
+        "matched_ids": logged,
+        "matched_ids_all": all,
+        "ns": ns,
+    }))
+}
+
+pub fn run(args: Args) -> u8 {
+    let compiled = match args.input.compile(&Options::default()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("waf eval: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let Some(program) = compiled.program else {
+        let d = &compiled.diagnostics;
+        eprint!(
+            "{}",
+            d.render(
+                compiled
+                    .sources_when_failed
+                    .as_ref()
+                    .unwrap_or(&Default::default())
+            )
+        );
+        eprintln!("waf eval: the rules have {} error(s)", d.error_count());
+        return EXIT_FINDINGS;
+    };
+    let rs = Ruleset::new(program);
+    let out: Box<dyn Write> = match &args.out {
+        Some(p) => match std::fs::File::create(p) {
+            Ok(f) => Box::new(f),
+            Err(e) => {
+                eprintln!("waf eval: cannot write `{}`: {e}", p.display());
+                return EXIT_USAGE;
+            }
+        },
+        None => Box::new(std::io::stdout().lock()),
+    };
+    let mut out = BufWriter::new(out);
+    let result = match (&args.request, &args.corpus) {
+        (Some(p), None) => one(&rs, p, &mut out),
+        (None, Some(p)) => corpus(&rs, p, &mut out),
+        _ => Err("give --request FILE or --corpus FILE.jsonl".to_string()),
+    };
+    match result.and_then(|()| out.flush().map_err(|e| e.to_string())) {
+        Ok(()) => EXIT_OK,
+        Err(e) => {
+            eprintln!("waf eval: {e}");
+            EXIT_USAGE
+        }
+    }
+}
+
+fn one(rs: &Ruleset, path: &PathBuf, out: &mut dyn Write) -> Result<(), String> {
+    let mut text = String::new();
+    if path.as_os_str() == "-" {
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| format!("stdin: {e}"))?;
+    } else {
+        text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+    }
+    let req: Request =
+        serde_json::from_str(&text).map_err(|e| format!("invalid request JSON: {e}"))?;
+    let id = req.id.as_ref().map(id_text).unwrap_or_else(|| "1".into());
+    let d = decide(rs, &req, &id)?;
+    writeln!(out, "{d}").map_err(|e| e.to_string())
+}
+
+fn corpus(rs: &Ruleset, path: &PathBuf, out: &mut dyn Write) -> Result<(), String> {
+    let f =
+        std::fs::File::open(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+    for (n, line) in std::io::BufReader::new(f).lines().enumerate() {
+        let line = line.map_err(|e| format!("{}:{}: {e}", path.display(), n + 1))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let req: Request = serde_json::from_str(&line)
+            .map_err(|e| format!("{}:{}: invalid request: {e}", path.display(), n + 1))?;
+        let id = req
+            .id
+            .as_ref()
+            .map(id_text)
+            .unwrap_or_else(|| (n + 1).to_string());
+        let d = decide(rs, &req, &id).map_err(|e| format!("{}:{}: {e}", path.display(), n + 1))?;
+        writeln!(out, "{d}").map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+fn id_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,298 @@
+//! Running compiled operators on one (transformed) value.
+//!
+//! Semantics follow libmodsecurity v3's `src/operators/*.cc`: string operators
+//! are case-sensitive byte comparisons, numeric operators read both sides the
+//! way `std::stoi` does (leading blanks, sign, digits; no digits = 0), and
+//! `capture` stores what matched in `TX:0` (and regex groups in `TX:1`-`TX:9`).
+
+use crate::injection::Injection;
+use std::net::IpAddr;
+use waf_compiler::ir::{ByteSet, IpRange, OpKind, Operator, Program};
+
+/// What an operator captured on a match (for `capture` and `TX:0`-`TX:9`).
+#[derive(Debug, Default)]
+pub struct Captures {
+    pub groups: Vec<Option<Vec<u8>>>,
+}
+
+impl Captures {
+    pub fn clear(&mut self) {
+        self.groups.clear();
+    }
+
+    fn set0(&mut self, v: &[u8]) {
+        self.groups.clear();
+        self.groups.push(Some(v.to_vec()));
+    }
+}
+
+/// Runs `op` on `value`; `arg` is the operator argument with macros already
+/// expanded (for operators that take one). Negation is applied by the caller.
+pub fn matches(
+    program: &Program,
+    op: &Operator,
+    arg: &[u8],
+    value: &[u8],
+    injection: &dyn Injection,
+    want_captures: bool,
+    caps: &mut Captures,
+) -> bool {
+    caps.clear();
+    match &op.kind {
+        OpKind::Rx(id) => {
+            let rx = &program.regexes[id.index()];
+            if !want_captures {
+                return rx.is_match(value);
+            }
+            let mut slots = vec![None; rx.group_count().min(10)];
+            if !rx.captures(value, &mut slots) {
+                return false;
+            }
+            caps.groups = slots
+                .into_iter()
+                .map(|s| s.and_then(|r| value.get(r).map(<[u8]>::to_vec)))
+                .collect();
+            true
+        }
+        OpKind::Verify { rx } => {
+            let rx = &program.regexes[rx.index()];
+            let mut slots = vec![None; 1];
+            if !rx.captures(value, &mut slots) {
+                return false;
+            }
+            let Some(m) = slots[0].clone().and_then(|r| value.get(r)) else {
+                return false;
+            };
+            let ok = match op.name {
+                waf_compiler::names::Operator::VerifyCc => luhn(m),
+                _ => true,
+            };
+            if ok {
+                caps.set0(m);
+            }
+            ok
+        }
+        OpKind::Pm(id) => {
+            let set = &program.phrase_sets[id.index()];
+            match set.automaton.find(value) {
+                Some(m) => {
+                    caps.set0(&value[m.range()]);
+                    true
+                }
+                None => false,
+            }
+        }
+        OpKind::Streq(_) => eq_capture(arg == value, value, caps),
+        OpKind::Contains(_) => contains(value, arg).inspect(|_| caps.set0(arg)).is_some(),
+        OpKind::ContainsWord(_) => contains_word(value, arg).then(|| caps.set0(arg)).is_some(),
+        OpKind::BeginsWith(_) => eq_capture(value.starts_with(arg), arg, caps),
+        OpKind::EndsWith(_) => eq_capture(value.ends_with(arg), arg, caps),
+        OpKind::Within(_) => eq_capture(contains(arg, value).is_some(), value, caps),
+        OpKind::Strmatch(s) => contains(value, s.as_bytes())
+            .inspect(|_| caps.set0(s.as_bytes()))
+            .is_some(),
+        OpKind::Eq(_) => stoi(value) == stoi(arg),
+        OpKind::Ge(_) => stoi(value) >= stoi(arg),
+        OpKind::Gt(_) => stoi(value) > stoi(arg),
+        OpKind::Le(_) => stoi(value) <= stoi(arg),
+        OpKind::Lt(_) => stoi(value) < stoi(arg),
+        OpKind::IpMatch(ranges) => ip_match(ranges, value),
+        OpKind::ValidateByteRange(set) => invalid_byte(set, value),
+        OpKind::ValidateUrlEncoding => invalid_url_encoding(value),
+        OpKind::ValidateUtf8Encoding => std::str::from_utf8(value).is_err(),
+        OpKind::UnconditionalMatch => true,
+        OpKind::NoMatch | OpKind::Unsupported { .. } => false,
+        OpKind::DetectSqli => {
+            let mut fp = Vec::new();
+            let hit = injection.sqli(value, &mut fp);
+            if hit {
+                caps.set0(&fp);
+            }
+            hit
+        }
+        OpKind::DetectXss => {
+            let hit = injection.xss(value);
+            if hit {
+                caps.set0(value);
+            }
+            hit
+        }
+    }
+}
+
+fn eq_capture(hit: bool, v: &[u8], caps: &mut Captures) -> bool {
+    if hit {
+        caps.set0(v);
+    }
+    hit
+}
+
+/// Position of `needle` in `hay` (an empty needle is found at 0, as `std::string::find`).
+pub fn contains(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() {
+        return Some(0);
+    }
+    memchr::memmem::find(hay, needle)
+}
+
+/// `@containsWord`: `needle` bounded by non-word characters (or the ends).
+fn contains_word(hay: &[u8], needle: &[u8]) -> bool {
+    if needle.is_empty() {
+        return true;
+    }
+    let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    memchr::memmem::find_iter(hay, needle).any(|i| {
+        let before = i == 0 || !word(hay[i - 1]);
+        let end = i + needle.len();
+        let after = end == hay.len() || !word(hay[end]);
+        before && after
+    })
+}
+
+/// `std::stoi` as v3 uses it: leading blanks, an optional sign, digits; 0 when
+/// there is no digit (v3 catches the exception and uses 0); saturating.
+pub fn stoi(s: &[u8]) -> i64 {
+    let mut i = 0;
+    while i < s.len() && matches!(s[i], b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c) {
+        i += 1;
+    }
+    let neg = match s.get(i) {
+        Some(b'-') => {
+            i += 1;
+            true
+        }
+        Some(b'+') => {
+            i += 1;
+            false
+        }
+        _ => false,
+    };
+    let mut n: i64 = 0;
+    while let Some(d) = s.get(i).filter(|c| c.is_ascii_digit()) {
+        n = n.saturating_mul(10).saturating_add(i64::from(d - b'0'));
+        i += 1;
+    }
+    if neg {
+        -n
+    } else {
+        n
+    }
+}
+
+fn ip_match(ranges: &[IpRange], value: &[u8]) -> bool {
+    let Some(ip) = std::str::from_utf8(value)
+        .ok()
+        .and_then(|s| s.trim().parse::<IpAddr>().ok())
+    else {
+        return false;
+    };
+    ranges.iter().any(|r| in_range(r, ip))
+}
+
+fn in_range(r: &IpRange, ip: IpAddr) -> bool {
+    match (r.addr, ip) {
+        (IpAddr::V4(net), IpAddr::V4(a)) => {
+            let mask = if r.prefix == 0 {
+                0
+            } else {
+                u32::MAX << (32 - u32::from(r.prefix.min(32)))
+            };
+            u32::from(net) & mask == u32::from(a) & mask
+        }
+        (IpAddr::V6(net), IpAddr::V6(a)) => {
+            let mask = if r.prefix == 0 {
+                0
+            } else {
+                u128::MAX << (128 - u32::from(r.prefix.min(128)))
+            };
+            u128::from(net) & mask == u128::from(a) & mask
+        }
+        _ => false,
+    }
+}
+
+fn invalid_byte(set: &ByteSet, value: &[u8]) -> bool {
+    value.iter().any(|&b| !set.contains(b))
+}
+
+/// `@validateUrlEncoding`: a `%` not followed by two hex digits.
+fn invalid_url_encoding(value: &[u8]) -> bool {
+    let mut i = 0;
+    while let Some(p) = memchr::memchr(b'%', &value[i..]) {
+        let at = i + p;
+        match (value.get(at + 1), value.get(at + 2)) {
+            (Some(a), Some(b)) if a.is_ascii_hexdigit() && b.is_ascii_hexdigit() => i = at + 3,
+            _ => return true,
+        }
+    }
+    false
+}
+
+/// The Luhn checksum of the digits in `s` (`@verifyCC`).
+fn luhn(s: &[u8]) -> bool {
+    let digits: Vec<u32> = s
+        .iter()
+        .filter(|c| c.is_ascii_digit())
+        .map(|c| u32::from(c - b'0'))
+        .collect();
+    if digits.len() < 2 {
+        return false;
+    }
+    let sum: u32 = digits
+        .iter()
+        .rev()
+        .enumerate()
+        .map(|(i, &d)| {
+            if i % 2 == 1 {
+                if d * 2 > 9 {
+                    d * 2 - 9
+                } else {
+                    d * 2
+                }
+            } else {
+                d
+            }
+        })
+        .sum();
+    sum.is_multiple_of(10)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stoi_like_v3() {
+        assert_eq!(stoi(b" 42abc"), 42);
+        assert_eq!(stoi(b"-7"), -7);
+        assert_eq!(stoi(b"abc"), 0);
+        assert_eq!(stoi(b""), 0);
+        assert_eq!(stoi(b"99999999999999999999999"), i64::MAX);
+    }
+
+    #[test]
+    fn words_and_encodings() {
+        assert!(contains_word(b"a select b", b"select"));
+        assert!(!contains_word(b"selected", b"select"));
+        assert!(invalid_url_encoding(b"a%2"));
+        assert!(invalid_url_encoding(b"%zz"));
+        assert!(!invalid_url_encoding(b"a%20b%41"));
+        assert!(luhn(b"4111 1111 1111 1111"));
+        assert!(!luhn(b"4111 1111 1111 1112"));
+    }
+
+    #[test]
+    fn ip_ranges() {
+        let r = IpRange {
+            addr: "10.0.0.0".parse().unwrap(),
+            prefix: 8,
+        };
+        assert!(in_range(&r, "10.1.2.3".parse().unwrap()));
+        assert!(!in_range(&r, "11.0.0.1".parse().unwrap()));
+        let r6 = IpRange {
+            addr: "::1".parse().unwrap(),
+            prefix: 128,
+        };
+        assert!(in_range(&r6, "::1".parse().unwrap()));
+    }
+}

@@ -1,0 +1,126 @@
+use crate::Ruleset;
+
+fn ruleset(rules: &str) -> Ruleset {
+    match Ruleset::from_str("t.conf", rules) {
+        Ok(r) => r,
+        Err(c) => panic!("{}", c.diagnostics.render(c.sources())),
+    }
+}
+
+fn ids(tx: &crate::Transaction<'_>) -> Vec<u64> {
+    tx.matched_rules().iter().map(|m| m.id).collect()
+}
+
+fn get<'r>(rs: &'r Ruleset, uri: &str, headers: &[(&str, &str)]) -> crate::Transaction<'r> {
+    let mut tx = rs.transaction();
+    tx.process_connection("10.0.0.1", 40000, "127.0.0.1", 80);
+    tx.process_uri(uri.as_bytes(), b"GET", b"HTTP/1.1");
+    for (k, v) in headers {
+        tx.add_request_header(k.as_bytes(), v.as_bytes());
+    }
+    tx.process_request_headers();
+    tx.process_request_body();
+    tx
+}
+
+#[test]
+fn args_transformations_and_deny() {
+    let rs = ruleset(
+        "SecRuleEngine On\n\
+         SecRule ARGS \"@rx <script\" \"id:1,phase:1,deny,status:406,t:none,t:urlDecodeUni,t:lowercase,msg:'xss in %{MATCHED_VAR_NAME}'\"\n",
+    );
+    let tx = get(&rs, "/a?x=%3CSCRIPT%3E", &[("Host", "h")]);
+    assert_eq!(ids(&tx), [1]);
+    assert_eq!(
+        tx.intervention().map(|i| (i.status, i.rule_id)),
+        Some((406, 1))
+    );
+    assert_eq!(tx.matched_rules()[0].msg, "xss in ARGS:x");
+}
+
+#[test]
+fn detection_only_logs_without_intervening() {
+    let rs = ruleset("SecRuleEngine DetectionOnly\nSecRule REQUEST_METHOD \"@streq GET\" \"id:1,phase:1,deny\"\n");
+    let tx = get(&rs, "/", &[]);
+    assert_eq!(ids(&tx), [1]);
+    assert!(tx.intervention().is_none());
+}
+
+#[test]
+fn chains_setvar_and_anomaly_scoring() {
+    let rs = ruleset(
+        "SecRuleEngine On\n\
+         SecAction \"id:1,phase:1,pass,nolog,setvar:tx.score=0\"\n\
+         SecRule REQUEST_HEADERS:User-Agent \"@contains bot\" \"id:2,phase:1,pass,chain\"\n\
+         SecRule REQUEST_METHOD \"@streq GET\" \"setvar:tx.score=+5\"\n\
+         SecRule REQUEST_HEADERS:User-Agent \"@contains bot\" \"id:3,phase:1,pass,chain\"\n\
+         SecRule REQUEST_METHOD \"@streq POST\" \"setvar:tx.score=+100\"\n\
+         SecRule TX:SCORE \"@ge 5\" \"id:4,phase:1,deny,status:403,msg:'score %{tx.score}'\"\n",
+    );
+    let tx = get(&rs, "/", &[("User-Agent", "a bot")]);
+    assert_eq!(ids(&tx), [1, 2, 4]);
+    assert_eq!(tx.tx_var("score"), Some(&b"5"[..]));
+    assert_eq!(tx.matched_rules()[2].msg, "score 5");
+    assert!(
+        !tx.matched_rules()[0].log,
+        "nolog is recorded as not logged"
+    );
+}
+
+#[test]
+fn skip_after_and_ctl_remove() {
+    let rs = ruleset(
+        "SecRule REQUEST_METHOD \"@streq GET\" \"id:1,phase:1,pass,skipAfter:END\"\n\
+         SecRule REQUEST_METHOD \"@streq GET\" \"id:2,phase:1,pass\"\n\
+         SecMarker END\n\
+         SecRule REQUEST_METHOD \"@streq GET\" \"id:3,phase:1,pass,ctl:ruleRemoveById=4\"\n\
+         SecRule REQUEST_METHOD \"@streq GET\" \"id:4,phase:1,pass\"\n\
+         SecRule REQUEST_METHOD \"@streq GET\" \"id:5,phase:1,pass\"\n",
+    );
+    assert_eq!(ids(&get(&rs, "/", &[])), [1, 3, 5]);
+}
+
+#[test]
+fn exclusions_counts_cookies_and_captures() {
+    let rs = ruleset(
+        "SecRule ARGS|!ARGS:safe \"@rx evil\" \"id:1,phase:1,pass\"\n\
+         SecRule &REQUEST_HEADERS:Host \"@eq 0\" \"id:2,phase:1,pass\"\n\
+         SecRule REQUEST_COOKIES:sid \"@rx ^(a+)(b+)$\" \"id:3,phase:1,pass,capture,setvar:tx.got=%{tx.2}\"\n\
+         SecRule REQUEST_COOKIES_NAMES \"@streq theme\" \"id:4,phase:1,pass\"\n",
+    );
+    let tx = get(&rs, "/?safe=evil", &[("Cookie", "sid=aabbb; theme=dark")]);
+    assert_eq!(ids(&tx), [2, 3, 4]);
+    assert_eq!(tx.tx_var("got"), Some(&b"bbb"[..]));
+    let tx = get(&rs, "/?other=evil", &[("Host", "x")]);
+    assert_eq!(ids(&tx), [1]);
+}
+
+#[test]
+fn urlencoded_body_and_request_body_variable() {
+    let rs = ruleset(
+        "SecRequestBodyAccess On\n\
+         SecRule ARGS_POST:a \"@streq 1 2\" \"id:1,phase:2,pass\"\n\
+         SecRule REQUEST_BODY \"@contains b=\" \"id:2,phase:2,pass\"\n\
+         SecRule ARGS_GET \"@streq q\" \"id:3,phase:2,pass\"\n",
+    );
+    let mut tx = rs.transaction();
+    tx.process_uri(b"/p?x=q", b"POST", b"HTTP/1.1");
+    tx.add_request_header(b"Content-Type", b"application/x-www-form-urlencoded");
+    tx.process_request_headers();
+    tx.append_request_body(b"a=1+2&b=3");
+    tx.process_request_body();
+    assert_eq!(ids(&tx), [1, 2, 3]);
+}
+
+#[test]
+fn request_line_variables_follow_v3() {
+    let rs = ruleset(
+        "SecRule REQUEST_FILENAME \"@streq /a b/c.php\" \"id:1,phase:1,pass\"\n\
+         SecRule REQUEST_BASENAME \"@streq c.php\" \"id:2,phase:1,pass\"\n\
+         SecRule QUERY_STRING \"@streq q=%41\" \"id:3,phase:1,pass\"\n\
+         SecRule REQUEST_URI \"@streq /p?x\" \"id:4,phase:1,pass\"\n\
+         SecRule REQUEST_LINE \"@streq GET /a%20b/c.php?q=%41 HTTP/1.1\" \"id:5,phase:1,pass\"\n",
+    );
+    assert_eq!(ids(&get(&rs, "/a%20b/c.php?q=%41", &[])), [1, 2, 3, 5]);
+    assert_eq!(ids(&get(&rs, "http://host/p?x", &[])), [4]);
+}
