@@ -143,6 +143,7 @@ pub struct Transaction<'r> {
     response_protocol: Vec<u8>,
     response_headers: Collection,
     response_body: Vec<u8>,
+    response_body_seen: bool,
     // state
     tx: Collection,
     persistent: Vec<(V, Collection)>,
@@ -151,6 +152,7 @@ pub struct Transaction<'r> {
     request_body_access: bool,
     response_body_access: bool,
     force_request_body_variable: bool,
+    inbound_data_error: bool,
     removed_ids: Vec<(u64, u64)>,
     removed_tags: Vec<String>,
     removed_msgs: Vec<String>,
@@ -224,6 +226,7 @@ impl<'r> Transaction<'r> {
             response_protocol: Vec::new(),
             response_headers: Collection::default(),
             response_body: Vec::new(),
+            response_body_seen: false,
             tx: Collection::default(),
             persistent: Vec::new(),
             env: Collection::default(),
@@ -231,6 +234,7 @@ impl<'r> Transaction<'r> {
             request_body_access: s.request_body_access,
             response_body_access: s.response_body_access,
             force_request_body_variable: false,
+            inbound_data_error: false,
             removed_ids: Vec::new(),
             removed_tags: Vec::new(),
             removed_msgs: Vec::new(),
@@ -269,6 +273,12 @@ impl<'r> Transaction<'r> {
 
     /// The request line. `protocol` is as sent (`HTTP/1.1`).
     pub fn process_uri(&mut self, uri: &[u8], method: &[u8], protocol: &[u8]) {
+        // A request line without a version is HTTP/0.9 (as servers read it).
+        let protocol: &[u8] = if protocol.is_empty() {
+            b"HTTP/0.9"
+        } else {
+            protocol
+        };
         self.method = method.to_vec();
         self.uri_raw = uri.to_vec();
         self.protocol = protocol.to_vec();
@@ -320,9 +330,29 @@ impl<'r> Transaction<'r> {
     }
 
     /// Appends request body bytes (up to `SecRequestBodyLimit`).
+    ///
+    /// Past the limit, `INBOUND_DATA_ERROR` is 1; with `Reject` (and the engine
+    /// `On`) the transaction is denied with 403, as in v3; with
+    /// `ProcessPartial` the first `limit` bytes are inspected.
     pub fn append_request_body(&mut self, chunk: &[u8]) {
-        let limit = self.program().settings.request_body_limit as usize;
+        let settings = &self.program().settings;
+        let limit = settings.request_body_limit as usize;
         let room = limit.saturating_sub(self.body.len());
+        if limit > 0 && chunk.len() > room {
+            self.inbound_data_error = true;
+            if settings.request_body_limit_action == LimitAction::Reject {
+                if self.mode == EngineMode::On && self.intervention.is_none() {
+                    self.intervention = Some(Intervention {
+                        status: 403,
+                        action: "deny",
+                        rule_id: 0,
+                        phase: 2,
+                        url: None,
+                    });
+                }
+                return;
+            }
+        }
         self.body.extend_from_slice(&chunk[..chunk.len().min(room)]);
     }
 
@@ -369,7 +399,12 @@ impl<'r> Transaction<'r> {
         self.response_headers.push(name, value);
     }
 
+    ///
+    /// Only bodies of the inspected MIME types (`SecResponseBodyMimeType`) are kept.
     pub fn append_response_body(&mut self, chunk: &[u8]) {
+        if !self.response_type_inspected() {
+            return;
+        }
         let limit = self.program().settings.response_body_limit as usize;
         let room = limit.saturating_sub(self.response_body.len());
         self.response_body
@@ -378,7 +413,22 @@ impl<'r> Transaction<'r> {
 
     /// Phase 4 (only when response body access is on and the MIME type is inspected).
     pub fn process_response_body(&mut self) {
-        self.run_phase(4);
+        if self.response_body_access && self.response_type_inspected() {
+            self.response_body_seen = true;
+            self.run_phase(4);
+        }
+    }
+
+    /// `RESPONSE_CONTENT_TYPE`: the response `Content-Type` up to its `;`.
+    fn response_content_type(&self) -> Option<&[u8]> {
+        let v = self.response_headers.get(b"content-type")?;
+        Some(v.split(|&c| c == b';').next().unwrap_or(v))
+    }
+
+    fn response_type_inspected(&self) -> bool {
+        let types = &self.program().settings.response_body_mime_types;
+        let ct = self.response_content_type().unwrap_or(b"");
+        types.is_empty() || types.iter().any(|t| t.as_bytes() == ct)
     }
 
     /// Phase 5.
@@ -881,15 +931,40 @@ impl<'r> Transaction<'r> {
                 }
             }
             _ => {
-                if let Some(v) = self.scalar(var) {
-                    out.push(Val {
+                // v3's anchored variables always yield one value, empty when unset
+                // (`AnchoredVariable::evaluate`), so `!@endsWith .pdf` matches an
+                // absent REQUEST_BASENAME.
+                match self.scalar(var) {
+                    Some(value) => out.push(Val {
                         var,
                         key: Vec::new(),
-                        value: v,
-                    });
+                        value,
+                    }),
+                    None if is_anchored(var) => out.push(Val {
+                        var,
+                        key: Vec::new(),
+                        value: Vec::new(),
+                    }),
+                    None => {}
                 }
             }
         }
+    }
+
+    /// Whether REQUEST_BODY is set: body processing done, access on, a body,
+    /// and no structured processor (XML, multipart) already parsed it, unless
+    /// `ctl:forceRequestBodyVariable=On`.
+    ///
+    /// This deliberately differs from libmodsecurity v3, which always sets it:
+    /// CRS expects the raw body of an XML or multipart request not to be
+    /// inspected as text (element names would match), lists the resulting v3
+    /// failures in its nginx overrides, and Coraza behaves as we do.
+    fn body_seen(&self) -> bool {
+        let structured = matches!(self.processor, Some(Processor::Xml | Processor::Multipart));
+        self.body_done
+            && self.request_body_access
+            && !self.body.is_empty()
+            && (!structured || self.force_request_body_variable)
     }
 
     /// The value of a scalar variable, or `None` when it is not set.
@@ -913,13 +988,23 @@ impl<'r> Transaction<'r> {
             V::RequestLine => Some(self.request_line.clone()),
             V::RequestProtocol => Some(self.protocol.clone()),
             V::QueryString => self.query_string.clone(),
-            V::RequestBody => {
-                let urlencoded = self.processor == Some(Processor::Urlencoded);
-                (self.body_done
-                    && (urlencoded || self.force_request_body_variable || self.processor.is_none()))
-                .then(|| self.body.clone())
-            }
-            V::RequestBodyLength => num(self.body.len() as u64),
+            // v3 sets these after body processing whenever the body is not empty.
+            V::RequestBody => self.body_seen().then(|| self.body.clone()),
+            V::RequestBodyLength => self
+                .body_seen()
+                .then(|| self.body.len().to_string().into_bytes()),
+            V::FullRequest => self.body_done.then(|| {
+                let mut full = Vec::new();
+                for e in self.headers.iter() {
+                    full.extend_from_slice(&e.key);
+                    full.extend_from_slice(b": ");
+                    full.extend_from_slice(&e.value);
+                    full.push(b'\n');
+                }
+                full.extend_from_slice(b"\n\n");
+                full.extend_from_slice(&self.body);
+                full
+            }),
             V::RemoteAddr => Some(self.remote_addr.clone()),
             V::RemotePort => num(u64::from(self.remote_port)),
             V::ServerAddr => Some(self.server_addr.clone()),
@@ -939,10 +1024,8 @@ impl<'r> Transaction<'r> {
                 .then(|| self.body_result.reqbody_error_msg.clone()),
             V::ReqbodyProcessor => self.processor.map(|p| p.name().as_bytes().to_vec()),
             V::UrlencodedError => flag(self.body_result.urlencoded_error),
-            V::InboundDataError
-            | V::OutboundDataError
-            | V::MscPcreError
-            | V::MscPcreLimitsExceeded => flag(false),
+            V::InboundDataError => flag(self.inbound_data_error),
+            V::OutboundDataError | V::MscPcreError | V::MscPcreLimitsExceeded => flag(false),
             V::MultipartStrictError => mp.and_then(|m| flag(m.strict_error())),
             V::MultipartUnmatchedBoundary => mp.and_then(|m| num(u64::from(m.unmatched_boundary))),
             V::MultipartBoundaryQuoted => mp.and_then(|m| flag(m.boundary_quoted)),
@@ -973,17 +1056,11 @@ impl<'r> Transaction<'r> {
             V::ResponseProtocol => {
                 (!self.response_protocol.is_empty()).then(|| self.response_protocol.clone())
             }
-            V::ResponseBody => {
-                (self.response_body_access && self.status != 0).then(|| self.response_body.clone())
-            }
-            V::ResponseContentType => self
-                .response_headers
-                .get(b"content-type")
-                .map(<[u8]>::to_vec),
+            V::ResponseBody => self.response_body_seen.then(|| self.response_body.clone()),
+            V::ResponseContentType => self.response_content_type().map(<[u8]>::to_vec),
             V::ResponseContentLength => self
-                .response_headers
-                .get(b"content-length")
-                .map(<[u8]>::to_vec),
+                .response_body_seen
+                .then(|| self.response_body.len().to_string().into_bytes()),
             V::Duration => num(self.started.elapsed().as_micros() as u64),
             V::HighestSeverity => self.highest_severity.map(u64::from).and_then(num),
             V::MatchedVar => Some(self.matched_var.clone()),
@@ -1010,6 +1087,69 @@ impl<'r> Transaction<'r> {
             _ => None,
         }
     }
+}
+
+/// The variables libmodsecurity v3 keeps as `AnchoredVariable`s in its
+/// transaction (`transaction.h`): present, possibly empty, in every phase.
+fn is_anchored(var: V) -> bool {
+    use V::*;
+    matches!(
+        var,
+        ArgsCombinedSize
+            | AuthType
+            | FilesCombinedSize
+            | FullRequest
+            | FullRequestLength
+            | InboundDataError
+            | MatchedVar
+            | MatchedVarName
+            | MultipartBoundaryQuoted
+            | MultipartBoundaryWhitespace
+            | MultipartCrlfLfLines
+            | MultipartDataAfter
+            | MultipartDataBefore
+            | MultipartFileLimitExceeded
+            | MultipartHeaderFolding
+            | MultipartInvalidHeaderFolding
+            | MultipartInvalidPart
+            | MultipartInvalidQuoting
+            | MultipartLfLine
+            | MultipartMissingSemicolon
+            | MultipartStrictError
+            | MultipartUnmatchedBoundary
+            | OutboundDataError
+            | PathInfo
+            | QueryString
+            | RemoteAddr
+            | RemoteHost
+            | RemotePort
+            | ReqbodyError
+            | ReqbodyErrorMsg
+            | ReqbodyProcessorError
+            | ReqbodyProcessorErrorMsg
+            | ReqbodyProcessor
+            | RequestBasename
+            | RequestBody
+            | RequestBodyLength
+            | RequestFilename
+            | RequestLine
+            | RequestMethod
+            | RequestProtocol
+            | RequestUri
+            | RequestUriRaw
+            | Resource
+            | ResponseBody
+            | ResponseContentLength
+            | ResponseProtocol
+            | ResponseStatus
+            | ServerAddr
+            | ServerName
+            | ServerPort
+            | SessionId
+            | UniqueId
+            | UrlencodedError
+            | UserId
+    )
 }
 
 /// Whether a key passes a target's selector.

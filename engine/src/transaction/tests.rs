@@ -124,3 +124,67 @@ fn request_line_variables_follow_v3() {
     assert_eq!(ids(&get(&rs, "/a%20b/c.php?q=%41", &[])), [1, 2, 3, 5]);
     assert_eq!(ids(&get(&rs, "http://host/p?x", &[])), [4]);
 }
+
+#[test]
+fn unset_anchored_scalars_yield_one_empty_value() {
+    // v3's AnchoredVariable: REQUEST_BASENAME of `/` is empty, not absent.
+    let rs = ruleset(
+        "SecRule REQUEST_BASENAME \"!@endsWith .pdf\" \"id:1,phase:1,pass\"\n\
+         SecRule &REQUEST_BASENAME \"@eq 1\" \"id:2,phase:1,pass\"\n\
+         SecRule ARGS:missing \"!@rx x\" \"id:3,phase:1,pass\"\n",
+    );
+    assert_eq!(
+        ids(&get(&rs, "/", &[])),
+        [1, 2],
+        "collection members are not anchored"
+    );
+}
+
+#[test]
+fn request_body_variable_by_processor() {
+    let rules = "SecRequestBodyAccess On\n\
+         SecRule REQUEST_HEADERS:Content-Type \"^application/json\" \"id:10,phase:1,pass,nolog,ctl:requestBodyProcessor=JSON\"\n\
+         SecRule REQUEST_HEADERS:Content-Type \"^application/xml\" \"id:11,phase:1,pass,nolog,ctl:requestBodyProcessor=XML\"\n\
+         SecRule REQUEST_BODY \"@contains secret\" \"id:1,phase:2,pass\"\n\
+         SecRule ARGS_NAMES \"@streq json.a\" \"id:2,phase:2,pass\"\n\
+         SecRule XML:/* \"@contains secret\" \"id:3,phase:2,pass\"\n";
+    let rs = ruleset(rules);
+    let post = |ct: &str, body: &[u8]| {
+        let mut tx = rs.transaction();
+        tx.process_uri(b"/", b"POST", b"HTTP/1.1");
+        tx.add_request_header(b"Content-Type", ct.as_bytes());
+        tx.process_request_headers();
+        tx.append_request_body(body);
+        tx.process_request_body();
+        ids(&tx).into_iter().filter(|&i| i < 10).collect::<Vec<_>>()
+    };
+    assert_eq!(post("application/json", br#"{"a":"secret"}"#), [1, 2]);
+    // The XML processor parsed it: the raw body (element names) is not REQUEST_BODY.
+    assert_eq!(
+        post("application/xml", b"<secret>x</secret>"),
+        Vec::<u64>::new()
+    );
+    assert_eq!(post("application/xml", b"<a>secret</a>"), [3]);
+}
+
+#[test]
+fn request_body_limit_reject() {
+    let rs = ruleset(
+        "SecRuleEngine On\nSecRequestBodyAccess On\nSecRequestBodyLimit 4\nSecRequestBodyLimitAction Reject\n\
+         SecRule INBOUND_DATA_ERROR \"@eq 1\" \"id:1,phase:2,pass\"\n",
+    );
+    let mut tx = rs.transaction();
+    tx.process_uri(b"/", b"POST", b"HTTP/1.1");
+    tx.process_request_headers();
+    tx.append_request_body(b"123456");
+    assert_eq!(tx.intervention().map(|i| i.status), Some(403));
+}
+
+#[test]
+fn missing_version_is_http_0_9() {
+    let rs = ruleset("SecRule REQUEST_PROTOCOL \"@streq HTTP/0.9\" \"id:1,phase:1,pass\"\n");
+    let mut tx = rs.transaction();
+    tx.process_uri(b"/", b"GET", b"");
+    tx.process_request_headers();
+    assert_eq!(ids(&tx), [1]);
+}
