@@ -1,7 +1,7 @@
 //! The WAF engine: runs a compiled [`waf_compiler::ir::Program`] on HTTP
 //! transactions with ModSecurity v3 semantics.
 //!
-//! ```no_run
+//! ```
 //! use waf_engine::Ruleset;
 //! let rs = Ruleset::from_str("inline.conf", r#"
 //!     SecRuleEngine On
@@ -30,3 +30,8 @@ pub mod transform;
 
 pub use ruleset::Ruleset;
 pub use transaction::{Intervention, MatchedRule, Transaction};
+
+/// The example of `docs/embedding.md`, run as a doctest so the document stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/embedding.md")]
+pub struct EmbeddingDoc;
