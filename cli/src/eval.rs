@@ -68,17 +68,26 @@ impl Request {
     }
 }
 
+/// `value`, or `default` when it is empty (the peer harnesses treat an empty
+/// method, URI or version as absent).
+fn or_default<'a>(value: &'a str, default: &'a str) -> &'a str {
+    if value.is_empty() {
+        default
+    } else {
+        value
+    }
+}
+
 /// Runs phases 1 and 2 as the peers do, stopping at the first interruption.
 pub fn decide(rs: &Ruleset, req: &Request, id: &str) -> Result<serde_json::Value, String> {
     let body = req.body_bytes()?;
+    let method = or_default(&req.method, "GET");
+    let uri = or_default(&req.uri, "/");
+    let version = or_default(&req.version, "HTTP/1.1");
     let start = Instant::now();
     let mut tx = rs.transaction();
     tx.process_connection("10.0.0.1", 40000, "127.0.0.1", 80);
-    tx.process_uri(
-        req.uri.as_bytes(),
-        req.method.as_bytes(),
-        req.version.as_bytes(),
-    );
+    tx.process_uri(uri.as_bytes(), method.as_bytes(), version.as_bytes());
     for (k, v) in &req.headers {
         tx.add_request_header(k.as_bytes(), v.as_bytes());
     }

@@ -136,3 +136,70 @@ fn embedded_default_ruleset_lints_clean() {
     let o = waf(&["lint", "--deny", "warnings"]);
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
 }
+
+#[test]
+fn eval_one_request_and_a_corpus() {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_waf"))
+        .args(["eval", "--request", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run waf");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(br#"{"id":"x1","uri":"/?q=%3Cscript%3Ealert(1)%3C/script%3E","headers":[["Host","h"]]}"#)
+        .expect("write");
+    let o = child.wait_with_output().expect("wait");
+    assert_eq!(o.status.code(), Some(0));
+    let d: serde_json::Value = serde_json::from_slice(&o.stdout).expect("decision json");
+    assert_eq!(d["id"], "x1");
+    assert_eq!(d["interrupted"], true);
+    assert_eq!(d["status"], 403);
+
+    let dir = std::env::temp_dir().join(format!("waf-eval-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp");
+    let corpus = dir.join("c.jsonl");
+    std::fs::write(
+        &corpus,
+        concat!(
+            r#"{"id":"ok","uri":"/index.html","headers":[["Host","h"]]}"#,
+            "\n",
+            r#"{"id":"post","method":"POST","uri":"/f","headers":[["Host","h"],["Content-Type","application/x-www-form-urlencoded"]],"body_b64":"YT0xJyBvciAnMSc9JzE="}"#,
+            "\n"
+        ),
+    )
+    .expect("write corpus");
+    let out = dir.join("d.jsonl");
+    let o = waf(&[
+        "eval",
+        "--corpus",
+        corpus.to_str().expect("path"),
+        "--out",
+        out.to_str().expect("path"),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let text = std::fs::read_to_string(&out).expect("decisions");
+    let d: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("line"))
+        .collect();
+    assert_eq!(d.len(), 2);
+    assert_eq!(
+        (d[0]["id"].as_str(), d[0]["interrupted"].as_bool()),
+        (Some("ok"), Some(false))
+    );
+    assert_eq!(
+        (d[1]["id"].as_str(), d[1]["interrupted"].as_bool()),
+        (Some("post"), Some(true)),
+        "SQLi in a form body"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -283,6 +283,11 @@ impl<'r> Transaction<'r> {
         self.uri_raw = uri.to_vec();
         self.protocol = protocol.to_vec();
         self.request_line = [method, b" ", uri, b" ", protocol].concat();
+        // The fragment stays in REQUEST_URI_RAW and REQUEST_LINE only (v3 processURI).
+        let uri = match memchr::memchr(b'#', uri) {
+            Some(f) => &uri[..f],
+            None => uri,
+        };
         let decoded = uri_decode(uri);
         let path = match memchr::memchr(b'?', &decoded) {
             Some(q) => &decoded[..q],

@@ -188,3 +188,15 @@ fn missing_version_is_http_0_9() {
     tx.process_request_headers();
     assert_eq!(ids(&tx), [1]);
 }
+
+#[test]
+fn fragment_is_kept_only_in_raw_variables() {
+    let rs = ruleset(
+        "SecRule ARGS:b \"@streq Today\" \"id:1,phase:1,pass\"\n\
+         SecRule QUERY_STRING \"@streq a=1&b=Today\" \"id:2,phase:1,pass\"\n\
+         SecRule REQUEST_URI_RAW \"@endsWith #tag\" \"id:3,phase:1,pass\"\n\
+         SecRule REQUEST_FILENAME \"@streq /p\" \"id:4,phase:1,pass\"\n",
+    );
+    assert_eq!(ids(&get(&rs, "/p?a=1&b=Today#tag", &[])), [1, 2, 3, 4]);
+    assert_eq!(ids(&get(&rs, "/p#x?y", &[])), [4]);
+}
