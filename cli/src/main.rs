@@ -2,6 +2,7 @@
 
 mod compile;
 mod eval;
+mod ftw;
 mod input;
 mod lint;
 mod report;
@@ -25,6 +26,8 @@ enum Command {
     Compile(compile::Args),
     /// Evaluate one request or a request corpus (JSONL) and print decisions.
     Eval(eval::Args),
+    /// Run test suites in-process (`waf test ftw`: go-ftw YAML regression tests).
+    Test(ftw::TestArgs),
 }
 
 /// Exit codes shared by the subcommands.
@@ -38,6 +41,7 @@ fn main() -> ExitCode {
         Command::Lint(a) => lint::run(a),
         Command::Compile(a) => compile::run(a),
         Command::Eval(a) => eval::run(a),
+        Command::Test(a) => ftw::run_test(a),
     };
     ExitCode::from(code)
 }

@@ -55,24 +55,51 @@ pub struct MatchedRule {
 
 impl MatchedRule {
     /// A ModSecurity-style error-log line (what go-ftw's `[id "..."]` and
-    /// `match_regex` checks read).
+    /// `match_regex` checks read). Always one line: control bytes, `\`, `"`
+    /// and non-ASCII bytes of request data are written as `\xHH`, as Apache's
+    /// error log does, so attacker text can neither break the line nor forge a
+    /// `[id "..."]` field.
     pub fn log_line(&self, uri: &str, unique_id: &str) -> String {
+        let e = escape_log;
         let mut s = format!(
             "ModSecurity: Warning. Matched Data: {} found within {}. [file \"{}\"] [id \"{}\"] [msg \"{}\"] [data \"{}\"]",
-            self.matched_var, self.matched_var_name, self.location, self.id, self.msg, self.logdata
+            e(&self.matched_var),
+            e(&self.matched_var_name),
+            e(&self.location),
+            self.id,
+            e(&self.msg),
+            e(&self.logdata)
         );
         if let Some(sev) = self.severity {
             s.push_str(&format!(" [severity \"{}\"]", sev.number()));
         }
         if let Some(v) = &self.ver {
-            s.push_str(&format!(" [ver \"{v}\"]"));
+            s.push_str(&format!(" [ver \"{}\"]", e(v)));
         }
         for t in &self.tags {
-            s.push_str(&format!(" [tag \"{t}\"]"));
+            s.push_str(&format!(" [tag \"{}\"]", e(t)));
         }
-        s.push_str(&format!(" [uri \"{uri}\"] [unique_id \"{unique_id}\"]"));
+        s.push_str(&format!(
+            " [uri \"{}\"] [unique_id \"{}\"]",
+            e(uri),
+            e(unique_id)
+        ));
         s
     }
+}
+
+/// Escapes a log field: printable ASCII except `\` and `"` is kept, every
+/// other byte becomes `\xHH`.
+fn escape_log(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for &b in s.as_bytes() {
+        if (0x20..0x7f).contains(&b) && b != b'\\' && b != b'"' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
 }
 
 /// One variable instance: its collection, key, display name and value.

@@ -200,3 +200,18 @@ fn fragment_is_kept_only_in_raw_variables() {
     assert_eq!(ids(&get(&rs, "/p?a=1&b=Today#tag", &[])), [1, 2, 3, 4]);
     assert_eq!(ids(&get(&rs, "/p#x?y", &[])), [4]);
 }
+
+#[test]
+fn log_lines_are_one_line_and_unforgeable() {
+    let rs = ruleset(
+        "SecRule ARGS \"@rx evil\" \"id:7,phase:1,pass,msg:'m',logdata:'%{MATCHED_VAR}'\"\n",
+    );
+    let tx = get(&rs, "/?a=evil%0d%0a%22%5Bid%20%22942100%22%5D", &[]);
+    let line = tx.matched_rules()[0].log_line("/", "u");
+    assert!(!line.contains('\n') && !line.contains('\r'), "{line}");
+    assert_eq!(line.matches("[id \"").count(), 1, "{line}");
+    assert!(
+        line.contains("evil\\x0d\\x0a\\x22[id \\x22942100\\x22]"),
+        "{line}"
+    );
+}
