@@ -131,21 +131,13 @@ pub fn run(args: Args) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let Some(program) = compiled.program else {
-        let d = &compiled.diagnostics;
-        eprint!(
-            "{}",
-            d.render(
-                compiled
-                    .sources_when_failed
-                    .as_ref()
-                    .unwrap_or(&Default::default())
-            )
-        );
-        eprintln!("waf eval: the rules have {} error(s)", d.error_count());
-        return EXIT_FINDINGS;
+    let rs = match crate::input::ruleset_or_report(compiled) {
+        Ok(rs) => rs,
+        Err(e) => {
+            eprintln!("waf eval: {e}");
+            return EXIT_FINDINGS;
+        }
     };
-    let rs = Ruleset::new(program);
     let out: Box<dyn Write> = match &args.out {
         Some(p) => match std::fs::File::create(p) {
             Ok(f) => Box::new(f),

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use waf_compiler::{compile_files, compile_str, Compiled, Options};
+use waf_engine::Ruleset;
 
 /// Our default ruleset, compiled into the binary.
 pub const DEFAULT_RULESET: &str = include_str!("../../rulesets/default.conf");
@@ -58,5 +59,18 @@ impl RuleInput {
             ));
         }
         Ok(compile_files(&self.files()?, opts))
+    }
+}
+
+/// The engine's ruleset, or the rendered diagnostics on stderr and an error
+/// message when the rules do not compile.
+pub fn ruleset_or_report(mut compiled: Compiled) -> Result<Ruleset, String> {
+    match compiled.program.take() {
+        Some(p) => Ok(Ruleset::new(p)),
+        None => {
+            let d = &compiled.diagnostics;
+            eprint!("{}", d.render(compiled.sources()));
+            Err(format!("the rules have {} error(s)", d.error_count()))
+        }
     }
 }

@@ -624,19 +624,8 @@ impl<'r> Transaction<'r> {
 
     /// The operator's argument with macros expanded.
     fn operator_argument(&self, op: &Operator) -> Vec<u8> {
-        let arg = match &op.kind {
-            OpKind::Streq(a)
-            | OpKind::Contains(a)
-            | OpKind::ContainsWord(a)
-            | OpKind::BeginsWith(a)
-            | OpKind::EndsWith(a)
-            | OpKind::Within(a)
-            | OpKind::Eq(a)
-            | OpKind::Ge(a)
-            | OpKind::Gt(a)
-            | OpKind::Le(a)
-            | OpKind::Lt(a) => a,
-            _ => return Vec::new(),
+        let Some(arg) = op.kind.argument() else {
+            return Vec::new();
         };
         match arg {
             Arg::Const(s) => s.as_bytes().to_vec(),

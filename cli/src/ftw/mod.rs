@@ -36,7 +36,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
-use waf_compiler::{compile_files, compile_str, Compiled, Options};
+use waf_compiler::{compile_files, compile_str, Options};
 use waf_engine::Ruleset;
 
 /// `waf test SUITE`.
@@ -302,7 +302,7 @@ pub fn run(args: Args) -> u8 {
             return usage("give the WAF configuration with -c CONFIG, or --crs CRS_DIR")
         }
     };
-    let rs = match ruleset(compiled) {
+    let rs = match crate::input::ruleset_or_report(compiled) {
         Ok(rs) => rs,
         Err(e) => return usage(e),
     };
@@ -453,28 +453,6 @@ fn check_crs_dir(d: &Path) -> Result<PathBuf, String> {
         }
     }
     Ok(d)
-}
-
-fn ruleset(mut compiled: Compiled) -> Result<Ruleset, String> {
-    match compiled.program.take() {
-        Some(p) => Ok(Ruleset::new(p)),
-        None => {
-            let d = &compiled.diagnostics;
-            eprint!(
-                "{}",
-                d.render(
-                    compiled
-                        .sources_when_failed
-                        .as_ref()
-                        .unwrap_or(&Default::default())
-                )
-            );
-            Err(format!(
-                "the configuration has {} error(s)",
-                d.error_count()
-            ))
-        }
-    }
 }
 
 /// `(path, shown)`: files matching go-ftw's `**/*.y*ml` under each DIR

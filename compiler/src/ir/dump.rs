@@ -77,19 +77,10 @@ fn operator_text(p: &Program, op: &Operator) -> String {
             let set = &p.phrase_sets[id.index()];
             format!("pm#{} {} phrase(s)", id.0, set.phrases.len())
         }
-        OpKind::Streq(a)
-        | OpKind::Contains(a)
-        | OpKind::ContainsWord(a)
-        | OpKind::BeginsWith(a)
-        | OpKind::EndsWith(a)
-        | OpKind::Within(a)
-        | OpKind::Eq(a)
-        | OpKind::Ge(a)
-        | OpKind::Gt(a)
-        | OpKind::Le(a)
-        | OpKind::Lt(a) => match a {
-            Arg::Const(s) => format!("{s:?}"),
-            Arg::Macro(m) => format!("{:?}", m.to_string()),
+        k if k.argument().is_some() => match k.argument() {
+            Some(Arg::Const(s)) => format!("{s:?}"),
+            Some(Arg::Macro(m)) => format!("{:?}", m.to_string()),
+            None => String::new(),
         },
         OpKind::Strmatch(s) => format!("{s:?}"),
         OpKind::IpMatch(r) => format!("{} network(s)", r.len()),

@@ -470,6 +470,26 @@ pub enum OpKind {
     },
 }
 
+impl OpKind {
+    /// The argument of the operators that take a (possibly macro) string.
+    pub fn argument(&self) -> Option<&Arg> {
+        match self {
+            OpKind::Streq(a)
+            | OpKind::Contains(a)
+            | OpKind::ContainsWord(a)
+            | OpKind::BeginsWith(a)
+            | OpKind::EndsWith(a)
+            | OpKind::Within(a)
+            | OpKind::Eq(a)
+            | OpKind::Ge(a)
+            | OpKind::Gt(a)
+            | OpKind::Le(a)
+            | OpKind::Lt(a) => Some(a),
+            _ => None,
+        }
+    }
+}
+
 /// `@ipMatch` network: address and prefix length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct IpRange {
