@@ -1,0 +1,93 @@
+//! Arbitrary HTTP transactions through OWASP CRS (all rules: paranoia level 4,
+//! `DetectionOnly` so that every rule runs on every request).
+//!
+//! Must never panic or hang, whatever the request: bad encodings, invalid
+//! UTF-8, hostile multipart/JSON/XML bodies, huge header counts. The input is
+//! decoded as:
+//!
+//! ```text
+//! byte 0: body processor (Content-Type): none, urlencoded, multipart, JSON, XML
+//! then fields separated by NUL: method, uri, version, body, response body,
+//!         then header name/value pairs (request headers)
+//! ```
+//!
+//! CRS is read from `$WAF_CRS_DIR` or `../../shared/crs` (relative to this crate).
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use waf_engine::Ruleset;
+
+fn crs_dir() -> PathBuf {
+    std::env::var_os("WAF_CRS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/crs"))
+}
+
+fn ruleset() -> &'static Ruleset {
+    static RS: OnceLock<Ruleset> = OnceLock::new();
+    RS.get_or_init(|| {
+        let crs = crs_dir();
+        let config = format!(
+            r#"SecRuleEngine On
+SecRequestBodyAccess On
+SecResponseBodyAccess On
+SecResponseBodyMimeType text/plain text/html text/xml application/json
+SecRequestBodyLimit 13107200
+SecRequestBodyNoFilesLimit 131072
+SecRule REQUEST_HEADERS:Content-Type "^(?:application(?:/soap\+|/)|text/)xml" "id:200000,phase:1,t:none,t:lowercase,pass,nolog,ctl:requestBodyProcessor=XML"
+SecRule REQUEST_HEADERS:Content-Type "^application/json" "id:200001,phase:1,t:none,t:lowercase,pass,nolog,ctl:requestBodyProcessor=JSON"
+SecAction "id:900005,phase:1,nolog,pass,ctl:ruleEngine=DetectionOnly,setvar:tx.blocking_paranoia_level=4,setvar:tx.crs_validate_utf8_encoding=1"
+Include {dir}/crs-setup.conf.example
+Include {dir}/rules/*.conf
+"#,
+            dir = crs.display()
+        );
+        match Ruleset::from_str(&crs.join("fuzz.conf").to_string_lossy(), &config) {
+            Ok(rs) => rs,
+            Err(c) => panic!("CRS does not compile (set WAF_CRS_DIR):\n{}", c.diagnostics.render(c.sources())),
+        }
+    })
+}
+
+const CONTENT_TYPES: [Option<&[u8]>; 5] = [
+    None,
+    Some(b"application/x-www-form-urlencoded"),
+    Some(b"multipart/form-data; boundary=x"),
+    Some(b"application/json"),
+    Some(b"application/xml"),
+];
+
+fuzz_target!(|data: &[u8]| {
+    let rs = ruleset();
+    let Some((&selector, rest)) = data.split_first() else { return };
+    let mut fields = rest.split(|&b| b == 0);
+    let mut next = || fields.next().unwrap_or(b"");
+    let (method, uri, version, body, response) = (next(), next(), next(), next(), next());
+    let mut tx = rs.transaction();
+    tx.process_connection("10.0.0.1", 40000, "127.0.0.1", 80);
+    tx.process_uri(uri, method, version);
+    if let Some(ct) = CONTENT_TYPES[usize::from(selector) % CONTENT_TYPES.len()] {
+        tx.add_request_header(b"Content-Type", ct);
+    }
+    loop {
+        let (name, value) = (next(), next());
+        if name.is_empty() && value.is_empty() {
+            break;
+        }
+        tx.add_request_header(name, value);
+    }
+    tx.process_request_headers();
+    tx.append_request_body(body);
+    tx.process_request_body();
+    tx.add_response_header(b"Content-Type", b"text/html");
+    tx.process_response_headers(200, b"HTTP/1.1");
+    tx.append_response_body(response);
+    tx.process_response_body();
+    tx.process_logging();
+    for m in tx.matched_rules() {
+        let line = m.log_line("/", tx.unique_id());
+        assert!(!line.contains('\n'), "log line must stay on one line");
+    }
+});
