@@ -56,7 +56,9 @@ fn sandbox() -> &'static PathBuf {
 /// `@ipMatchF`/`@ipMatchFromFile`.
 fn reads_files(text: &[u8]) -> bool {
     let lower = text.to_ascii_lowercase();
-    [&b"include"[..], b"pmf", b"ipmatchf"].iter().any(|k| lower.windows(k.len()).any(|w| w == *k))
+    [&b"include"[..], b"pmf", b"ipmatchf"]
+        .iter()
+        .any(|k| lower.windows(k.len()).any(|w| w == *k))
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -73,7 +75,10 @@ fuzz_target!(|data: &[u8]| {
 
     match &compiled.program {
         Some(program) => {
-            assert!(!compiled.diagnostics.has_errors(), "a program was produced despite errors");
+            assert!(
+                !compiled.diagnostics.has_errors(),
+                "a program was produced despite errors"
+            );
             if let Err(e) = program.validate() {
                 panic!("compiled program violates an IR invariant: {e}");
             }

@@ -14,7 +14,10 @@ use waf_compiler::source::{FileId, Span};
 
 fn in_bounds(span: Span, len: usize, what: &str) {
     let r = span.range();
-    assert!(r.start <= r.end && r.end <= len, "{what}: span {r:?} outside the text ({len} bytes)");
+    assert!(
+        r.start <= r.end && r.end <= len,
+        "{what}: span {r:?} outside the text ({len} bytes)"
+    );
 }
 
 fn run(text: &Text, src_len: usize) {
@@ -48,9 +51,15 @@ fn run(text: &Text, src_len: usize) {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(s) = std::str::from_utf8(data) else { return };
+    let Ok(s) = std::str::from_utf8(data) else {
+        return;
+    };
     let mut parts = s.splitn(3, '\0');
-    let all = [parts.next().unwrap_or(""), parts.next().unwrap_or(""), parts.next().unwrap_or("")];
+    let all = [
+        parts.next().unwrap_or(""),
+        parts.next().unwrap_or(""),
+        parts.next().unwrap_or(""),
+    ];
     for part in all {
         run(&Text::verbatim(FileId(0), 0, part), part.len());
         for quote in [None, Some(b'"'), Some(b'\'')] {

@@ -24,20 +24,29 @@ const HAYSTACKS: &[&[u8]] = &[
 
 fn check_range(pattern: &str, e: &RxError) {
     if let Some(r) = e.range() {
-        assert!(r.start <= r.end && r.end <= pattern.len(), "error range {r:?} outside the pattern ({} bytes): {e}", pattern.len());
+        assert!(
+            r.start <= r.end && r.end <= pattern.len(),
+            "error range {r:?} outside the pattern ({} bytes): {e}",
+            pattern.len()
+        );
     }
     let _ = e.to_string();
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(pattern) = std::str::from_utf8(data) else { return };
+    let Ok(pattern) = std::str::from_utf8(data) else {
+        return;
+    };
     let translated = translate(pattern);
     if let Err(e) = &translated {
         check_range(pattern, e);
     }
     match CompiledRx::compile(pattern, &RxOptions::default()) {
         Ok(rx) => {
-            assert!(translated.is_ok(), "compile succeeded where translate failed: {translated:?}");
+            assert!(
+                translated.is_ok(),
+                "compile succeeded where translate failed: {translated:?}"
+            );
             let _ = rx.strategy();
             let _ = rx.required_literals().min_len();
             let n = rx.group_count();
@@ -45,7 +54,12 @@ fuzz_target!(|data: &[u8]| {
             for h in HAYSTACKS {
                 let m = rx.is_match(h);
                 let c = rx.captures(h, &mut slots);
-                assert_eq!(m, c, "is_match and captures disagree on {:?}", String::from_utf8_lossy(h));
+                assert_eq!(
+                    m,
+                    c,
+                    "is_match and captures disagree on {:?}",
+                    String::from_utf8_lossy(h)
+                );
                 if c {
                     let whole = slots[0].clone().expect("a match has group 0");
                     assert!(whole.start <= whole.end && whole.end <= h.len());
