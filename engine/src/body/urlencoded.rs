@@ -87,50 +87,15 @@ fn decode(src: &[u8], dst: &mut Vec<u8>) -> (bool, bool) {
 
 /// v3's `urldecode_nonstrict_inplace` (without the in-place part): appends
 /// the decoded `src` to `dst` and returns whether an invalid `%` escape was
-/// seen (a `%` not followed by two hex digits, kept literally).
-pub fn urldecode_nonstrict(src: &[u8], dst: &mut Vec<u8>) -> bool {
-    let mut invalid = false;
-    let mut i = 0;
-    while i < src.len() {
-        match src[i] {
-            b'%' => match (src.get(i + 1), src.get(i + 2)) {
-                (Some(&h), Some(&l)) if h.is_ascii_hexdigit() && l.is_ascii_hexdigit() => {
-                    dst.push((hex(h) << 4) | hex(l));
-                    i += 3;
-                }
-                _ => {
-                    dst.push(b'%');
-                    invalid = true;
-                    i += 1;
-                }
-            },
-            b'+' => {
-                dst.push(b' ');
-                i += 1;
-            }
-            b => {
-                dst.push(b);
-                i += 1;
-            }
-        }
-    }
-    invalid
-}
+/// seen (a `%` not followed by two hex digits, kept literally). The same
+/// function as the `urlDecode` transformation, as in v3.
+pub use crate::transform::url_decode as urldecode_nonstrict;
 
 fn has_invalid_escape(src: &[u8]) -> bool {
     memchr::memchr_iter(b'%', src).any(|i| {
         !matches!((src.get(i + 1), src.get(i + 2)),
             (Some(h), Some(l)) if h.is_ascii_hexdigit() && l.is_ascii_hexdigit())
     })
-}
-
-fn hex(b: u8) -> u8 {
-    match b {
-        b'0'..=b'9' => b - b'0',
-        b'a'..=b'f' => b - b'a' + 10,
-        b'A'..=b'F' => b - b'A' + 10,
-        _ => 0,
-    }
 }
 
 #[cfg(test)]

@@ -47,6 +47,8 @@ mod url;
 mod whitespace;
 
 pub use unicode_map::UnicodeMap;
+/// v3's `urldecode_nonstrict_inplace`, shared with the urlencoded body processor.
+pub use url::url_decode;
 pub use waf_compiler::names::Transform;
 
 /// Applies `t` to `input`.
@@ -159,7 +161,9 @@ fn full(t: Transform, input: &[u8], out: &mut Vec<u8>, map: Option<&UnicodeMap>)
         T::TrimLeft => whitespace::trim(input, out, true, false),
         T::TrimRight => whitespace::trim(input, out, false, true),
         T::Uppercase => case::uppercase(input, out),
-        T::UrlDecode => url::url_decode(input, out),
+        T::UrlDecode => {
+            url::url_decode(input, out);
+        }
         T::UrlDecodeUni => url::url_decode_uni(input, out, map),
         T::UrlEncode => url::url_encode(input, out),
         T::Utf8ToUnicode => url::utf8_to_unicode(input, out),

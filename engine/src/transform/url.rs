@@ -18,8 +18,12 @@ pub(super) fn decode_unchanged(input: &[u8]) -> bool {
 ///   is and decoding resumes at the next byte, so `%%41` gives `%A`.
 ///
 /// Decoding is a single pass: `%2541` gives `%41`, not `A`.
-pub(super) fn url_decode(input: &[u8], out: &mut Vec<u8>) {
+///
+/// Returns whether an invalid `%` escape was seen (the urlencoded body
+/// processor reports it as `URLENCODED_ERROR`).
+pub fn url_decode(input: &[u8], out: &mut Vec<u8>) -> bool {
     out.reserve(input.len());
+    let mut invalid = false;
     let mut i = 0;
     while let Some(off) = memchr2(b'%', b'+', &input[i..]) {
         let p = i + off;
@@ -36,11 +40,13 @@ pub(super) fn url_decode(input: &[u8], out: &mut Vec<u8>) {
             }
             _ => {
                 out.push(b'%');
+                invalid = true;
                 i = p + 1;
             }
         }
     }
     out.extend_from_slice(&input[i..]);
+    invalid
 }
 
 /// `urlDecodeUni`: `urlDecode` plus IIS's `%uHHHH`.
