@@ -19,6 +19,7 @@ use crate::body::{
 use crate::collection::Collection;
 use crate::operator::{self, Captures};
 use crate::ruleset::Ruleset;
+use crate::transform::{is_hex, x2c};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use waf_compiler::ir::*;
 use waf_compiler::names::{Severity, Variable as V};
@@ -1284,21 +1285,15 @@ fn uri_decode(s: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(s.len());
     let mut i = 0;
     while i < s.len() {
-        if s[i] == b'%' && i + 2 < s.len() {
-            if let (Some(a), Some(b)) = (hex(s[i + 1]), hex(s[i + 2])) {
-                out.push(a * 16 + b);
-                i += 3;
-                continue;
-            }
+        if s[i] == b'%' && i + 2 < s.len() && is_hex(s[i + 1]) && is_hex(s[i + 2]) {
+            out.push(x2c(s[i + 1], s[i + 2]));
+            i += 3;
+            continue;
         }
         out.push(s[i]);
         i += 1;
     }
     out
-}
-
-fn hex(c: u8) -> Option<u8> {
-    (c as char).to_digit(16).map(|d| d as u8)
 }
 
 /// `scheme://host/path` → `/path` (REQUEST_URI never holds the host).

@@ -183,7 +183,7 @@ fn has_pair(input: &[u8], a: u8, b: u8) -> bool {
 
 /// v3's `VALID_HEX` / C `isxdigit` in the C locale.
 #[inline]
-fn is_hex(b: u8) -> bool {
+pub(crate) fn is_hex(b: u8) -> bool {
     b.is_ascii_hexdigit()
 }
 
@@ -214,7 +214,7 @@ fn xsingle(b: u8) -> u8 {
 /// v3's `x2c`: two hex digits to a byte, with the same unchecked, wrapping
 /// arithmetic as [`xsingle`].
 #[inline]
-fn x2c(hi: u8, lo: u8) -> u8 {
+pub(crate) fn x2c(hi: u8, lo: u8) -> u8 {
     xsingle(hi).wrapping_mul(16).wrapping_add(xsingle(lo))
 }
 
