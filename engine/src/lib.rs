@@ -24,12 +24,15 @@ pub mod body;
 pub mod collection;
 pub mod injection;
 pub mod operator;
+pub mod prefilter;
 pub mod ruleset;
 pub mod transaction;
 pub mod transform;
 
 pub use ruleset::Ruleset;
-pub use transaction::{Intervention, MatchedRule, Transaction};
+pub use transaction::{
+    EvalOptions, EvalStats, Intervention, MatchedRule, RuleProfile, Transaction,
+};
 
 /// The example of `docs/embedding.md`, run as a doctest so the document stays true.
 #[cfg(doctest)]

@@ -10,19 +10,37 @@ use std::net::IpAddr;
 use waf_compiler::ir::{ByteSet, IpRange, OpKind, Operator, Program};
 
 /// What an operator captured on a match (for `capture` and `TX:0`-`TX:9`).
+///
+/// The bytes of all groups share one buffer that is kept between calls, so
+/// capturing allocates nothing once it has grown.
 #[derive(Debug, Default)]
 pub struct Captures {
-    pub groups: Vec<Option<Vec<u8>>>,
+    buf: Vec<u8>,
+    /// Group i is `buf[s..e]` for `groups[i] == Some((s, e))`.
+    groups: [Option<(usize, usize)>; 10],
 }
 
 impl Captures {
     pub fn clear(&mut self) {
-        self.groups.clear();
+        self.buf.clear();
+        self.groups = [None; 10];
+    }
+
+    /// Group `i` (0 = the whole match), if it participated.
+    pub fn get(&self, i: usize) -> Option<&[u8]> {
+        let (s, e) = (*self.groups.get(i)?)?;
+        Some(&self.buf[s..e])
+    }
+
+    fn push(&mut self, i: usize, v: &[u8]) {
+        let s = self.buf.len();
+        self.buf.extend_from_slice(v);
+        self.groups[i] = Some((s, self.buf.len()));
     }
 
     fn set0(&mut self, v: &[u8]) {
-        self.groups.clear();
-        self.groups.push(Some(v.to_vec()));
+        self.clear();
+        self.push(0, v);
     }
 }
 
@@ -44,19 +62,20 @@ pub fn matches(
             if !want_captures {
                 return rx.is_match(value);
             }
-            let mut slots = vec![None; rx.group_count().min(10)];
+            let mut slots: [Option<std::ops::Range<usize>>; 10] = Default::default();
             if !rx.captures(value, &mut slots) {
                 return false;
             }
-            caps.groups = slots
-                .into_iter()
-                .map(|s| s.and_then(|r| value.get(r).map(<[u8]>::to_vec)))
-                .collect();
+            for (i, r) in slots.into_iter().enumerate() {
+                if let Some(g) = r.and_then(|r| value.get(r)) {
+                    caps.push(i, g);
+                }
+            }
             true
         }
         OpKind::Verify { rx } => {
             let rx = &program.regexes[rx.index()];
-            let mut slots = vec![None; 1];
+            let mut slots: [Option<std::ops::Range<usize>>; 1] = Default::default();
             if !rx.captures(value, &mut slots) {
                 return false;
             }
@@ -103,10 +122,12 @@ pub fn matches(
         OpKind::UnconditionalMatch => true,
         OpKind::NoMatch | OpKind::Unsupported { .. } => false,
         OpKind::DetectSqli => {
-            let mut fp = Vec::new();
-            let hit = injection.sqli(value, &mut fp);
+            // The fingerprint is written straight into the capture buffer.
+            let hit = injection.sqli(value, &mut caps.buf);
             if hit {
-                caps.set0(&fp);
+                caps.groups[0] = Some((0, caps.buf.len()));
+            } else {
+                caps.buf.clear();
             }
             hit
         }
@@ -230,31 +251,22 @@ fn invalid_url_encoding(value: &[u8]) -> bool {
 
 /// The Luhn checksum of the digits in `s` (`@verifyCC`).
 fn luhn(s: &[u8]) -> bool {
-    let digits: Vec<u32> = s
-        .iter()
-        .filter(|c| c.is_ascii_digit())
-        .map(|c| u32::from(c - b'0'))
-        .collect();
-    if digits.len() < 2 {
-        return false;
-    }
-    let sum: u32 = digits
-        .iter()
-        .rev()
-        .enumerate()
-        .map(|(i, &d)| {
-            if i % 2 == 1 {
-                if d * 2 > 9 {
-                    d * 2 - 9
-                } else {
-                    d * 2
-                }
+    let mut count = 0;
+    let mut sum = 0u32;
+    for d in s.iter().rev().filter(|c| c.is_ascii_digit()) {
+        let d = u32::from(d - b'0');
+        sum += if count % 2 == 1 {
+            if d * 2 > 9 {
+                d * 2 - 9
             } else {
-                d
+                d * 2
             }
-        })
-        .sum();
-    sum.is_multiple_of(10)
+        } else {
+            d
+        };
+        count += 1;
+    }
+    count >= 2 && sum.is_multiple_of(10)
 }
 
 #[cfg(test)]

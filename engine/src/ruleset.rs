@@ -1,7 +1,9 @@
 //! A compiled ruleset, shared by all threads.
 
 use crate::injection::{Injection, LibinjectionRs};
-use crate::transaction::Transaction;
+use crate::prefilter::Scanner;
+use crate::transaction::{EvalOptions, Transaction};
+use crate::transform::Transform;
 use std::path::PathBuf;
 use waf_compiler::ir::Program;
 use waf_compiler::{compile_files, compile_str, Compiled, Options};
@@ -12,13 +14,27 @@ use waf_compiler::{compile_files, compile_str, Compiled, Options};
 pub struct Ruleset {
     program: Program,
     injection: Box<dyn Injection>,
+    /// The prefilter automaton and gates of every operator.
+    scanner: Scanner,
+    /// The transformations of each transform-tree node, first to last
+    /// (built once: rules read them on every value they test directly).
+    chains: Vec<Vec<Transform>>,
+    /// What [`Ruleset::transaction`] uses.
+    options: EvalOptions,
 }
 
 impl Ruleset {
     pub fn new(program: Program) -> Ruleset {
+        let scanner = Scanner::new(&program);
+        let chains = (0..program.transforms.nodes.len())
+            .map(|n| program.transforms.chain(waf_compiler::ir::NodeId(n as u32)))
+            .collect();
         Ruleset {
             program,
             injection: Box::new(LibinjectionRs),
+            scanner,
+            chains,
+            options: EvalOptions::default(),
         }
     }
 
@@ -55,6 +71,28 @@ impl Ruleset {
     }
 
     pub fn transaction(&self) -> Transaction<'_> {
-        Transaction::new(self)
+        Transaction::with_options(self, self.options)
+    }
+
+    /// Sets the evaluation options of the transactions [`Ruleset::transaction`]
+    /// creates (the default is memoization and prefilter on).
+    pub fn with_eval_options(mut self, options: EvalOptions) -> Ruleset {
+        self.options = options;
+        self
+    }
+
+    /// A transaction with non-default evaluation options (e.g. the naive mode).
+    pub fn transaction_with(&self, options: EvalOptions) -> Transaction<'_> {
+        Transaction::with_options(self, options)
+    }
+
+    /// The prefilter of this ruleset's operators.
+    pub fn scanner(&self) -> &Scanner {
+        &self.scanner
+    }
+
+    /// The transformations of transform-tree node `node`, first to last.
+    pub fn chain(&self, node: waf_compiler::ir::NodeId) -> &[Transform] {
+        self.chains.get(node.index()).map_or(&[], Vec::as_slice)
     }
 }

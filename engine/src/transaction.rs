@@ -9,18 +9,35 @@
 //! (unless `nolog`), the disruptive action applies (not in `DetectionOnly`),
 //! and `skip`/`skipAfter` move execution forward.
 //!
-//! This first version favours clarity: values are copied and transformed
-//! per rule. Memoization of transformed values and an allocation-free hot path
-//! are the fast-path work (issue 4).
+//! How that is made fast (see `docs/performance.md`):
+//! - values of request data are memoized per (variable instance, transform
+//!   chain node) for the whole transaction ([`memo`]), so a transformation
+//!   runs once per value whatever number of rules want it;
+//! - each memoized value is scanned once for the prefilter literals of every
+//!   operator ([`crate::prefilter`]); a rule whose operator's literals occur
+//!   in none of its values is skipped without touching them;
+//! - everything lives in buffers owned by the transaction and reused by
+//!   [`Transaction::reset`]: a worker that keeps one transaction and resets it
+//!   per request allocates nothing once warmed up.
+//!
+//! [`EvalOptions`] turns memoization and the prefilter off (the "naive"
+//! mode), which must give the same decisions.
+
+mod eval;
+mod memo;
+mod vars;
 
 use crate::body::{
     self, ArgLimit, ArgSource, BodyParser, BodyResult, BodySink, FileInfo, Processor,
 };
 use crate::collection::Collection;
-use crate::operator::{self, Captures};
+use crate::operator::Captures;
 use crate::ruleset::Ruleset;
 use crate::transform::{is_hex, x2c};
+use memo::Memo;
+use std::io::Write as _;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use vars::ValList;
 use waf_compiler::ir::*;
 use waf_compiler::names::{Severity, Variable as V};
 
@@ -36,7 +53,7 @@ pub struct Intervention {
 }
 
 /// A rule that matched, with its metadata macro-expanded at match time.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MatchedRule {
     pub id: u64,
     pub phase: u8,
@@ -103,20 +120,140 @@ fn escape_log(s: &str) -> String {
     out
 }
 
-/// One variable instance: its collection, key, display name and value.
-#[derive(Clone, Debug)]
-struct Val {
-    var: V,
-    key: Vec<u8>,
-    value: Vec<u8>,
+/// Switches of the fast path. Every combination gives the same decisions;
+/// turning both off is the "naive" interpreter (`waf bench --compare naive`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EvalOptions {
+    /// Memoize transformed values per (variable instance, transform node).
+    pub memo: bool,
+    /// Skip operators whose prefilter literals do not occur in a value.
+    pub prefilter: bool,
+    /// Measure time per rule (costs two clock reads per rule evaluated).
+    pub profile: bool,
 }
 
-impl Val {
-    fn name(&self) -> String {
-        if self.key.is_empty() {
-            self.var.name().to_string()
-        } else {
-            format!("{}:{}", self.var.name(), String::from_utf8_lossy(&self.key))
+impl Default for EvalOptions {
+    fn default() -> Self {
+        EvalOptions {
+            memo: true,
+            prefilter: true,
+            profile: false,
+        }
+    }
+}
+
+impl EvalOptions {
+    /// No memoization, no prefilter: every rule transforms and tests every value.
+    pub fn naive() -> Self {
+        EvalOptions {
+            memo: false,
+            prefilter: false,
+            profile: false,
+        }
+    }
+}
+
+/// Counters of the evaluation, accumulated until [`Transaction::reset_stats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EvalStats {
+    /// Transformed values served from the memo table.
+    pub memo_hits: u64,
+    /// Transformed values computed (and stored) by the memo table.
+    pub memo_misses: u64,
+    /// Values on which an operator ran.
+    pub op_runs: u64,
+    /// Values skipped because the operator's prefilter did not pass (counting
+    /// the values of a whole target skipped at once).
+    pub prefilter_skips: u64,
+    /// `@rx` (and `@verify*`) evaluations.
+    pub regex_evals: u64,
+    /// Prefilter scans of a value (one per distinct transformed value).
+    pub scans: u64,
+    /// Rules evaluated (links of a chain count once per rule).
+    pub rules_evaluated: u64,
+}
+
+impl EvalStats {
+    pub fn add(&mut self, o: &EvalStats) {
+        self.memo_hits += o.memo_hits;
+        self.memo_misses += o.memo_misses;
+        self.op_runs += o.op_runs;
+        self.prefilter_skips += o.prefilter_skips;
+        self.regex_evals += o.regex_evals;
+        self.scans += o.scans;
+        self.rules_evaluated += o.rules_evaluated;
+    }
+
+    /// Memo hits / (hits + misses); 0 when nothing was asked.
+    pub fn memo_hit_ratio(&self) -> f64 {
+        ratio(self.memo_hits, self.memo_hits + self.memo_misses)
+    }
+
+    /// Skipped / (skipped + run): the share of value tests the prefilter saved.
+    pub fn prefilter_skip_rate(&self) -> f64 {
+        ratio(self.prefilter_skips, self.prefilter_skips + self.op_runs)
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+/// Per-rule measurements (with [`EvalOptions::profile`]), indexed like
+/// `Program::rules`.
+#[derive(Clone, Debug, Default)]
+pub struct RuleProfile {
+    pub nanos: Vec<u64>,
+    /// Times the rule was evaluated.
+    pub evals: Vec<u64>,
+    /// Times it matched.
+    pub matches: Vec<u64>,
+    /// Values its operators ran on / were skipped on by the prefilter.
+    pub op_runs: Vec<u64>,
+    pub skips: Vec<u64>,
+}
+
+impl RuleProfile {
+    fn ensure(&mut self, n: usize) {
+        if self.nanos.len() != n {
+            *self = RuleProfile {
+                nanos: vec![0; n],
+                evals: vec![0; n],
+                matches: vec![0; n],
+                op_runs: vec![0; n],
+                skips: vec![0; n],
+            };
+        }
+    }
+
+    pub fn clear(&mut self) {
+        for v in [
+            &mut self.nanos,
+            &mut self.evals,
+            &mut self.matches,
+            &mut self.op_runs,
+            &mut self.skips,
+        ] {
+            v.fill(0);
+        }
+    }
+
+    pub fn add(&mut self, o: &RuleProfile) {
+        self.ensure(o.nanos.len());
+        for (a, b) in [
+            (&mut self.nanos, &o.nanos),
+            (&mut self.evals, &o.evals),
+            (&mut self.matches, &o.matches),
+            (&mut self.op_runs, &o.op_runs),
+            (&mut self.skips, &o.skips),
+        ] {
+            for (x, y) in a.iter_mut().zip(b) {
+                *x += y;
+            }
         }
     }
 }
@@ -129,9 +266,23 @@ enum Allow {
     All,
 }
 
+/// How a `ctl:ruleRemoveTarget*` selects rules.
+#[derive(Clone, Debug)]
+enum RuleSel {
+    Ids(Vec<(u64, u64)>),
+    Tag(String),
+    Msg(String),
+}
+
 /// Request, response and state of one transaction.
+///
+/// Create one with [`Ruleset::transaction`] per request, or keep one per
+/// worker thread and call [`Transaction::reset`] between requests: its
+/// buffers are then reused and evaluation allocates nothing once they have
+/// grown to the traffic's size.
 pub struct Transaction<'r> {
     rs: &'r Ruleset,
+    options: EvalOptions,
     started: Instant,
     unique_id: String,
     // connection
@@ -144,8 +295,8 @@ pub struct Transaction<'r> {
     uri_raw: Vec<u8>,
     uri: Vec<u8>,
     filename: Vec<u8>,
-    basename: Option<Vec<u8>>,
-    query_string: Option<Vec<u8>>,
+    basename: Option<(usize, usize)>,
+    query_string: Option<(usize, usize)>,
     protocol: Vec<u8>,
     request_line: Vec<u8>,
     // request headers and body
@@ -161,10 +312,10 @@ pub struct Transaction<'r> {
     files: Collection,
     files_sizes: Collection,
     multipart_part_headers: Collection,
-    multipart_names: Vec<Vec<u8>>,
-    multipart_filenames: Vec<Vec<u8>>,
+    multipart_names: Collection,
+    multipart_filenames: Collection,
     xml_root: Option<Vec<u8>>,
-    xml_attrs: Vec<Vec<u8>>,
+    xml_attrs: Collection,
     arg_limit: ArgLimit,
     // response
     status: u16,
@@ -175,6 +326,7 @@ pub struct Transaction<'r> {
     // state
     tx: Collection,
     persistent: Vec<(V, Collection)>,
+    persistent_len: usize,
     env: Collection,
     mode: EngineMode,
     request_body_access: bool,
@@ -187,40 +339,54 @@ pub struct Transaction<'r> {
     removed_targets: Vec<(RuleSel, Exclusion)>,
     matched_var: Vec<u8>,
     matched_var_name: String,
-    matched_vars: Vec<(String, Vec<u8>)>,
+    matched_vars: Collection,
     highest_severity: Option<u8>,
     allow: Allow,
     intervention: Option<Intervention>,
+    /// `matches[..match_count]` are this transaction's; the rest are pooled.
     matches: Vec<MatchedRule>,
+    match_count: usize,
     caps: Captures,
     parser: BodyParser,
+    // evaluation
+    memo: Memo,
+    /// Incremented at every phase run: slot states and scalar instances of
+    /// an older generation are stale.
+    generation: u32,
+    stats: EvalStats,
+    profile: RuleProfile,
+    scratch: Scratch,
 }
 
-/// How a `ctl:ruleRemoveTarget*` selects rules.
-#[derive(Clone, Debug)]
-enum RuleSel {
-    Ids(Vec<(u64, u64)>),
-    Tag(String),
-    Msg(String),
+/// Reusable buffers of the evaluation (taken out with `mem::take` while in use).
+#[derive(Default)]
+struct Scratch {
+    a: Vec<u8>,
+    b: Vec<u8>,
+    c: Vec<u8>,
+    arg: Vec<u8>,
+    vals: ValList,
+    multi: Vec<(usize, usize)>,
+    bits: Vec<u64>,
 }
 
 impl<'r> Transaction<'r> {
     pub fn new(rs: &'r Ruleset) -> Transaction<'r> {
+        Self::with_options(rs, EvalOptions::default())
+    }
+
+    pub fn with_options(rs: &'r Ruleset, options: EvalOptions) -> Transaction<'r> {
         let s = &rs.program().settings;
-        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
         let config = body::BodyConfig {
             arg_separator: s.argument_separator,
             json_depth_limit: s.request_body_json_depth_limit,
             ..body::BodyConfig::default()
         };
-        Transaction {
+        let mut tx = Transaction {
             rs,
+            options,
             started: Instant::now(),
-            unique_id: format!("{:x}{:06x}", now.as_micros(), n & 0xff_ffff),
+            unique_id: String::with_capacity(32),
             remote_addr: Vec::new(),
             remote_port: 0,
             server_addr: Vec::new(),
@@ -245,10 +411,10 @@ impl<'r> Transaction<'r> {
             files: Collection::default(),
             files_sizes: Collection::default(),
             multipart_part_headers: Collection::default(),
-            multipart_names: Vec::new(),
-            multipart_filenames: Vec::new(),
+            multipart_names: Collection::default(),
+            multipart_filenames: Collection::default(),
             xml_root: None,
-            xml_attrs: Vec::new(),
+            xml_attrs: Collection::default(),
             arg_limit: ArgLimit::new(Some(s.arguments_limit as usize)),
             status: 0,
             response_protocol: Vec::new(),
@@ -257,6 +423,7 @@ impl<'r> Transaction<'r> {
             response_body_seen: false,
             tx: Collection::default(),
             persistent: Vec::new(),
+            persistent_len: 0,
             env: Collection::default(),
             mode: s.rule_engine,
             request_body_access: s.request_body_access,
@@ -269,18 +436,132 @@ impl<'r> Transaction<'r> {
             removed_targets: Vec::new(),
             matched_var: Vec::new(),
             matched_var_name: String::new(),
-            matched_vars: Vec::new(),
+            matched_vars: Collection::default(),
             highest_severity: None,
             allow: Allow::None,
             intervention: None,
             matches: Vec::new(),
+            match_count: 0,
             caps: Captures::default(),
             parser: BodyParser::new(config),
+            memo: Memo::new(rs),
+            generation: 0,
+            stats: EvalStats::default(),
+            profile: RuleProfile::default(),
+            scratch: Scratch::default(),
+        };
+        tx.reset();
+        tx
+    }
+
+    /// Makes this a fresh transaction for the next request, keeping every
+    /// buffer (and the evaluation options and counters).
+    pub fn reset(&mut self) {
+        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        let s = &self.rs.program().settings;
+        self.started = Instant::now();
+        self.unique_id.clear();
+        // Writing to a String only fails if a Display impl does; these cannot.
+        let _ = std::fmt::Write::write_fmt(
+            &mut self.unique_id,
+            format_args!("{:x}{:06x}", now.as_micros(), n & 0xff_ffff),
+        );
+        self.remote_addr.clear();
+        self.remote_port = 0;
+        self.server_addr.clear();
+        self.server_port = 0;
+        self.method.clear();
+        self.uri_raw.clear();
+        self.uri.clear();
+        self.filename.clear();
+        self.basename = None;
+        self.query_string = None;
+        self.protocol.clear();
+        self.request_line.clear();
+        for c in [
+            &mut self.headers,
+            &mut self.cookies,
+            &mut self.args,
+            &mut self.args_get,
+            &mut self.args_post,
+            &mut self.files,
+            &mut self.files_sizes,
+            &mut self.multipart_part_headers,
+            &mut self.multipart_names,
+            &mut self.multipart_filenames,
+            &mut self.xml_attrs,
+            &mut self.response_headers,
+            &mut self.tx,
+            &mut self.env,
+            &mut self.matched_vars,
+        ] {
+            c.clear();
         }
+        self.body.clear();
+        self.processor = None;
+        self.body_result.clear();
+        self.body_done = false;
+        if let Some(r) = &mut self.xml_root {
+            r.clear();
+        }
+        self.xml_root = None;
+        self.arg_limit = ArgLimit::new(Some(s.arguments_limit as usize));
+        self.status = 0;
+        self.response_protocol.clear();
+        self.response_body.clear();
+        self.response_body_seen = false;
+        self.persistent_len = 0;
+        self.mode = s.rule_engine;
+        self.request_body_access = s.request_body_access;
+        self.response_body_access = s.response_body_access;
+        self.force_request_body_variable = false;
+        self.inbound_data_error = false;
+        self.removed_ids.clear();
+        self.removed_tags.clear();
+        self.removed_msgs.clear();
+        self.removed_targets.clear();
+        self.matched_var.clear();
+        self.matched_var_name.clear();
+        self.highest_severity = None;
+        self.allow = Allow::None;
+        self.intervention = None;
+        self.match_count = 0;
+        self.caps.clear();
+        self.memo.clear();
+        self.generation = self.generation.wrapping_add(1);
     }
 
     fn program(&self) -> &'r Program {
         self.rs.program()
+    }
+
+    /// The evaluation options in effect.
+    pub fn options(&self) -> EvalOptions {
+        self.options
+    }
+
+    /// Changes the evaluation options (takes effect from the next rule).
+    pub fn set_options(&mut self, options: EvalOptions) {
+        self.options = options;
+    }
+
+    /// Counters accumulated since creation or [`Transaction::reset_stats`].
+    pub fn stats(&self) -> &EvalStats {
+        &self.stats
+    }
+
+    /// Per-rule measurements (filled with [`EvalOptions::profile`]).
+    pub fn rule_profile(&self) -> &RuleProfile {
+        &self.profile
+    }
+
+    pub fn reset_stats(&mut self) {
+        self.stats = EvalStats::default();
+        self.profile.clear();
     }
 
     // ------------------------------------------------------------ inputs
@@ -293,9 +574,9 @@ impl<'r> Transaction<'r> {
         server: &str,
         server_port: u16,
     ) {
-        self.remote_addr = client.as_bytes().to_vec();
+        set(&mut self.remote_addr, client.as_bytes());
         self.remote_port = client_port;
-        self.server_addr = server.as_bytes().to_vec();
+        set(&mut self.server_addr, server.as_bytes());
         self.server_port = server_port;
     }
 
@@ -307,40 +588,49 @@ impl<'r> Transaction<'r> {
         } else {
             protocol
         };
-        self.method = method.to_vec();
-        self.uri_raw = uri.to_vec();
-        self.protocol = protocol.to_vec();
-        self.request_line = [method, b" ", uri, b" ", protocol].concat();
+        set(&mut self.method, method);
+        set(&mut self.uri_raw, uri);
+        set(&mut self.protocol, protocol);
+        self.request_line.clear();
+        for part in [method, b" ", uri, b" ", protocol] {
+            self.request_line.extend_from_slice(part);
+        }
         // The fragment stays in REQUEST_URI_RAW and REQUEST_LINE only (v3 processURI).
         let uri = match memchr::memchr(b'#', uri) {
             Some(f) => &uri[..f],
             None => uri,
         };
-        let decoded = uri_decode(uri);
-        let path = match memchr::memchr(b'?', &decoded) {
-            Some(q) => &decoded[..q],
-            None => &decoded[..],
-        };
-        self.filename = path.to_vec();
+        // REQUEST_URI is the decoded URI without scheme and host; the
+        // filename and basename are its path.
+        let mut decoded = std::mem::take(&mut self.uri);
+        uri_decode(uri, &mut decoded);
+        let path_end = memchr::memchr(b'?', &decoded).unwrap_or(decoded.len());
+        set(&mut self.filename, &decoded[..path_end]);
+        let path = &self.filename;
         self.basename = path
             .iter()
             .rposition(|&c| c == b'/' || c == b'\\')
             .filter(|&i| i + 1 < path.len())
-            .map(|i| path[i + 1..].to_vec());
-        // REQUEST_URI drops a scheme and host (`http://host/path` → `/path`).
-        self.uri = strip_authority(&decoded).to_vec();
-        self.query_string = memchr::memchr(b'?', uri).map(|q| uri[q + 1..].to_vec());
-        if let Some(q) = self.query_string.clone().filter(|q| !q.is_empty()) {
-            let mut sink = ArgsSink { tx: self };
+            .map(|i| (i + 1, path.len()));
+        let strip = strip_authority(&decoded);
+        if strip > 0 {
+            decoded.drain(..strip);
+        }
+        self.uri = decoded;
+        self.query_string = memchr::memchr(b'?', uri).map(|q| (q + 1, uri.len()));
+        if let Some((s, e)) = self.query_string.filter(|(s, e)| e > s) {
+            // The query is a slice of `uri_raw` (before any fragment).
+            let raw = std::mem::take(&mut self.uri_raw);
+            let mut parser = std::mem::take(&mut self.parser);
+            let mut limit = self.arg_limit;
+            // Only URLENCODED_ERROR outlives the query parse (no allocation
+            // unless the parser reports an error).
             let mut out = BodyResult::default();
-            let mut parser = std::mem::take(&mut sink.tx.parser);
-            let mut limit = sink.tx.arg_limit;
-            parser.query_string(&q, &mut limit, &mut sink, &mut out);
+            parser.query_string(&raw[s..e], &mut limit, &mut ArgsSink { tx: self }, &mut out);
+            self.body_result.urlencoded_error |= out.urlencoded_error;
             self.parser = parser;
             self.arg_limit = limit;
-            if out.urlencoded_error {
-                self.body_result.urlencoded_error = true;
-            }
+            self.uri_raw = raw;
         }
     }
 
@@ -405,26 +695,33 @@ impl<'r> Transaction<'r> {
         }
         let Some(p) = self.processor else { return };
         let body = std::mem::take(&mut self.body);
-        let ct = self.headers.get(b"content-type").map(<[u8]>::to_vec);
+        let headers = std::mem::take(&mut self.headers);
+        let ct = headers.get(b"content-type");
         let mut parser = std::mem::take(&mut self.parser);
         let mut limit = self.arg_limit;
-        let mut out = BodyResult::default();
-        {
-            let mut sink = ArgsSink { tx: self };
-            parser.body(p, &body, ct.as_deref(), &mut limit, &mut sink, &mut out);
-        }
-        let urlencoded_error = self.body_result.urlencoded_error || out.urlencoded_error;
+        let mut out = std::mem::take(&mut self.body_result);
+        let urlencoded_error = out.urlencoded_error;
+        out.clear();
+        parser.body(
+            p,
+            &body,
+            ct,
+            &mut limit,
+            &mut ArgsSink { tx: self },
+            &mut out,
+        );
+        out.urlencoded_error |= urlencoded_error;
         self.body_result = out;
-        self.body_result.urlencoded_error = urlencoded_error;
         self.parser = parser;
         self.arg_limit = limit;
         self.body = body;
+        self.headers = headers;
     }
 
     /// The response status line and headers, then phase 3.
     pub fn process_response_headers(&mut self, status: u16, protocol: &[u8]) {
         self.status = status;
-        self.response_protocol = protocol.to_vec();
+        set(&mut self.response_protocol, protocol);
         self.run_phase(3);
     }
 
@@ -432,6 +729,7 @@ impl<'r> Transaction<'r> {
         self.response_headers.push(name, value);
     }
 
+    /// Appends response body bytes (up to `SecResponseBodyLimit`).
     ///
     /// Only bodies of the inspected MIME types (`SecResponseBodyMimeType`) are kept.
     pub fn append_response_body(&mut self, chunk: &[u8]) {
@@ -481,7 +779,7 @@ impl<'r> Transaction<'r> {
 
     /// Every rule that matched, in order (including `nolog` ones).
     pub fn matched_rules(&self) -> &[MatchedRule] {
-        &self.matches
+        &self.matches[..self.match_count]
     }
 
     pub fn unique_id(&self) -> &str {
@@ -502,711 +800,12 @@ impl<'r> Transaction<'r> {
             .reqbody_error
             .then_some(self.body_result.reqbody_error_msg.as_slice())
     }
-
-    // ------------------------------------------------------------ evaluation
-
-    fn run_phase(&mut self, phase: u8) {
-        if self.mode == EngineMode::Off {
-            return;
-        }
-        if phase == 2 && !self.body_done {
-            self.parse_body();
-        }
-        let program = self.program();
-        let rules = &program.phase(phase).rules;
-        let mut i = 0;
-        while i < rules.len() {
-            if self.intervention.is_some() || self.allow == Allow::All || self.allow == Allow::Phase
-            {
-                break;
-            }
-            if self.allow == Allow::Request && phase <= 2 {
-                break;
-            }
-            let rule = program.rule(rules[i]);
-            if self.is_removed(rule) {
-                i += 1;
-                continue;
-            }
-            if self.eval_rule(program, rule) {
-                if let Some(flow) = &rule.flow {
-                    i = flow.resume_at();
-                    continue;
-                }
-            }
-            i += 1;
-        }
-        if self.allow == Allow::Phase {
-            self.allow = Allow::None;
-        }
-    }
-
-    fn is_removed(&self, rule: &Rule) -> bool {
-        self.removed_ids
-            .iter()
-            .any(|&(a, b)| a <= rule.id && rule.id <= b)
-            || self
-                .removed_tags
-                .iter()
-                .any(|t| rule.meta.tags.iter().any(|rt| rt == t))
-            || (!self.removed_msgs.is_empty()
-                && rule
-                    .meta
-                    .msg
-                    .as_ref()
-                    .and_then(|m| m.as_literal())
-                    .is_some_and(|m| self.removed_msgs.iter().any(|x| x == m)))
-    }
-
-    fn eval_rule(&mut self, program: &'r Program, rule: &'r Rule) -> bool {
-        self.matched_vars.clear();
-        if rule.unconditional {
-            self.matched_var.clear();
-            self.matched_var_name.clear();
-            self.per_match_actions(&rule.links[0]);
-        } else {
-            for link in &rule.links {
-                if !self.eval_link(program, rule, link) {
-                    return false;
-                }
-            }
-        }
-        for link in &rule.links {
-            self.after_match_actions(link);
-        }
-        self.full_match(rule);
-        true
-    }
-
-    fn eval_link(&mut self, program: &'r Program, rule: &'r Rule, link: &'r Link) -> bool {
-        let op = &program.operators[link.operator.index()];
-        let arg = self.operator_argument(op);
-        let chain = program.transforms.chain(link.transforms);
-        let mut any = false;
-        let mut vals = Vec::new();
-        for slot in &link.targets {
-            let target = &program.targets[program.slots[slot.index()].target.index()];
-            vals.clear();
-            self.collect(program, target, &mut vals);
-            vals.retain(|v| !self.excluded(program, rule, link, v));
-            for v in vals.iter() {
-                let candidates = transformed(&chain, &v.value, link.multi_match);
-                for tv in &candidates {
-                    let hit = operator::matches(
-                        program,
-                        op,
-                        &arg,
-                        tv,
-                        self.rs.injection(),
-                        link.capture && !op.negated,
-                        &mut self.caps,
-                    ) != op.negated;
-                    if !hit {
-                        continue;
-                    }
-                    any = true;
-                    if link.capture && !op.negated {
-                        for (i, g) in self.caps.groups.iter().enumerate().take(10) {
-                            if let Some(g) = g {
-                                self.tx.set(i.to_string().as_bytes(), g);
-                            }
-                        }
-                    }
-                    self.matched_var = tv.clone();
-                    self.matched_var_name = v.name();
-                    self.matched_vars
-                        .push((self.matched_var_name.clone(), tv.clone()));
-                    self.per_match_actions(link);
-                }
-            }
-        }
-        any
-    }
-
-    /// The operator's argument with macros expanded.
-    fn operator_argument(&self, op: &Operator) -> Vec<u8> {
-        let Some(arg) = op.kind.argument() else {
-            return Vec::new();
-        };
-        match arg {
-            Arg::Const(s) => s.as_bytes().to_vec(),
-            Arg::Macro(m) => self.expand(m),
-        }
-    }
-
-    fn excluded(&self, program: &Program, rule: &Rule, link: &Link, v: &Val) -> bool {
-        let hit =
-            |e: &Exclusion| e.variable == v.var && selector_matches(program, &e.selector, &v.key);
-        link.exclusions.iter().any(hit)
-            || self.removed_targets.iter().any(|(sel, e)| {
-                let applies = match sel {
-                    RuleSel::Ids(r) => r.iter().any(|&(a, b)| a <= rule.id && rule.id <= b),
-                    RuleSel::Tag(t) => rule.meta.tags.iter().any(|x| x == t),
-                    RuleSel::Msg(m) => {
-                        rule.meta.msg.as_ref().and_then(|x| x.as_literal()) == Some(m.as_str())
-                    }
-                };
-                applies && hit(e)
-            })
-    }
-
-    fn per_match_actions(&mut self, link: &Link) {
-        for a in &link.actions {
-            if let LinkAction::SetVar(sv) = a {
-                self.setvar(sv);
-            }
-        }
-    }
-
-    fn after_match_actions(&mut self, link: &Link) {
-        for a in &link.actions {
-            match a {
-                LinkAction::Ctl(c) => self.ctl(c),
-                LinkAction::InitCol { collection, .. }
-                    if !self.persistent.iter().any(|(v, _)| v == collection) =>
-                {
-                    self.persistent.push((*collection, Collection::default()));
-                }
-                LinkAction::SetEnv { name, value } => {
-                    let (n, v) = (self.expand(name), self.expand(value));
-                    self.env.set(&n, &v);
-                }
-                _ => {}
-            }
-        }
-    }
-
-    fn full_match(&mut self, rule: &Rule) {
-        if let Some(sev) = rule.meta.severity {
-            let n = sev.number();
-            self.highest_severity = Some(self.highest_severity.map_or(n, |h| h.min(n)));
-        }
-        let disruptive = !matches!(rule.disruptive, Disruptive::Pass);
-        let m = MatchedRule {
-            id: rule.id,
-            phase: rule.phase,
-            msg: rule
-                .meta
-                .msg
-                .as_ref()
-                .map(|m| lossy(&self.expand(m)))
-                .unwrap_or_default(),
-            logdata: rule
-                .meta
-                .logdata
-                .as_ref()
-                .map(|m| lossy(&self.expand(m)))
-                .unwrap_or_default(),
-            severity: rule.meta.severity,
-            tags: rule.meta.tags.clone(),
-            ver: rule.meta.ver.clone(),
-            matched_var_name: self.matched_var_name.clone(),
-            matched_var: lossy(&self.matched_var),
-            log: rule.log,
-            disruptive,
-            location: rule.location.clone(),
-        };
-        self.matches.push(m);
-        let enforce = self.mode == EngineMode::On;
-        match &rule.disruptive {
-            Disruptive::Pass | Disruptive::Pause(_) => {}
-            Disruptive::Allow(scope) => {
-                if enforce {
-                    self.allow = match scope {
-                        AllowScope::All => Allow::All,
-                        AllowScope::Phase => Allow::Phase,
-                        AllowScope::Request => Allow::Request,
-                    };
-                }
-            }
-            Disruptive::Deny | Disruptive::Drop => {
-                if enforce {
-                    self.intervention = Some(Intervention {
-                        status: rule.status.unwrap_or(403),
-                        action: if rule.disruptive == Disruptive::Drop {
-                            "drop"
-                        } else {
-                            "deny"
-                        },
-                        rule_id: rule.id,
-                        phase: rule.phase,
-                        url: None,
-                    });
-                }
-            }
-            Disruptive::Redirect(url) | Disruptive::Proxy(url) => {
-                if enforce {
-                    let redirect = matches!(rule.disruptive, Disruptive::Redirect(_));
-                    self.intervention = Some(Intervention {
-                        status: rule.status.unwrap_or(if redirect { 302 } else { 200 }),
-                        action: if redirect { "redirect" } else { "proxy" },
-                        rule_id: rule.id,
-                        phase: rule.phase,
-                        url: Some(lossy(&self.expand(url))),
-                    });
-                }
-            }
-        }
-    }
-
-    fn setvar(&mut self, sv: &SetVar) {
-        let name = self.expand(&sv.name).to_ascii_lowercase();
-        let value = match &sv.op {
-            SetVarOp::Set(v) | SetVarOp::Add(v) | SetVarOp::Sub(v) => self.expand(v),
-            SetVarOp::Delete => Vec::new(),
-        };
-        let coll = match sv.collection {
-            V::Tx => &mut self.tx,
-            other => {
-                if let Some(i) = self.persistent.iter().position(|(v, _)| *v == other) {
-                    &mut self.persistent[i].1
-                } else {
-                    // ModSecurity ignores setvar on a collection that initcol did not open.
-                    return;
-                }
-            }
-        };
-        match &sv.op {
-            SetVarOp::Set(_) => coll.set(&name, &value),
-            SetVarOp::Delete => coll.remove(&name),
-            SetVarOp::Add(_) | SetVarOp::Sub(_) => {
-                let cur = coll.get(&name).map(operator::stoi).unwrap_or(0);
-                let delta = operator::stoi(&value);
-                let n = if matches!(sv.op, SetVarOp::Add(_)) {
-                    cur.saturating_add(delta)
-                } else {
-                    cur.saturating_sub(delta)
-                };
-                coll.set(&name, n.to_string().as_bytes());
-            }
-        }
-    }
-
-    fn ctl(&mut self, c: &Ctl) {
-        match c {
-            Ctl::RuleEngine(m) => self.mode = *m,
-            Ctl::RuleRemoveById(r) => self.removed_ids.extend_from_slice(r),
-            Ctl::RuleRemoveByTag(t) => self.removed_tags.push(t.clone()),
-            Ctl::RuleRemoveByMsg(m) => self.removed_msgs.push(m.clone()),
-            Ctl::RuleRemoveTargetById { ids, target } => self
-                .removed_targets
-                .push((RuleSel::Ids(ids.clone()), target.clone())),
-            Ctl::RuleRemoveTargetByTag { tag, target } => self
-                .removed_targets
-                .push((RuleSel::Tag(tag.clone()), target.clone())),
-            Ctl::RuleRemoveTargetByMsg { msg, target } => self
-                .removed_targets
-                .push((RuleSel::Msg(msg.clone()), target.clone())),
-            Ctl::RequestBodyProcessor(p) => {
-                if let Some(p) = Processor::from_name(p) {
-                    self.processor = Some(p);
-                }
-            }
-            Ctl::RequestBodyAccess(b) => self.request_body_access = *b,
-            Ctl::ResponseBodyAccess(b) => self.response_body_access = *b,
-            Ctl::ForceRequestBodyVariable(b) => self.force_request_body_variable = *b,
-            Ctl::RequestBodyLimit(_) | Ctl::ResponseBodyLimit(_) => {}
-            Ctl::AuditEngine(_) | Ctl::AuditLogParts(_) | Ctl::Ignored { .. } => {}
-        }
-    }
-
-    /// Expands `%{...}` macros: the first value of the named variable.
-    fn expand(&self, m: &MacroString) -> Vec<u8> {
-        let mut out = Vec::new();
-        let program = self.program();
-        for p in &m.parts {
-            match p {
-                MacroPart::Literal(s) => out.extend_from_slice(s.as_bytes()),
-                MacroPart::Var { variable, key } => {
-                    let target = Target {
-                        variable: *variable,
-                        selector: match key {
-                            Some(k) => Selector::Key(k.clone()),
-                            None => Selector::All,
-                        },
-                        count: false,
-                    };
-                    let mut vals = Vec::new();
-                    self.collect(program, &target, &mut vals);
-                    if let Some(v) = vals.first() {
-                        out.extend_from_slice(&v.value);
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    // ------------------------------------------------------------ variables
-
-    /// Appends the values of `target` (selector applied; `&` counts them).
-    fn collect(&self, program: &Program, target: &Target, out: &mut Vec<Val>) {
-        let start = out.len();
-        self.collect_all(program, target, out);
-        if target.count {
-            let n = out.len() - start;
-            out.truncate(start);
-            out.push(Val {
-                var: target.variable,
-                key: Vec::new(),
-                value: n.to_string().into_bytes(),
-            });
-        }
-    }
-
-    fn collect_all(&self, program: &Program, target: &Target, out: &mut Vec<Val>) {
-        let var = target.variable;
-        let sel = &target.selector;
-        let mut from = |c: &Collection, names: bool| {
-            for e in c.iter() {
-                if selector_matches(program, sel, &e.key) {
-                    let value = if names {
-                        e.key.clone()
-                    } else {
-                        e.value.clone()
-                    };
-                    out.push(Val {
-                        var,
-                        key: e.key.clone(),
-                        value,
-                    });
-                }
-            }
-        };
-        match var {
-            V::Args => from(&self.args, false),
-            V::ArgsNames => from(&self.args, true),
-            V::ArgsGet => from(&self.args_get, false),
-            V::ArgsGetNames => from(&self.args_get, true),
-            V::ArgsPost => from(&self.args_post, false),
-            V::ArgsPostNames => from(&self.args_post, true),
-            V::RequestHeaders => from(&self.headers, false),
-            V::RequestHeadersNames => from(&self.headers, true),
-            V::RequestCookies => from(&self.cookies, false),
-            V::RequestCookiesNames => from(&self.cookies, true),
-            V::ResponseHeaders => from(&self.response_headers, false),
-            V::ResponseHeadersNames => from(&self.response_headers, true),
-            V::Tx => from(&self.tx, false),
-            V::Env => from(&self.env, false),
-            V::Files => from(&self.files, false),
-            V::FilesNames => from(&self.files, true),
-            V::FilesSizes => from(&self.files_sizes, false),
-            V::MultipartPartHeaders => from(&self.multipart_part_headers, false),
-            V::Ip | V::Session | V::User | V::Global | V::Resource => {
-                if let Some((_, c)) = self.persistent.iter().find(|(v, _)| *v == var) {
-                    from(c, false)
-                }
-            }
-            V::MatchedVars | V::MatchedVarsNames => {
-                for (name, value) in &self.matched_vars {
-                    if selector_matches(program, sel, name.as_bytes()) {
-                        let v = if var == V::MatchedVars {
-                            value.clone()
-                        } else {
-                            name.as_bytes().to_vec()
-                        };
-                        out.push(Val {
-                            var,
-                            key: name.as_bytes().to_vec(),
-                            value: v,
-                        });
-                    }
-                }
-            }
-            V::MultipartName | V::MultipartFilename => {
-                let list = if var == V::MultipartName {
-                    &self.multipart_names
-                } else {
-                    &self.multipart_filenames
-                };
-                for n in list {
-                    out.push(Val {
-                        var,
-                        key: Vec::new(),
-                        value: n.clone(),
-                    });
-                }
-            }
-            V::Xml => {
-                if let Selector::XPath(x) = sel {
-                    match x.trim() {
-                        "/*" => {
-                            if let Some(t) = &self.xml_root {
-                                out.push(Val {
-                                    var,
-                                    key: x.as_bytes().to_vec(),
-                                    value: t.clone(),
-                                });
-                            }
-                        }
-                        "//@*" => {
-                            for a in &self.xml_attrs {
-                                out.push(Val {
-                                    var,
-                                    key: x.as_bytes().to_vec(),
-                                    value: a.clone(),
-                                });
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-            }
-            _ => {
-                // v3's anchored variables always yield one value, empty when unset
-                // (`AnchoredVariable::evaluate`), so `!@endsWith .pdf` matches an
-                // absent REQUEST_BASENAME.
-                match self.scalar(var) {
-                    Some(value) => out.push(Val {
-                        var,
-                        key: Vec::new(),
-                        value,
-                    }),
-                    None if is_anchored(var) => out.push(Val {
-                        var,
-                        key: Vec::new(),
-                        value: Vec::new(),
-                    }),
-                    None => {}
-                }
-            }
-        }
-    }
-
-    /// Whether REQUEST_BODY is set: body processing done, access on, a body,
-    /// and no structured processor (XML, multipart) already parsed it, unless
-    /// `ctl:forceRequestBodyVariable=On`.
-    ///
-    /// This deliberately differs from libmodsecurity v3, which always sets it:
-    /// CRS expects the raw body of an XML or multipart request not to be
-    /// inspected as text (element names would match), lists the resulting v3
-    /// failures in its nginx overrides, and Coraza behaves as we do.
-    fn body_seen(&self) -> bool {
-        let structured = matches!(self.processor, Some(Processor::Xml | Processor::Multipart));
-        self.body_done
-            && self.request_body_access
-            && !self.body.is_empty()
-            && (!structured || self.force_request_body_variable)
-    }
-
-    /// The value of a scalar variable, or `None` when it is not set.
-    fn scalar(&self, var: V) -> Option<Vec<u8>> {
-        let flag = |b: bool| Some(if b { b"1".to_vec() } else { b"0".to_vec() });
-        let num = |n: u64| Some(n.to_string().into_bytes());
-        let mp = self.body_result.multipart.as_ref();
-        let now = || {
-            let secs = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_secs();
-            civil(secs)
-        };
-        match var {
-            V::RequestMethod => Some(self.method.clone()),
-            V::RequestUri => Some(self.uri.clone()),
-            V::RequestUriRaw => Some(self.uri_raw.clone()),
-            V::RequestFilename | V::PathInfo => Some(self.filename.clone()),
-            V::RequestBasename => self.basename.clone(),
-            V::RequestLine => Some(self.request_line.clone()),
-            V::RequestProtocol => Some(self.protocol.clone()),
-            V::QueryString => self.query_string.clone(),
-            // v3 sets these after body processing whenever the body is not empty.
-            V::RequestBody => self.body_seen().then(|| self.body.clone()),
-            V::RequestBodyLength => self
-                .body_seen()
-                .then(|| self.body.len().to_string().into_bytes()),
-            V::FullRequest => self.body_done.then(|| {
-                let mut full = Vec::new();
-                for e in self.headers.iter() {
-                    full.extend_from_slice(&e.key);
-                    full.extend_from_slice(b": ");
-                    full.extend_from_slice(&e.value);
-                    full.push(b'\n');
-                }
-                full.extend_from_slice(b"\n\n");
-                full.extend_from_slice(&self.body);
-                full
-            }),
-            V::RemoteAddr => Some(self.remote_addr.clone()),
-            V::RemotePort => num(u64::from(self.remote_port)),
-            V::ServerAddr => Some(self.server_addr.clone()),
-            V::ServerPort => num(u64::from(self.server_port)),
-            V::ServerName => self
-                .headers
-                .get(b"host")
-                .map(|h| h.split(|&c| c == b':').next().unwrap_or(h).to_vec()),
-            V::UniqueId => Some(self.unique_id.as_bytes().to_vec()),
-            V::ReqbodyError | V::ReqbodyProcessorError => self
-                .body_done
-                .then(|| flag(self.body_result.reqbody_error))
-                .flatten(),
-            V::ReqbodyErrorMsg | V::ReqbodyProcessorErrorMsg => self
-                .body_result
-                .reqbody_error
-                .then(|| self.body_result.reqbody_error_msg.clone()),
-            V::ReqbodyProcessor => self.processor.map(|p| p.name().as_bytes().to_vec()),
-            V::UrlencodedError => flag(self.body_result.urlencoded_error),
-            V::InboundDataError => flag(self.inbound_data_error),
-            V::OutboundDataError | V::MscPcreError | V::MscPcreLimitsExceeded => flag(false),
-            V::MultipartStrictError => mp.and_then(|m| flag(m.strict_error())),
-            V::MultipartUnmatchedBoundary => mp.and_then(|m| num(u64::from(m.unmatched_boundary))),
-            V::MultipartBoundaryQuoted => mp.and_then(|m| flag(m.boundary_quoted)),
-            V::MultipartBoundaryWhitespace => mp.and_then(|m| flag(m.boundary_whitespace)),
-            V::MultipartDataBefore => mp.and_then(|m| flag(m.data_before)),
-            V::MultipartDataAfter => mp.and_then(|m| flag(m.data_after)),
-            V::MultipartHeaderFolding => mp.and_then(|m| flag(m.header_folding)),
-            V::MultipartLfLine => mp.and_then(|m| flag(m.lf_line)),
-            V::MultipartCrlfLfLines => mp.and_then(|m| flag(m.crlf_lf_lines())),
-            V::MultipartMissingSemicolon => mp.and_then(|m| flag(m.missing_semicolon)),
-            V::MultipartInvalidQuoting => mp.and_then(|m| flag(m.invalid_quoting)),
-            V::MultipartInvalidPart => mp.and_then(|m| flag(m.invalid_part)),
-            V::MultipartInvalidHeaderFolding => mp.and_then(|m| flag(m.invalid_header_folding)),
-            V::MultipartFileLimitExceeded => mp.and_then(|m| flag(m.file_limit_exceeded)),
-            V::FilesCombinedSize => self.body_result.files_combined_size.and_then(num),
-            V::ArgsCombinedSize => num(self
-                .args
-                .iter()
-                .map(|e| (e.key.len() + e.value.len()) as u64)
-                .sum()),
-            V::FullRequestLength => num((self.request_line.len() + self.body.len()) as u64),
-            V::ResponseStatus | V::Status => {
-                (self.status != 0).then(|| self.status.to_string().into_bytes())
-            }
-            V::StatusLine => (self.status != 0).then(|| {
-                format!("{} {}", lossy(&self.response_protocol), self.status).into_bytes()
-            }),
-            V::ResponseProtocol => {
-                (!self.response_protocol.is_empty()).then(|| self.response_protocol.clone())
-            }
-            V::ResponseBody => self.response_body_seen.then(|| self.response_body.clone()),
-            V::ResponseContentType => self.response_content_type().map(<[u8]>::to_vec),
-            V::ResponseContentLength => self
-                .response_body_seen
-                .then(|| self.response_body.len().to_string().into_bytes()),
-            V::Duration => num(self.started.elapsed().as_micros() as u64),
-            V::HighestSeverity => self.highest_severity.map(u64::from).and_then(num),
-            V::MatchedVar => Some(self.matched_var.clone()),
-            V::MatchedVarName => Some(self.matched_var_name.as_bytes().to_vec()),
-            V::AuthType => self
-                .headers
-                .get(b"authorization")
-                .map(|a| a.split(|&c| c == b' ').next().unwrap_or(a).to_vec()),
-            V::TimeEpoch => num(SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_secs()),
-            V::Time => {
-                let t = now();
-                Some(format!("{:02}:{:02}:{:02}", t.3, t.4, t.5).into_bytes())
-            }
-            V::TimeYear => num(now().0),
-            V::TimeMon => num(now().1),
-            V::TimeDay => num(now().2),
-            V::TimeHour => num(now().3),
-            V::TimeMin => num(now().4),
-            V::TimeSec => num(now().5),
-            V::TimeWday => num(now().6),
-            _ => None,
-        }
-    }
 }
 
-/// The variables libmodsecurity v3 keeps as `AnchoredVariable`s in its
-/// transaction (`transaction.h`): present, possibly empty, in every phase.
-fn is_anchored(var: V) -> bool {
-    use V::*;
-    matches!(
-        var,
-        ArgsCombinedSize
-            | AuthType
-            | FilesCombinedSize
-            | FullRequest
-            | FullRequestLength
-            | InboundDataError
-            | MatchedVar
-            | MatchedVarName
-            | MultipartBoundaryQuoted
-            | MultipartBoundaryWhitespace
-            | MultipartCrlfLfLines
-            | MultipartDataAfter
-            | MultipartDataBefore
-            | MultipartFileLimitExceeded
-            | MultipartHeaderFolding
-            | MultipartInvalidHeaderFolding
-            | MultipartInvalidPart
-            | MultipartInvalidQuoting
-            | MultipartLfLine
-            | MultipartMissingSemicolon
-            | MultipartStrictError
-            | MultipartUnmatchedBoundary
-            | OutboundDataError
-            | PathInfo
-            | QueryString
-            | RemoteAddr
-            | RemoteHost
-            | RemotePort
-            | ReqbodyError
-            | ReqbodyErrorMsg
-            | ReqbodyProcessorError
-            | ReqbodyProcessorErrorMsg
-            | ReqbodyProcessor
-            | RequestBasename
-            | RequestBody
-            | RequestBodyLength
-            | RequestFilename
-            | RequestLine
-            | RequestMethod
-            | RequestProtocol
-            | RequestUri
-            | RequestUriRaw
-            | Resource
-            | ResponseBody
-            | ResponseContentLength
-            | ResponseProtocol
-            | ResponseStatus
-            | ServerAddr
-            | ServerName
-            | ServerPort
-            | SessionId
-            | UniqueId
-            | UrlencodedError
-            | UserId
-    )
-}
-
-/// Whether a key passes a target's selector.
-fn selector_matches(program: &Program, sel: &Selector, key: &[u8]) -> bool {
-    match sel {
-        Selector::All => true,
-        Selector::Key(k) => key.eq_ignore_ascii_case(k.as_bytes()),
-        Selector::Regex(id) => program.selector_regexes[id.index()].regex.is_match(key),
-        Selector::XPath(_) => true,
-    }
-}
-
-/// The values to test: the fully transformed value, or with `multiMatch` the
-/// original and every intermediate value that differs from the one before.
-fn transformed(
-    chain: &[waf_compiler::names::Transform],
-    value: &[u8],
-    multi: bool,
-) -> Vec<Vec<u8>> {
-    let mut cur = value.to_vec();
-    let mut all = if multi { vec![cur.clone()] } else { Vec::new() };
-    let mut out = Vec::new();
-    for &t in chain {
-        if crate::transform::apply(t, &cur, &mut out) {
-            std::mem::swap(&mut cur, &mut out);
-            if multi {
-                all.push(cur.clone());
-            }
-        }
-    }
-    if multi {
-        all
-    } else {
-        vec![cur]
-    }
+/// Replaces the contents of `buf` with `value`, keeping its capacity.
+fn set(buf: &mut Vec<u8>, value: &[u8]) {
+    buf.clear();
+    buf.extend_from_slice(value);
 }
 
 /// Receives arguments and body-processor results into the transaction.
@@ -1227,9 +826,9 @@ impl BodySink for ArgsSink<'_, '_> {
 
     fn file(&mut self, f: &FileInfo<'_>) {
         self.tx.files.push(f.name, f.filename);
-        self.tx
-            .files_sizes
-            .push(f.name, f.size.to_string().as_bytes());
+        let mut n = [0u8; 20];
+        let len = write_u64(&mut n, f.size);
+        self.tx.files_sizes.push(f.name, &n[..len]);
     }
 
     fn multipart_part_header(&mut self, part_name: &[u8], line: &[u8]) {
@@ -1237,32 +836,47 @@ impl BodySink for ArgsSink<'_, '_> {
     }
 
     fn multipart_name(&mut self, name: &[u8]) {
-        self.tx.multipart_names.push(name.to_vec());
+        self.tx.multipart_names.push(b"", name);
     }
 
     fn multipart_filename(&mut self, filename: &[u8]) {
-        self.tx.multipart_filenames.push(filename.to_vec());
+        self.tx.multipart_filenames.push(b"", filename);
     }
 
     fn xml_attribute(&mut self, value: &[u8]) {
-        self.tx.xml_attrs.push(value.to_vec());
+        self.tx.xml_attrs.push(b"", value);
     }
 
     fn xml_root_text(&mut self, text: &[u8]) {
-        self.tx.xml_root = Some(text.to_vec());
+        let root = self.tx.xml_root.get_or_insert_with(Vec::new);
+        set(root, text);
     }
 }
 
+/// Writes `n` in decimal into `buf`; returns the length.
+fn write_u64(buf: &mut [u8; 20], n: u64) -> usize {
+    let mut cur = std::io::Cursor::new(&mut buf[..]);
+    // 20 bytes hold any u64.
+    let _ = write!(cur, "{n}");
+    cur.position() as usize
+}
+
+/// Writes `n` in decimal into `out` (appending).
+fn push_i64(out: &mut Vec<u8>, n: i64) {
+    let _ = write!(out, "{n}");
+}
+
 /// v3's `Cookie` header parsing (`Transaction::addRequestHeader`): split on
-/// `;`, name up to the first `=` with leading blanks removed, empty names skipped.
+/// `;`, name up to the first `=` with leading blanks removed, empty names
+/// skipped; trailing blanks of the last cookie are dropped.
 fn add_cookies(cookies: &mut Collection, value: &[u8]) {
-    let mut parts: Vec<&[u8]> = value.split(|&c| c == b';').collect();
-    if let Some(last) = parts.last_mut() {
-        while last.last().is_some_and(|c| c.is_ascii_whitespace()) {
-            *last = &last[..last.len() - 1];
-        }
+    let mut end = value.len();
+    while end > 0 && value[end - 1].is_ascii_whitespace() {
+        end -= 1;
     }
-    for c in parts {
+    // Trimming the whole value equals trimming its last `;`-part unless that
+    // part is all blanks, which is then empty either way (and skipped).
+    for c in value[..end].split(|&c| c == b';') {
         if c.is_empty() {
             continue;
         }
@@ -1281,8 +895,8 @@ fn add_cookies(cookies: &mut Collection, value: &[u8]) {
 }
 
 /// v3's `uri_decode`: `%XX` decoded where valid, everything else kept.
-fn uri_decode(s: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(s.len());
+fn uri_decode(s: &[u8], out: &mut Vec<u8>) {
+    out.clear();
     let mut i = 0;
     while i < s.len() {
         if s[i] == b'%' && i + 2 < s.len() && is_hex(s[i + 1]) && is_hex(s[i + 2]) {
@@ -1293,29 +907,25 @@ fn uri_decode(s: &[u8]) -> Vec<u8> {
         out.push(s[i]);
         i += 1;
     }
-    out
 }
 
-/// `scheme://host/path` → `/path` (REQUEST_URI never holds the host).
-fn strip_authority(u: &[u8]) -> &[u8] {
+/// How many leading bytes of `u` are `scheme://host` (REQUEST_URI never
+/// holds the host): 0 unless `u` is absolute with a path.
+fn strip_authority(u: &[u8]) -> usize {
     if u.first() == Some(&b'/') {
-        return u;
+        return 0;
     }
     let Some(colon) = memchr::memchr(b':', u) else {
-        return u;
+        return 0;
     };
     if !u[colon + 1..].starts_with(b"//") {
-        return u;
+        return 0;
     }
     let after = colon + 3;
     match memchr::memchr(b'/', &u[after..]) {
-        Some(p) => &u[after + p..],
-        None => u,
+        Some(p) => after + p,
+        None => 0,
     }
-}
-
-fn lossy(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 /// (year, month, day, hour, minute, second, weekday) in UTC from epoch seconds.

@@ -6,6 +6,7 @@ use super::translate::{translate_mapped, OffsetMap};
 use super::{RxError, RxOptions};
 use regex_automata::dfa::{dense, Automaton, StartKind};
 use regex_automata::nfa::thompson::{self, WhichCaptures};
+use regex_automata::util::primitives::NonMaxUsize;
 use regex_automata::{meta, Input, MatchKind};
 use regex_syntax::hir::Hir;
 use std::fmt;
@@ -156,20 +157,41 @@ impl CompiledRx {
     /// Fills `slots[i]` with the byte range of group i (0 = whole match) of the
     /// leftmost-first match; returns false if no match. Slots beyond
     /// [`CompiledRx::group_count`] and groups that did not participate are set
-    /// to `None`.
+    /// to `None`. Allocates nothing for up to [`CompiledRx::STACK_GROUPS`] slots.
     pub fn captures(&self, haystack: &[u8], slots: &mut [Option<Range<usize>>]) -> bool {
-        let mut caps = self.meta.create_captures();
-        self.meta.search_captures(&Input::new(haystack), &mut caps);
-        let matched = caps.is_match();
-        for (i, slot) in slots.iter_mut().enumerate() {
-            *slot = if matched {
-                caps.get_group(i).map(|s| s.range())
-            } else {
-                None
-            };
-        }
+        let want = slots.len().min(self.group_count());
+        let input = Input::new(haystack);
+        let matched = if want <= Self::STACK_GROUPS {
+            let mut raw = [None::<NonMaxUsize>; 2 * Self::STACK_GROUPS];
+            let matched = self
+                .meta
+                .search_slots(&input, &mut raw[..2 * want.max(1)])
+                .is_some();
+            for (i, slot) in slots.iter_mut().enumerate() {
+                *slot = match (matched && i < want, raw.get(2 * i), raw.get(2 * i + 1)) {
+                    (true, Some(Some(s)), Some(Some(e))) => Some(s.get()..e.get()),
+                    _ => None,
+                };
+            }
+            matched
+        } else {
+            let mut caps = self.meta.create_captures();
+            self.meta.search_captures(&input, &mut caps);
+            let matched = caps.is_match();
+            for (i, slot) in slots.iter_mut().enumerate() {
+                *slot = if matched {
+                    caps.get_group(i).map(|s| s.range())
+                } else {
+                    None
+                };
+            }
+            matched
+        };
         matched
     }
+
+    /// Groups [`CompiledRx::captures`] fills without allocating.
+    pub const STACK_GROUPS: usize = 16;
 
     /// Number of capture groups including the implicit group 0 (the whole
     /// match): `captures` fills at most this many slots.

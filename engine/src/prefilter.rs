@@ -1,0 +1,276 @@
+//! The prefilter: one multi-literal scan per value decides which operators
+//! can possibly match it.
+//!
+//! Every operator carries a sound [`Prefilter`] from the compiler: when it is
+//! `AnyOf(lits)`, any value the operator matches contains (ASCII-case-
+//! insensitively) one of `lits`. The [`Scanner`] turns the operators of a
+//! program into gates:
+//!
+//! - [`Gate::Literal`]: all the operator's literals are at least
+//!   [`MIN_SCAN_LEN`] bytes long. They go into one ASCII-case-insensitive
+//!   Aho-Corasick automaton over every such literal of the program; scanning a
+//!   value once (overlapping search: a leftmost search could hide a literal
+//!   inside or across another) sets a bit per operator one of whose literals
+//!   occurs. The scan is per value, not per rule: hundreds of rules read the
+//!   same bits.
+//! - [`Gate::Bytes`]: the operator has 1–2 byte literals (`;`, `|`, `$(`...).
+//!   Put in the automaton they would fire on most values and make the scan
+//!   slow; instead each literal becomes the set of its (lowercased) bytes, and
+//!   the gate passes when all bytes of some literal are present in the value.
+//!   That is weaker than "the literal occurs" but still sound, and the byte set
+//!   of a value costs one pass.
+//! - [`Gate::Always`]: no sound prefilter (or a negated operator, which
+//!   matches when its inner operator does not): the operator always runs.
+
+use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
+use std::collections::HashMap;
+use waf_compiler::ir::{OpId, Prefilter, Program};
+
+/// Literals shorter than this are gated by byte sets, not scanned for.
+pub const MIN_SCAN_LEN: usize = 3;
+
+/// How an operator is gated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gate {
+    Always,
+    /// Bit index in a value's scan result.
+    Literal(u32),
+    /// Byte sets `masks[start..start + len]`, one per literal.
+    Bytes {
+        start: u32,
+        len: u32,
+    },
+}
+
+/// A set of bytes (lowercased), as four 64-bit words.
+pub type ByteMask = [u64; 4];
+
+/// The program's literals in one automaton, and each operator's gate.
+#[derive(Debug)]
+pub struct Scanner {
+    automaton: Option<AhoCorasick>,
+    /// For automaton pattern `p`: the operator bits it sets are
+    /// `pattern_bits[pattern_start[p]..pattern_start[p + 1]]`.
+    pattern_start: Vec<u32>,
+    pattern_bits: Vec<u32>,
+    gates: Vec<Gate>,
+    masks: Vec<ByteMask>,
+    words: usize,
+    literal_ops: usize,
+    byte_ops: usize,
+}
+
+impl Scanner {
+    pub fn new(program: &Program) -> Scanner {
+        let mut gates = Vec::with_capacity(program.operators.len());
+        let mut masks = Vec::new();
+        let mut literal_index: HashMap<&[u8], usize> = HashMap::new();
+        let mut literals: Vec<&[u8]> = Vec::new();
+        let mut bits_of: Vec<Vec<u32>> = Vec::new();
+        let mut next_bit = 0u32;
+        let (mut literal_ops, mut byte_ops) = (0, 0);
+        for op in &program.operators {
+            let lits = match &op.prefilter {
+                Prefilter::AnyOf(lits) if !op.negated && !lits.is_empty() => lits,
+                _ => {
+                    gates.push(Gate::Always);
+                    continue;
+                }
+            };
+            if lits.iter().all(|l| l.len() >= MIN_SCAN_LEN) {
+                let bit = next_bit;
+                next_bit += 1;
+                literal_ops += 1;
+                for l in lits {
+                    let p = *literal_index.entry(l.as_slice()).or_insert_with(|| {
+                        literals.push(l);
+                        bits_of.push(Vec::new());
+                        literals.len() - 1
+                    });
+                    if bits_of[p].last() != Some(&bit) {
+                        bits_of[p].push(bit);
+                    }
+                }
+                gates.push(Gate::Literal(bit));
+            } else {
+                byte_ops += 1;
+                let start = masks.len() as u32;
+                for l in lits {
+                    masks.push(byte_mask(l));
+                }
+                gates.push(Gate::Bytes {
+                    start,
+                    len: lits.len() as u32,
+                });
+            }
+        }
+        let mut pattern_start = Vec::with_capacity(bits_of.len() + 1);
+        let mut pattern_bits = Vec::new();
+        for b in &bits_of {
+            pattern_start.push(pattern_bits.len() as u32);
+            pattern_bits.extend_from_slice(b);
+        }
+        pattern_start.push(pattern_bits.len() as u32);
+        let automaton = if literals.is_empty() {
+            None
+        } else {
+            // The literals come from compiled rules, so a build failure can
+            // only be a size limit; without the automaton every literal gate
+            // is treated as passing (see `scan`), which is slow but correct.
+            AhoCorasick::builder()
+                .ascii_case_insensitive(true)
+                .match_kind(MatchKind::Standard)
+                .kind(Some(AhoCorasickKind::DFA))
+                .build(&literals)
+                .or_else(|_| {
+                    AhoCorasick::builder()
+                        .ascii_case_insensitive(true)
+                        .match_kind(MatchKind::Standard)
+                        .build(&literals)
+                })
+                .ok()
+        };
+        Scanner {
+            automaton,
+            pattern_start,
+            pattern_bits,
+            gates,
+            masks,
+            words: (next_bit as usize).div_ceil(64).max(1),
+            literal_ops,
+            byte_ops,
+        }
+    }
+
+    /// Number of `u64` words of a scan result.
+    pub fn words(&self) -> usize {
+        self.words
+    }
+
+    pub fn gate(&self, op: OpId) -> Gate {
+        self.gates.get(op.index()).copied().unwrap_or(Gate::Always)
+    }
+
+    /// Number of operators gated by the automaton, and by byte sets.
+    pub fn gated_ops(&self) -> (usize, usize) {
+        (self.literal_ops, self.byte_ops)
+    }
+
+    /// Number of distinct literals in the automaton.
+    pub fn literal_count(&self) -> usize {
+        self.pattern_start.len().saturating_sub(1)
+    }
+
+    /// Scans `value`: `bits` (of length [`Scanner::words`]) gets the bit of
+    /// every literal-gated operator one of whose literals occurs.
+    pub fn scan(&self, value: &[u8], bits: &mut [u64]) {
+        bits.fill(0);
+        let Some(ac) = &self.automaton else {
+            if !self.pattern_bits.is_empty() {
+                bits.fill(u64::MAX);
+            }
+            return;
+        };
+        for m in ac.find_overlapping_iter(value) {
+            let p = m.pattern().as_usize();
+            let (s, e) = (self.pattern_start[p], self.pattern_start[p + 1]);
+            for &bit in &self.pattern_bits[s as usize..e as usize] {
+                bits[(bit / 64) as usize] |= 1 << (bit % 64);
+            }
+        }
+    }
+
+    /// Whether an operator with `gate` may match a value whose scan result is
+    /// `bits` and whose byte set is `present`.
+    #[inline]
+    pub fn passes(&self, gate: Gate, bits: &[u64], present: &ByteMask) -> bool {
+        match gate {
+            Gate::Always => true,
+            Gate::Literal(bit) => bits[(bit / 64) as usize] & (1 << (bit % 64)) != 0,
+            Gate::Bytes { start, len } => self.masks[start as usize..(start + len) as usize]
+                .iter()
+                .any(|m| subset(m, present)),
+        }
+    }
+
+    /// Whether `gate` needs the value's scan result, or its byte set.
+    pub fn needs(gate: Gate) -> (bool, bool) {
+        match gate {
+            Gate::Always => (false, false),
+            Gate::Literal(_) => (true, false),
+            Gate::Bytes { .. } => (false, true),
+        }
+    }
+}
+
+/// The set of ASCII-lowercased bytes of `value`.
+pub fn byte_mask(value: &[u8]) -> ByteMask {
+    let mut m = [0u64; 4];
+    for &b in value {
+        let b = b.to_ascii_lowercase();
+        m[usize::from(b >> 6)] |= 1 << (b & 63);
+    }
+    m
+}
+
+fn subset(a: &ByteMask, b: &ByteMask) -> bool {
+    (a[0] & !b[0]) | (a[1] & !b[1]) | (a[2] & !b[2]) | (a[3] & !b[3]) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Ruleset;
+
+    fn scanner(rules: &str) -> (Ruleset, Scanner) {
+        let rs = Ruleset::from_str("t.conf", rules).expect("compiles");
+        let s = Scanner::new(rs.program());
+        (rs, s)
+    }
+
+    fn passes(s: &Scanner, op: u32, value: &[u8]) -> bool {
+        let mut bits = vec![0; s.words()];
+        s.scan(value, &mut bits);
+        s.passes(s.gate(OpId(op)), &bits, &byte_mask(value))
+    }
+
+    #[test]
+    fn literal_and_byte_gates() {
+        let (_rs, s) = scanner(
+            r#"
+            SecRule ARGS "@rx (?i)union\s+select" "id:1,phase:1,pass"
+            SecRule ARGS "@rx [;|]" "id:2,phase:1,pass"
+            SecRule ARGS "@validateByteRange 1-255" "id:3,phase:1,pass"
+            SecRule ARGS "!@rx select" "id:4,phase:1,pass"
+            SecRule ARGS "@rx ^\d+$" "id:5,phase:1,pass"
+            "#,
+        );
+        assert_eq!(s.gate(OpId(0)), Gate::Literal(0));
+        assert!(matches!(s.gate(OpId(1)), Gate::Bytes { .. }));
+        assert_eq!(s.gate(OpId(2)), Gate::Always);
+        assert_eq!(s.gate(OpId(3)), Gate::Always);
+        assert!(matches!(s.gate(OpId(4)), Gate::Bytes { .. }));
+        assert!(passes(&s, 0, b"1 UNION   SeLeCt 2"));
+        assert!(!passes(&s, 0, b"hello world"));
+        assert!(passes(&s, 1, b"a|b"));
+        assert!(!passes(&s, 1, b"ab"));
+        assert!(passes(&s, 2, b"anything"));
+        assert!(passes(&s, 4, b"x7"));
+        assert!(!passes(&s, 4, b"none"));
+    }
+
+    #[test]
+    fn overlapping_literals_all_fire() {
+        // `select` hides inside `selection`; a leftmost scan would report only one.
+        let (_rs, s) = scanner(
+            r#"
+            SecRule ARGS "@rx selection" "id:1,phase:1,pass"
+            SecRule ARGS "@rx select" "id:2,phase:1,pass"
+            SecRule ARGS "@rx ection" "id:3,phase:1,pass"
+            "#,
+        );
+        for op in 0..3 {
+            assert!(passes(&s, op, b"the SELECTION"), "op {op}");
+        }
+    }
+}

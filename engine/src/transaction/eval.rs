@@ -1,0 +1,680 @@
+//! Rule evaluation: phases, links, operators on (memoized) values, actions.
+
+use super::memo::{Inst, Origin};
+use super::vars::{coll, is_volatile, selector_matches};
+use super::{Allow, Intervention, MatchedRule, RuleSel, Transaction};
+use crate::body::Processor;
+use crate::collection::Collection;
+use crate::operator;
+use crate::prefilter::{byte_mask, Gate, Scanner};
+use std::time::Instant;
+use waf_compiler::ir::*;
+use waf_compiler::names::Variable as V;
+
+/// `TX:0`..`TX:9`.
+const CAPTURE_NAMES: [&[u8]; 10] = [b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9"];
+
+impl<'r> Transaction<'r> {
+    pub(super) fn run_phase(&mut self, phase: u8) {
+        if self.mode == EngineMode::Off {
+            return;
+        }
+        if phase == 2 && !self.body_done {
+            self.parse_body();
+        }
+        self.next_generation();
+        let program = self.program();
+        if self.options.profile {
+            self.profile.ensure(program.rules.len());
+        }
+        let rules = &program.phase(phase).rules;
+        let mut i = 0;
+        while i < rules.len() {
+            if self.intervention.is_some() || self.allow == Allow::All || self.allow == Allow::Phase
+            {
+                break;
+            }
+            if self.allow == Allow::Request && phase <= 2 {
+                break;
+            }
+            let rule = program.rule(rules[i]);
+            if self.is_removed(rule) {
+                i += 1;
+                continue;
+            }
+            let matched = if self.options.profile {
+                let t = Instant::now();
+                let before = self.stats;
+                let m = self.eval_rule(program, rule);
+                let r = rules[i].index();
+                self.profile.nanos[r] += t.elapsed().as_nanos() as u64;
+                self.profile.evals[r] += 1;
+                self.profile.matches[r] += u64::from(m);
+                self.profile.op_runs[r] += self.stats.op_runs - before.op_runs;
+                self.profile.skips[r] += self.stats.prefilter_skips - before.prefilter_skips;
+                m
+            } else {
+                self.eval_rule(program, rule)
+            };
+            if matched {
+                if let Some(flow) = &rule.flow {
+                    i = flow.resume_at();
+                    continue;
+                }
+            }
+            i += 1;
+        }
+        if self.allow == Allow::Phase {
+            self.allow = Allow::None;
+        }
+    }
+
+    /// Invalidates slot states and scalar values (a new phase, or a `ctl`
+    /// that changes what variables hold).
+    fn next_generation(&mut self) {
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            self.memo.forget_generations();
+            self.generation = 1;
+        }
+    }
+
+    fn is_removed(&self, rule: &Rule) -> bool {
+        self.removed_ids
+            .iter()
+            .any(|&(a, b)| a <= rule.id && rule.id <= b)
+            || self
+                .removed_tags
+                .iter()
+                .any(|t| rule.meta.tags.iter().any(|rt| rt == t))
+            || (!self.removed_msgs.is_empty()
+                && rule
+                    .meta
+                    .msg
+                    .as_ref()
+                    .and_then(|m| m.as_literal())
+                    .is_some_and(|m| self.removed_msgs.iter().any(|x| x == m)))
+    }
+
+    fn eval_rule(&mut self, program: &'r Program, rule: &'r Rule) -> bool {
+        self.stats.rules_evaluated += 1;
+        self.matched_vars.clear();
+        if rule.unconditional {
+            self.matched_var.clear();
+            self.matched_var_name.clear();
+            self.per_match_actions(&rule.links[0]);
+        } else {
+            for link in &rule.links {
+                if !self.eval_link(program, rule, link) {
+                    return false;
+                }
+            }
+        }
+        for link in &rule.links {
+            self.after_match_actions(link);
+        }
+        self.full_match(rule);
+        true
+    }
+
+    fn eval_link(&mut self, program: &'r Program, rule: &'r Rule, link: &'r Link) -> bool {
+        let op = &program.operators[link.operator.index()];
+        let mut arg = std::mem::take(&mut self.scratch.arg);
+        arg.clear();
+        match op.kind.argument() {
+            Some(Arg::Const(s)) => arg.extend_from_slice(s.as_bytes()),
+            Some(Arg::Macro(m)) => self.expand_into(m, &mut arg),
+            None => {}
+        }
+        let scanner = self.rs.scanner();
+        let gate = if self.options.prefilter {
+            scanner.gate(link.operator)
+        } else {
+            Gate::Always
+        };
+        let mut any = false;
+        for &slot in &link.targets {
+            let target = &program.targets[program.slots[slot.index()].target.index()];
+            let memoized = self.options.memo && !target.count && !is_volatile(target.variable);
+            any |= if memoized {
+                self.eval_slot_memo(program, rule, link, op, &arg, gate, slot)
+            } else {
+                self.eval_slot_direct(program, rule, link, op, &arg, gate, target)
+            };
+        }
+        self.scratch.arg = arg;
+        any
+    }
+
+    /// A slot of request data: values come from the memo table, and the
+    /// slot's union of scan results can rule the whole slot out at once.
+    #[allow(clippy::too_many_arguments)]
+    fn eval_slot_memo(
+        &mut self,
+        program: &'r Program,
+        rule: &'r Rule,
+        link: &'r Link,
+        op: &'r Operator,
+        arg: &[u8],
+        gate: Gate,
+        slot: SlotId,
+    ) -> bool {
+        let node = link.transforms;
+        let target = program.slots[slot.index()].target;
+        let list = match self.memo.target(target, self.generation) {
+            Some(r) => r,
+            None => self.build_target(program, target),
+        };
+        let (start, len) = list;
+        self.memo.slot_touch(slot, self.generation);
+        self.stats.memo_hits += u64::from(len);
+        let scanner = self.rs.scanner();
+        if gate != Gate::Always
+            && !link.multi_match
+            && !self.memo.slot_passes(
+                slot,
+                node,
+                list,
+                gate,
+                scanner,
+                &program.transforms,
+                &mut self.stats,
+            )
+        {
+            self.stats.prefilter_skips += u64::from(len);
+            return false;
+        }
+        let (need_bits, need_mask) = Scanner::needs(gate);
+        let mut any = false;
+        for k in start..start + len {
+            let inst = self.memo.list_inst(k);
+            let info = self.memo.inst(inst);
+            if self.excluded_inst(program, rule, link, info) {
+                continue;
+            }
+            // The values to test: the node's, or with multiMatch every
+            // distinct value along the chain (the original first).
+            let mut path = std::mem::take(&mut self.scratch.multi);
+            path.clear();
+            if link.multi_match {
+                let mut n = Some(node);
+                while let Some(cur) = n {
+                    path.push((cur.index(), 0));
+                    n = program.transforms.nodes[cur.index()].parent;
+                }
+                path.reverse();
+            } else {
+                path.push((node.index(), 0));
+            }
+            let mut last = u32::MAX;
+            for &(n, _) in &path {
+                let e =
+                    self.memo
+                        .value(inst, NodeId(n as u32), &program.transforms, &mut self.stats);
+                if e == last {
+                    continue;
+                }
+                last = e;
+                if gate != Gate::Always {
+                    self.memo
+                        .ensure_gate_data(e, scanner, need_bits, need_mask, &mut self.stats);
+                    let (bits, mask) = self.memo.gate_data(e);
+                    if !scanner.passes(gate, bits, mask) {
+                        self.stats.prefilter_skips += 1;
+                        continue;
+                    }
+                }
+                let hit = self.run_operator(program, op, link, arg, Source::Memo(e));
+                if hit {
+                    any = true;
+                    let mut name = std::mem::take(&mut self.matched_var_name);
+                    name.clear();
+                    push_name(&mut name, info.var, self.origin_key(info.var, info.origin));
+                    self.matched_var_name = name;
+                    self.matched_var.clear();
+                    self.matched_var.extend_from_slice(self.memo.bytes(e));
+                    self.record_match(link);
+                }
+            }
+            self.scratch.multi = path;
+        }
+        any
+    }
+
+    /// Builds the instance list of a target for this generation. Entries of
+    /// request collections are read in place (their instances persist for
+    /// the transaction); scalars are read into a scratch list.
+    fn build_target(&mut self, program: &'r Program, tid: TargetId) -> (u32, u32) {
+        let target = &program.targets[tid.index()];
+        let var = target.variable;
+        let generation = self.generation;
+        // The memo is moved out so the collections can be read while it grows.
+        let mut memo = std::mem::take(&mut self.memo);
+        let start = memo.list_begin();
+        if let Some((id, names)) = Self::stable_coll(var) {
+            let keyless = id == coll::MULTIPART_NAMES || id == coll::MULTIPART_FILENAMES;
+            for (i, e) in self.coll_by_id(id).iter().enumerate() {
+                if keyless || selector_matches(program, &target.selector, &e.key) {
+                    let origin = Origin::Coll {
+                        coll: id,
+                        names,
+                        idx: i as u32,
+                    };
+                    let raw = if names { &e.key } else { &e.value };
+                    let inst = memo.instance(var, origin, raw, generation);
+                    memo.list_push(inst);
+                }
+            }
+        } else {
+            let mut vals = std::mem::take(&mut self.scratch.vals);
+            vals.clear();
+            self.collect_into(program, target, &mut vals);
+            for i in 0..vals.items.len() {
+                let item = vals.items[i];
+                // Stable targets only yield memoizable values.
+                let origin = item.origin.unwrap_or(Origin::Scalar(item.var));
+                let inst = memo.instance(item.var, origin, vals.value(i), generation);
+                memo.list_push(inst);
+            }
+            self.scratch.vals = vals;
+        }
+        let r = memo.list_end(tid, start, generation);
+        self.memo = memo;
+        r
+    }
+
+    /// A slot read directly (volatile variables, counts, or memo off): the
+    /// values are collected and transformed for this link alone.
+    #[allow(clippy::too_many_arguments)]
+    fn eval_slot_direct(
+        &mut self,
+        program: &'r Program,
+        rule: &'r Rule,
+        link: &'r Link,
+        op: &'r Operator,
+        arg: &[u8],
+        gate: Gate,
+        target: &'r Target,
+    ) -> bool {
+        let mut vals = std::mem::take(&mut self.scratch.vals);
+        vals.clear();
+        self.collect_into(program, target, &mut vals);
+        let chain = self.rs.chain(link.transforms);
+        let scanner = self.rs.scanner();
+        let (mut cur, mut tmp, mut multi) = (
+            std::mem::take(&mut self.scratch.a),
+            std::mem::take(&mut self.scratch.b),
+            std::mem::take(&mut self.scratch.c),
+        );
+        let mut bits = std::mem::take(&mut self.scratch.bits);
+        bits.resize(scanner.words(), 0);
+        let mut ends = std::mem::take(&mut self.scratch.multi);
+        let mut any = false;
+        for i in 0..vals.items.len() {
+            let item = vals.items[i];
+            if self.excluded(program, rule, link, item.var, vals.key(i)) {
+                continue;
+            }
+            // Candidates: `multi[ends[j-1]..ends[j]]`, the transformed value
+            // (or with multiMatch every distinct intermediate value).
+            cur.clear();
+            cur.extend_from_slice(vals.value(i));
+            multi.clear();
+            ends.clear();
+            if link.multi_match {
+                multi.extend_from_slice(&cur);
+                ends.push((0, multi.len()));
+            }
+            for &t in chain {
+                if crate::transform::apply(t, &cur, &mut tmp) {
+                    std::mem::swap(&mut cur, &mut tmp);
+                    if link.multi_match {
+                        let s = multi.len();
+                        multi.extend_from_slice(&cur);
+                        ends.push((s, multi.len()));
+                    }
+                }
+            }
+            if !link.multi_match {
+                multi.extend_from_slice(&cur);
+                ends.push((0, multi.len()));
+            }
+            self.stats.memo_misses += 1;
+            for &(s, e) in ends.iter() {
+                let value = &multi[s..e];
+                if gate != Gate::Always {
+                    let (need_bits, need_mask) = Scanner::needs(gate);
+                    if need_bits {
+                        self.stats.scans += 1;
+                        scanner.scan(value, &mut bits);
+                    }
+                    let mask = if need_mask { byte_mask(value) } else { [0; 4] };
+                    if !scanner.passes(gate, &bits, &mask) {
+                        self.stats.prefilter_skips += 1;
+                        continue;
+                    }
+                }
+                let hit = self.run_operator(program, op, link, arg, Source::Bytes(value));
+                if hit {
+                    any = true;
+                    let mut name = std::mem::take(&mut self.matched_var_name);
+                    name.clear();
+                    push_name(&mut name, item.var, vals.key(i));
+                    self.matched_var_name = name;
+                    self.matched_var.clear();
+                    self.matched_var.extend_from_slice(value);
+                    self.record_match(link);
+                }
+            }
+        }
+        self.scratch.a = cur;
+        self.scratch.b = tmp;
+        self.scratch.c = multi;
+        self.scratch.bits = bits;
+        self.scratch.multi = ends;
+        self.scratch.vals = vals;
+        any
+    }
+
+    /// Runs the operator on one value; on a hit with `capture`, fills TX:0-9.
+    fn run_operator(
+        &mut self,
+        program: &Program,
+        op: &Operator,
+        link: &Link,
+        arg: &[u8],
+        value: Source<'_>,
+    ) -> bool {
+        self.stats.op_runs += 1;
+        if matches!(op.kind, OpKind::Rx(_) | OpKind::Verify { .. }) {
+            self.stats.regex_evals += 1;
+        }
+        let capture = link.capture && !op.negated;
+        let value = match value {
+            Source::Memo(e) => self.memo.bytes(e),
+            Source::Bytes(b) => b,
+        };
+        let hit = operator::matches(
+            program,
+            op,
+            arg,
+            value,
+            self.rs.injection(),
+            capture,
+            &mut self.caps,
+        ) != op.negated;
+        if hit && capture {
+            for (i, name) in CAPTURE_NAMES.iter().enumerate() {
+                if let Some(g) = self.caps.get(i) {
+                    self.tx.set(name, g);
+                }
+            }
+        }
+        hit
+    }
+
+    /// A value matched: MATCHED_VARS grows and the link's setvars run.
+    fn record_match(&mut self, link: &Link) {
+        self.matched_vars
+            .push(self.matched_var_name.as_bytes(), &self.matched_var);
+        self.per_match_actions(link);
+    }
+
+    fn excluded_inst(&self, program: &Program, rule: &Rule, link: &Link, info: Inst) -> bool {
+        if link.exclusions.is_empty() && self.removed_targets.is_empty() {
+            return false;
+        }
+        let key = self.origin_key(info.var, info.origin);
+        self.excluded(program, rule, link, info.var, key)
+    }
+
+    fn excluded(&self, program: &Program, rule: &Rule, link: &Link, var: V, key: &[u8]) -> bool {
+        let hit = |e: &Exclusion| e.variable == var && selector_matches(program, &e.selector, key);
+        link.exclusions.iter().any(hit)
+            || self.removed_targets.iter().any(|(sel, e)| {
+                let applies = match sel {
+                    RuleSel::Ids(r) => r.iter().any(|&(a, b)| a <= rule.id && rule.id <= b),
+                    RuleSel::Tag(t) => rule.meta.tags.iter().any(|x| x == t),
+                    RuleSel::Msg(m) => {
+                        rule.meta.msg.as_ref().and_then(|x| x.as_literal()) == Some(m.as_str())
+                    }
+                };
+                applies && hit(e)
+            })
+    }
+
+    fn per_match_actions(&mut self, link: &Link) {
+        for a in &link.actions {
+            if let LinkAction::SetVar(sv) = a {
+                self.setvar(sv);
+            }
+        }
+    }
+
+    fn after_match_actions(&mut self, link: &Link) {
+        for a in &link.actions {
+            match a {
+                LinkAction::Ctl(c) => self.ctl(c),
+                LinkAction::InitCol { collection, .. } => self.init_collection(*collection),
+                LinkAction::SetEnv { name, value } => {
+                    let (mut n, mut v) = (
+                        std::mem::take(&mut self.scratch.a),
+                        std::mem::take(&mut self.scratch.b),
+                    );
+                    n.clear();
+                    v.clear();
+                    self.expand_into(name, &mut n);
+                    self.expand_into(value, &mut v);
+                    self.env.set(&n, &v);
+                    self.scratch.a = n;
+                    self.scratch.b = v;
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// `initcol`: the collection exists (empty) for the rest of the
+    /// transaction; persistence across transactions is not implemented.
+    fn init_collection(&mut self, collection: V) {
+        if self.persistent[..self.persistent_len]
+            .iter()
+            .any(|(v, _)| *v == collection)
+        {
+            return;
+        }
+        if self.persistent_len == self.persistent.len() {
+            self.persistent.push((collection, Collection::default()));
+        }
+        let slot = &mut self.persistent[self.persistent_len];
+        slot.0 = collection;
+        slot.1.clear();
+        self.persistent_len += 1;
+    }
+
+    fn full_match(&mut self, rule: &Rule) {
+        if let Some(sev) = rule.meta.severity {
+            let n = sev.number();
+            self.highest_severity = Some(self.highest_severity.map_or(n, |h| h.min(n)));
+        }
+        let disruptive = !matches!(rule.disruptive, Disruptive::Pass);
+        if self.match_count == self.matches.len() {
+            self.matches.push(MatchedRule::default());
+        }
+        // Reuse a pooled record: its strings keep their capacity.
+        let mut m = std::mem::take(&mut self.matches[self.match_count]);
+        m.id = rule.id;
+        m.phase = rule.phase;
+        let mut buf = std::mem::take(&mut self.scratch.c);
+        for (field, src) in [
+            (&mut m.msg, &rule.meta.msg),
+            (&mut m.logdata, &rule.meta.logdata),
+        ] {
+            field.clear();
+            if let Some(src) = src {
+                buf.clear();
+                self.expand_into(src, &mut buf);
+                field.push_str(&String::from_utf8_lossy(&buf));
+            }
+        }
+        self.scratch.c = buf;
+        m.severity = rule.meta.severity;
+        m.tags.clone_from(&rule.meta.tags);
+        m.ver.clone_from(&rule.meta.ver);
+        m.matched_var_name.clone_from(&self.matched_var_name);
+        m.matched_var.clear();
+        m.matched_var
+            .push_str(&String::from_utf8_lossy(&self.matched_var));
+        m.log = rule.log;
+        m.disruptive = disruptive;
+        m.location.clone_from(&rule.location);
+        self.matches[self.match_count] = m;
+        self.match_count += 1;
+        let enforce = self.mode == EngineMode::On;
+        match &rule.disruptive {
+            Disruptive::Pass | Disruptive::Pause(_) => {}
+            Disruptive::Allow(scope) => {
+                if enforce {
+                    self.allow = match scope {
+                        AllowScope::All => Allow::All,
+                        AllowScope::Phase => Allow::Phase,
+                        AllowScope::Request => Allow::Request,
+                    };
+                }
+            }
+            Disruptive::Deny | Disruptive::Drop => {
+                if enforce {
+                    self.intervention = Some(Intervention {
+                        status: rule.status.unwrap_or(403),
+                        action: if rule.disruptive == Disruptive::Drop {
+                            "drop"
+                        } else {
+                            "deny"
+                        },
+                        rule_id: rule.id,
+                        phase: rule.phase,
+                        url: None,
+                    });
+                }
+            }
+            Disruptive::Redirect(url) | Disruptive::Proxy(url) => {
+                if enforce {
+                    let redirect = matches!(rule.disruptive, Disruptive::Redirect(_));
+                    let mut buf = Vec::new();
+                    self.expand_into(url, &mut buf);
+                    self.intervention = Some(Intervention {
+                        status: rule.status.unwrap_or(if redirect { 302 } else { 200 }),
+                        action: if redirect { "redirect" } else { "proxy" },
+                        rule_id: rule.id,
+                        phase: rule.phase,
+                        url: Some(String::from_utf8_lossy(&buf).into_owned()),
+                    });
+                }
+            }
+        }
+    }
+
+    fn setvar(&mut self, sv: &SetVar) {
+        let mut name = std::mem::take(&mut self.scratch.a);
+        let mut value = std::mem::take(&mut self.scratch.b);
+        name.clear();
+        value.clear();
+        self.expand_into(&sv.name, &mut name);
+        name.make_ascii_lowercase();
+        if let SetVarOp::Set(v) | SetVarOp::Add(v) | SetVarOp::Sub(v) = &sv.op {
+            self.expand_into(v, &mut value);
+        }
+        let coll = match sv.collection {
+            V::Tx => Some(&mut self.tx),
+            other => self.persistent[..self.persistent_len]
+                .iter_mut()
+                .find(|(v, _)| *v == other)
+                // ModSecurity ignores setvar on a collection that initcol did not open.
+                .map(|(_, c)| c),
+        };
+        if let Some(coll) = coll {
+            match &sv.op {
+                SetVarOp::Set(_) => coll.set(&name, &value),
+                SetVarOp::Delete => coll.remove(&name),
+                SetVarOp::Add(_) | SetVarOp::Sub(_) => {
+                    let cur = coll.get(&name).map(operator::stoi).unwrap_or(0);
+                    let delta = operator::stoi(&value);
+                    let n = if matches!(sv.op, SetVarOp::Add(_)) {
+                        cur.saturating_add(delta)
+                    } else {
+                        cur.saturating_sub(delta)
+                    };
+                    value.clear();
+                    super::push_i64(&mut value, n);
+                    coll.set(&name, &value);
+                }
+            }
+        }
+        self.scratch.a = name;
+        self.scratch.b = value;
+    }
+
+    fn ctl(&mut self, c: &Ctl) {
+        match c {
+            Ctl::RuleEngine(m) => self.mode = *m,
+            Ctl::RuleRemoveById(r) => self.removed_ids.extend_from_slice(r),
+            Ctl::RuleRemoveByTag(t) => self.removed_tags.push(t.clone()),
+            Ctl::RuleRemoveByMsg(m) => self.removed_msgs.push(m.clone()),
+            Ctl::RuleRemoveTargetById { ids, target } => self
+                .removed_targets
+                .push((RuleSel::Ids(ids.clone()), target.clone())),
+            Ctl::RuleRemoveTargetByTag { tag, target } => self
+                .removed_targets
+                .push((RuleSel::Tag(tag.clone()), target.clone())),
+            Ctl::RuleRemoveTargetByMsg { msg, target } => self
+                .removed_targets
+                .push((RuleSel::Msg(msg.clone()), target.clone())),
+            Ctl::RequestBodyProcessor(p) => {
+                if let Some(p) = Processor::from_name(p) {
+                    self.processor = Some(p);
+                    // REQBODY_PROCESSOR (a memoized scalar) changed.
+                    self.next_generation();
+                }
+            }
+            Ctl::RequestBodyAccess(b) => {
+                self.request_body_access = *b;
+                self.next_generation();
+            }
+            Ctl::ResponseBodyAccess(b) => self.response_body_access = *b,
+            Ctl::ForceRequestBodyVariable(b) => {
+                self.force_request_body_variable = *b;
+                self.next_generation();
+            }
+            Ctl::RequestBodyLimit(_) | Ctl::ResponseBodyLimit(_) => {}
+            Ctl::AuditEngine(_) | Ctl::AuditLogParts(_) | Ctl::Ignored { .. } => {}
+        }
+    }
+
+    /// Appends `m` with its `%{...}` macros expanded (the first value of the
+    /// named variable) to `out`.
+    pub(super) fn expand_into(&self, m: &MacroString, out: &mut Vec<u8>) {
+        for p in &m.parts {
+            match p {
+                MacroPart::Literal(s) => out.extend_from_slice(s.as_bytes()),
+                MacroPart::Var { variable, key } => {
+                    self.first_value_into(*variable, key.as_deref(), out)
+                }
+            }
+        }
+    }
+}
+
+/// Where an operator's input is.
+enum Source<'a> {
+    Memo(u32),
+    Bytes(&'a [u8]),
+}
+
+/// `VAR` or `VAR:key`, as ModSecurity names a matched value.
+fn push_name(out: &mut String, var: V, key: &[u8]) {
+    out.push_str(var.name());
+    if !key.is_empty() {
+        out.push(':');
+        out.push_str(&String::from_utf8_lossy(key));
+    }
+}

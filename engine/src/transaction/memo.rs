@@ -1,0 +1,468 @@
+//! The per-transaction memo table of transformed values.
+//!
+//! A *variable instance* is one value of the request: the third argument, the
+//! `User-Agent` header, the name of a cookie, `REQUEST_URI`. Rules read it
+//! through transform chains, which the compiler interned as nodes of a prefix
+//! tree (`urlDecodeUni → lowercase` is a child of `urlDecodeUni`). The table
+//! maps (instance, node) to an *entry*: the transformed bytes in an arena,
+//! plus — computed only when an operator's prefilter asks — the value's
+//! prefilter scan bits and byte set.
+//!
+//! - A node's value is computed from its parent's, so a shared prefix is
+//!   transformed once.
+//! - A transformation that leaves its input unchanged (the common case)
+//!   maps the node to the parent's entry: no copy, no second scan.
+//! - A case-only transformation (`lowercase`, `uppercase`) inherits the
+//!   parent's scan result: the scan is ASCII-case-insensitive.
+//!
+//! Only values that cannot change while rules run are memoized (request
+//! collections only grow, and an entry's index is stable); `TX`, `ENV`,
+//! `MATCHED_VAR(S)` and a few clocks are read directly every time (see
+//! `vars::is_volatile`). Scalars are re-read at every phase, since body
+//! processing and the response set new ones.
+//!
+//! Each target's list of instances is built once per phase and shared by all
+//! its slots (target × transform node); a slot caches, lazily, the union of
+//! its values' scan results: a rule whose operator cannot match any of them
+//! is skipped after one bit test.
+//!
+//! All storage is kept by [`Memo::clear`], so a reused transaction stops
+//! allocating once the buffers have grown.
+
+use crate::prefilter::{byte_mask, ByteMask, Scanner};
+use crate::ruleset::Ruleset;
+use crate::transaction::EvalStats;
+use crate::transform::{self, Transform};
+use waf_compiler::ir::{NodeId, SlotId, TargetId, TransformTree};
+use waf_compiler::names::Variable as V;
+
+const NONE: u32 = u32::MAX;
+
+/// Where an instance's value comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Origin {
+    /// Entry `idx` of a collection (`names`: its key rather than its value).
+    Coll { coll: u8, names: bool, idx: u32 },
+    /// A scalar variable (or `XML:/*`).
+    Scalar(V),
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Inst {
+    pub var: V,
+    pub origin: Origin,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    start: usize,
+    len: usize,
+    scanned: bool,
+    masked: bool,
+    mask: ByteMask,
+}
+
+/// Number of distinct `(collection, names)` origins (see `vars::Coll`).
+pub(super) const ORIGIN_KINDS: usize = 32;
+
+#[derive(Default)]
+pub(super) struct Memo {
+    nodes: usize,
+    words: usize,
+    /// `inst * nodes + node` → entry, or `NONE`.
+    table: Vec<u32>,
+    entries: Vec<Entry>,
+    arena: Vec<u8>,
+    /// Entry `e`'s scan result is `bits[e * words..(e + 1) * words]`.
+    bits: Vec<u64>,
+    insts: Vec<Inst>,
+    /// Per `(coll, names)`: collection index → instance.
+    coll_insts: Vec<Vec<u32>>,
+    /// Per variable: (generation, instance) of the scalar's instance.
+    scalar_insts: Vec<(u32, u32)>,
+    // Instance lists of targets, indexed by `TargetId`: built once per
+    // generation, shared by every slot (transform chain) of the target.
+    target_gen: Vec<u32>,
+    target_range: Vec<(u32, u32)>,
+    target_list: Vec<u32>,
+    // Slot states, indexed by `SlotId`: the union of the scan results of
+    // the target's values at the slot's node, computed on first use.
+    slot_gen: Vec<u32>,
+    slot_bits_ready: Vec<bool>,
+    slot_mask_ready: Vec<bool>,
+    slot_bits: Vec<u64>,
+    slot_mask: Vec<ByteMask>,
+    path: Vec<NodeId>,
+    out: Vec<u8>,
+}
+
+impl Memo {
+    pub fn new(rs: &Ruleset) -> Memo {
+        let p = rs.program();
+        let words = rs.scanner().words();
+        let slots = p.slots.len();
+        Memo {
+            nodes: p.transforms.nodes.len(),
+            words,
+            table: Vec::new(),
+            entries: Vec::new(),
+            arena: Vec::new(),
+            bits: Vec::new(),
+            insts: Vec::new(),
+            coll_insts: vec![Vec::new(); ORIGIN_KINDS],
+            scalar_insts: vec![(0, NONE); V::ALL.len()],
+            target_gen: vec![0; p.targets.len()],
+            target_range: vec![(0, 0); p.targets.len()],
+            target_list: Vec::new(),
+            slot_gen: vec![0; slots],
+            slot_bits_ready: vec![false; slots],
+            slot_mask_ready: vec![false; slots],
+            slot_bits: vec![0; slots * words],
+            slot_mask: vec![[0; 4]; slots],
+            path: Vec::new(),
+            out: Vec::new(),
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.table.clear();
+        self.entries.clear();
+        self.arena.clear();
+        self.bits.clear();
+        self.insts.clear();
+        for v in &mut self.coll_insts {
+            v.clear();
+        }
+        self.target_list.clear();
+        // Instances are gone: no scalar may point at one.
+        self.scalar_insts.fill((0, NONE));
+    }
+
+    /// Forgets slot states and scalar instances of every generation (when
+    /// the generation counter wraps).
+    pub fn forget_generations(&mut self) {
+        self.slot_gen.fill(0);
+        self.target_gen.fill(0);
+        self.scalar_insts.fill((0, NONE));
+    }
+
+    /// The instance of `origin`, created (with `raw` as its untransformed
+    /// value) if this is its first use. Scalars get a new instance in each
+    /// generation (phase), collection entries keep theirs.
+    pub fn instance(&mut self, var: V, origin: Origin, raw: &[u8], generation: u32) -> u32 {
+        match origin {
+            Origin::Coll { coll, names, idx } => {
+                let k = usize::from(coll) * 2 + usize::from(names);
+                let list = &mut self.coll_insts[k];
+                let i = idx as usize;
+                if list.len() <= i {
+                    list.resize(i + 1, NONE);
+                }
+                if list[i] != NONE {
+                    return list[i];
+                }
+                let inst = self.new_instance(var, origin, raw);
+                self.coll_insts[k][i] = inst;
+                inst
+            }
+            Origin::Scalar(v) => {
+                let (g, inst) = self.scalar_insts[v as usize];
+                // A scalar read again in a later generation keeps its
+                // instance (and transformed values) if its value is the same.
+                if inst != NONE && (g == generation || self.raw(inst) == raw) {
+                    self.scalar_insts[v as usize] = (generation, inst);
+                    return inst;
+                }
+                let inst = self.new_instance(var, origin, raw);
+                self.scalar_insts[v as usize] = (generation, inst);
+                inst
+            }
+        }
+    }
+
+    fn new_instance(&mut self, var: V, origin: Origin, raw: &[u8]) -> u32 {
+        let inst = self.insts.len() as u32;
+        self.insts.push(Inst { var, origin });
+        self.table.resize(self.table.len() + self.nodes, NONE);
+        let e = self.push_entry(raw);
+        self.table[inst as usize * self.nodes] = e;
+        inst
+    }
+
+    fn push_entry(&mut self, value: &[u8]) -> u32 {
+        let start = self.arena.len();
+        self.arena.extend_from_slice(value);
+        self.entries.push(Entry {
+            start,
+            len: value.len(),
+            scanned: false,
+            masked: false,
+            mask: [0; 4],
+        });
+        self.bits.resize(self.bits.len() + self.words, 0);
+        (self.entries.len() - 1) as u32
+    }
+
+    /// The untransformed value of an instance.
+    fn raw(&self, inst: u32) -> &[u8] {
+        self.bytes(self.table[inst as usize * self.nodes])
+    }
+
+    pub fn inst(&self, inst: u32) -> Inst {
+        self.insts[inst as usize]
+    }
+
+    /// The entry of `inst` transformed by the chain of `node`, computing the
+    /// missing nodes from the nearest computed ancestor.
+    pub fn value(
+        &mut self,
+        inst: u32,
+        node: NodeId,
+        tree: &TransformTree,
+        stats: &mut EvalStats,
+    ) -> u32 {
+        let base = inst as usize * self.nodes;
+        let e = self.table[base + node.index()];
+        if e != NONE {
+            return e;
+        }
+        stats.memo_misses += 1;
+        self.path.clear();
+        let mut n = node;
+        while self.table[base + n.index()] == NONE {
+            self.path.push(n);
+            // The root always has an entry, and every other node a parent.
+            match tree.nodes[n.index()].parent {
+                Some(p) => n = p,
+                None => break,
+            }
+        }
+        let mut cur = self.table[base + n.index()];
+        while let Some(n) = self.path.pop() {
+            if let Some(t) = tree.nodes[n.index()].transform {
+                cur = self.transform(cur, t);
+            }
+            self.table[base + n.index()] = cur;
+        }
+        cur
+    }
+
+    fn transform(&mut self, from: u32, t: Transform) -> u32 {
+        let f = self.entries[from as usize];
+        let mut out = std::mem::take(&mut self.out);
+        let changed = transform::apply(t, &self.arena[f.start..f.start + f.len], &mut out);
+        let e = if changed {
+            let e = self.push_entry(&out);
+            if case_only(t) && f.scanned {
+                let w = self.words;
+                let (src, dst) = (from as usize * w, e as usize * w);
+                self.bits.copy_within(src..src + w, dst);
+                let new = &mut self.entries[e as usize];
+                new.scanned = true;
+                new.masked = f.masked;
+                new.mask = f.mask;
+            }
+            e
+        } else {
+            from
+        };
+        self.out = out;
+        e
+    }
+
+    pub fn bytes(&self, e: u32) -> &[u8] {
+        let f = &self.entries[e as usize];
+        &self.arena[f.start..f.start + f.len]
+    }
+
+    /// Computes the entry's scan result (if `bits`) and byte set (if `mask`)
+    /// unless already done.
+    pub fn ensure_gate_data(
+        &mut self,
+        e: u32,
+        scanner: &Scanner,
+        bits: bool,
+        mask: bool,
+        stats: &mut EvalStats,
+    ) {
+        let i = e as usize;
+        let f = self.entries[i];
+        let w = self.words;
+        if bits && !f.scanned {
+            stats.scans += 1;
+            scanner.scan(
+                &self.arena[f.start..f.start + f.len],
+                &mut self.bits[i * w..(i + 1) * w],
+            );
+            self.entries[i].scanned = true;
+        }
+        if mask && !f.masked {
+            let m = byte_mask(&self.arena[f.start..f.start + f.len]);
+            let en = &mut self.entries[i];
+            en.mask = m;
+            en.masked = true;
+        }
+    }
+
+    /// The entry's scan result and byte set (see [`Memo::ensure_gate_data`]).
+    pub fn gate_data(&self, e: u32) -> (&[u64], &ByteMask) {
+        let i = e as usize;
+        let w = self.words;
+        (&self.bits[i * w..(i + 1) * w], &self.entries[i].mask)
+    }
+
+    // ------------------------------------------------------------ targets and slots
+
+    /// The instance list of a target built in `generation`, if any.
+    pub fn target(&self, target: TargetId, generation: u32) -> Option<(u32, u32)> {
+        let t = target.index();
+        (self.target_gen[t] == generation).then(|| self.target_range[t])
+    }
+
+    /// Starts a target's instance list: push with [`Memo::list_push`], then
+    /// [`Memo::list_end`].
+    pub fn list_begin(&self) -> u32 {
+        self.target_list.len() as u32
+    }
+
+    pub fn list_push(&mut self, inst: u32) {
+        self.target_list.push(inst);
+    }
+
+    pub fn list_end(&mut self, target: TargetId, start: u32, generation: u32) -> (u32, u32) {
+        let t = target.index();
+        let range = (start, self.target_list.len() as u32 - start);
+        self.target_gen[t] = generation;
+        self.target_range[t] = range;
+        range
+    }
+
+    pub fn list_inst(&self, i: u32) -> u32 {
+        self.target_list[i as usize]
+    }
+
+    /// Marks the slot's union stale unless it was computed in `generation`.
+    pub fn slot_touch(&mut self, slot: SlotId, generation: u32) {
+        let s = slot.index();
+        if self.slot_gen[s] != generation {
+            self.slot_gen[s] = generation;
+            self.slot_bits_ready[s] = false;
+            self.slot_mask_ready[s] = false;
+        }
+    }
+
+    /// Whether an operator with this gate may match some value of the slot:
+    /// the union of the scan results and byte sets of the target's
+    /// instances (`list`) at the slot's `node`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn slot_passes(
+        &mut self,
+        slot: SlotId,
+        node: NodeId,
+        list: (u32, u32),
+        gate: crate::prefilter::Gate,
+        scanner: &Scanner,
+        tree: &TransformTree,
+        stats: &mut EvalStats,
+    ) -> bool {
+        let (need_bits, need_mask) = Scanner::needs(gate);
+        let s = slot.index();
+        let w = self.words;
+        let (start, len) = list;
+        let need_bits = need_bits && !self.slot_bits_ready[s];
+        let need_mask = need_mask && !self.slot_mask_ready[s];
+        if need_bits || need_mask {
+            let mut union = [0u64; 4];
+            if need_bits {
+                self.slot_bits[s * w..(s + 1) * w].fill(0);
+            }
+            for k in start..start + len {
+                let inst = self.target_list[k as usize];
+                let e = self.value(inst, node, tree, stats);
+                self.ensure_gate_data(e, scanner, need_bits, need_mask, stats);
+                let i = e as usize;
+                if need_bits {
+                    for j in 0..w {
+                        self.slot_bits[s * w + j] |= self.bits[i * w + j];
+                    }
+                }
+                if need_mask {
+                    for (u, m) in union.iter_mut().zip(self.entries[i].mask) {
+                        *u |= m;
+                    }
+                }
+            }
+            if need_bits {
+                self.slot_bits_ready[s] = true;
+            }
+            if need_mask {
+                self.slot_mask[s] = union;
+                self.slot_mask_ready[s] = true;
+            }
+        }
+        scanner.passes(
+            gate,
+            &self.slot_bits[s * w..(s + 1) * w],
+            &self.slot_mask[s],
+        )
+    }
+}
+
+/// Transformations that only change ASCII letter case: the (case-insensitive)
+/// scan result of their output equals their input's.
+fn case_only(t: Transform) -> bool {
+    matches!(t, Transform::Lowercase | Transform::Uppercase)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_prefixes_and_identities() {
+        let rs = Ruleset::from_str(
+            "t.conf",
+            r#"
+            SecRule ARGS "@rx union" "id:1,phase:1,pass,t:none,t:urlDecodeUni,t:lowercase"
+            SecRule ARGS "@rx select" "id:2,phase:1,pass,t:none,t:urlDecodeUni"
+            "#,
+        )
+        .expect("compiles");
+        let tree = &rs.program().transforms;
+        let deep = NodeId((tree.nodes.len() - 1) as u32);
+        let mid = tree.nodes[deep.index()].parent.expect("parent");
+        let mut m = Memo::new(&rs);
+        let mut stats = EvalStats::default();
+        let origin = Origin::Coll {
+            coll: 0,
+            names: false,
+            idx: 0,
+        };
+        let a = m.instance(V::Args, origin, b"A%20B", 1);
+        assert_eq!(m.instance(V::Args, origin, b"ignored", 1), a);
+        let e = m.value(a, deep, tree, &mut stats);
+        assert_eq!(m.bytes(e), b"a b");
+        assert_eq!(stats.memo_misses, 1);
+        let e2 = m.value(a, mid, tree, &mut stats);
+        assert_eq!(m.bytes(e2), b"A B");
+        assert_eq!(stats.memo_misses, 1, "computed on the way to the deep node");
+        // An unchanged value shares the parent's entry.
+        let b = m.instance(
+            V::Args,
+            Origin::Coll {
+                coll: 0,
+                names: false,
+                idx: 1,
+            },
+            b"plain",
+            1,
+        );
+        let root = m.value(b, NodeId::ROOT, tree, &mut stats);
+        assert_eq!(m.value(b, deep, tree, &mut stats), root);
+        m.clear();
+        let c = m.instance(V::Args, origin, b"x", 2);
+        assert_eq!(c, 0);
+        let e = m.value(c, deep, tree, &mut stats);
+        assert_eq!(m.bytes(e), b"x");
+    }
+}

@@ -1,0 +1,572 @@
+//! Variables: where each one's values come from, copied into reusable buffers.
+
+use super::memo::Origin;
+use super::{civil, push_i64, Transaction};
+use crate::body::Processor;
+use crate::collection::Collection;
+use std::io::Write as _;
+use std::time::{SystemTime, UNIX_EPOCH};
+use waf_compiler::ir::{Program, Selector, Target};
+use waf_compiler::names::Variable as V;
+
+/// One value: its variable, key and bytes (ranges into [`ValList::buf`]),
+/// and where it comes from when it can be memoized.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct ValItem {
+    pub var: V,
+    pub key: (usize, usize),
+    pub value: (usize, usize),
+    pub origin: Option<Origin>,
+}
+
+/// A reusable list of values.
+#[derive(Debug, Default)]
+pub(super) struct ValList {
+    pub buf: Vec<u8>,
+    pub items: Vec<ValItem>,
+}
+
+impl ValList {
+    pub fn clear(&mut self) {
+        self.buf.clear();
+        self.items.clear();
+    }
+
+    fn push(&mut self, var: V, key: &[u8], value: &[u8], origin: Option<Origin>) {
+        let k = self.buf.len();
+        self.buf.extend_from_slice(key);
+        let v = self.buf.len();
+        self.buf.extend_from_slice(value);
+        self.items.push(ValItem {
+            var,
+            key: (k, v),
+            value: (v, self.buf.len()),
+            origin,
+        });
+    }
+
+    /// Pushes a value written by `fill` into the buffer.
+    fn push_with(&mut self, var: V, origin: Option<Origin>, fill: impl FnOnce(&mut Vec<u8>)) {
+        let v = self.buf.len();
+        fill(&mut self.buf);
+        self.items.push(ValItem {
+            var,
+            key: (v, v),
+            value: (v, self.buf.len()),
+            origin,
+        });
+    }
+
+    pub fn key(&self, i: usize) -> &[u8] {
+        let (s, e) = self.items[i].key;
+        &self.buf[s..e]
+    }
+
+    pub fn value(&self, i: usize) -> &[u8] {
+        let (s, e) = self.items[i].value;
+        &self.buf[s..e]
+    }
+}
+
+/// Collections whose entries can be memoized (they only grow while rules run).
+pub(super) mod coll {
+    pub const ARGS: u8 = 0;
+    pub const ARGS_GET: u8 = 1;
+    pub const ARGS_POST: u8 = 2;
+    pub const HEADERS: u8 = 3;
+    pub const COOKIES: u8 = 4;
+    pub const RESPONSE_HEADERS: u8 = 5;
+    pub const FILES: u8 = 6;
+    pub const FILES_SIZES: u8 = 7;
+    pub const MULTIPART_PART_HEADERS: u8 = 8;
+    pub const MULTIPART_NAMES: u8 = 9;
+    pub const MULTIPART_FILENAMES: u8 = 10;
+    pub const XML_ATTRS: u8 = 11;
+}
+
+/// Whether a variable's values may change while the rules of one phase run
+/// (rule actions write them, or they are clocks): such values are read
+/// afresh for every rule, never memoized.
+pub(super) fn is_volatile(var: V) -> bool {
+    use V::*;
+    matches!(
+        var,
+        Tx | Env
+            | Ip
+            | Session
+            | User
+            | Global
+            | Resource
+            | MatchedVar
+            | MatchedVarName
+            | MatchedVars
+            | MatchedVarsNames
+            | HighestSeverity
+            | Duration
+            | Time
+            | TimeEpoch
+            | TimeYear
+            | TimeMon
+            | TimeDay
+            | TimeHour
+            | TimeMin
+            | TimeSec
+            | TimeWday
+    )
+}
+
+/// Whether a key passes a target's selector.
+pub(super) fn selector_matches(program: &Program, sel: &Selector, key: &[u8]) -> bool {
+    match sel {
+        Selector::All => true,
+        Selector::Key(k) => key.eq_ignore_ascii_case(k.as_bytes()),
+        Selector::Regex(id) => program.selector_regexes[id.index()].regex.is_match(key),
+        Selector::XPath(_) => true,
+    }
+}
+
+impl Transaction<'_> {
+    /// The memoizable collection of a variable: (collection id, names?).
+    pub(super) fn stable_coll(var: V) -> Option<(u8, bool)> {
+        use coll::*;
+        Some(match var {
+            V::Args => (ARGS, false),
+            V::ArgsNames => (ARGS, true),
+            V::ArgsGet => (ARGS_GET, false),
+            V::ArgsGetNames => (ARGS_GET, true),
+            V::ArgsPost => (ARGS_POST, false),
+            V::ArgsPostNames => (ARGS_POST, true),
+            V::RequestHeaders => (HEADERS, false),
+            V::RequestHeadersNames => (HEADERS, true),
+            V::RequestCookies => (COOKIES, false),
+            V::RequestCookiesNames => (COOKIES, true),
+            V::ResponseHeaders => (RESPONSE_HEADERS, false),
+            V::ResponseHeadersNames => (RESPONSE_HEADERS, true),
+            V::Files => (FILES, false),
+            V::FilesNames => (FILES, true),
+            V::FilesSizes => (FILES_SIZES, false),
+            V::MultipartPartHeaders => (MULTIPART_PART_HEADERS, false),
+            V::MultipartName => (MULTIPART_NAMES, false),
+            V::MultipartFilename => (MULTIPART_FILENAMES, false),
+            _ => return None,
+        })
+    }
+
+    pub(super) fn coll_by_id(&self, id: u8) -> &Collection {
+        use coll::*;
+        match id {
+            ARGS => &self.args,
+            ARGS_GET => &self.args_get,
+            ARGS_POST => &self.args_post,
+            HEADERS => &self.headers,
+            COOKIES => &self.cookies,
+            RESPONSE_HEADERS => &self.response_headers,
+            FILES => &self.files,
+            FILES_SIZES => &self.files_sizes,
+            MULTIPART_PART_HEADERS => &self.multipart_part_headers,
+            MULTIPART_NAMES => &self.multipart_names,
+            MULTIPART_FILENAMES => &self.multipart_filenames,
+            _ => &self.xml_attrs,
+        }
+    }
+
+    /// The key of an instance (for exclusions and `MATCHED_VAR_NAME`).
+    pub(super) fn origin_key(&self, var: V, origin: Origin) -> &[u8] {
+        match origin {
+            Origin::Coll { coll, idx, .. } => {
+                if coll == coll::XML_ATTRS {
+                    return b"//@*";
+                }
+                if matches!(var, V::MultipartName | V::MultipartFilename) {
+                    return b"";
+                }
+                self.coll_by_id(coll)
+                    .entries()
+                    .get(idx as usize)
+                    .map_or(&b""[..], |e| e.key.as_slice())
+            }
+            Origin::Scalar(V::Xml) => b"/*",
+            Origin::Scalar(_) => b"",
+        }
+    }
+
+    /// Appends the values of `target` (selector applied; `&` counts them).
+    pub(super) fn collect_into(&self, program: &Program, target: &Target, out: &mut ValList) {
+        let start = out.items.len();
+        self.collect_all(program, target, out);
+        if target.count {
+            let n = out.items.len() - start;
+            out.items.truncate(start);
+            out.push_with(target.variable, None, |b| push_i64(b, n as i64));
+        }
+    }
+
+    fn collect_all(&self, program: &Program, target: &Target, out: &mut ValList) {
+        let var = target.variable;
+        let sel = &target.selector;
+        if let Some((id, names)) = Self::stable_coll(var) {
+            let c = self.coll_by_id(id);
+            // MULTIPART_NAME/FILENAME have no keys: the selector does not apply.
+            let keyless = id == coll::MULTIPART_NAMES || id == coll::MULTIPART_FILENAMES;
+            for (i, e) in c.iter().enumerate() {
+                if keyless || selector_matches(program, sel, &e.key) {
+                    let origin = Origin::Coll {
+                        coll: id,
+                        names,
+                        idx: i as u32,
+                    };
+                    let value = if names { &e.key } else { &e.value };
+                    let key: &[u8] = if keyless { b"" } else { &e.key };
+                    out.push(var, key, value, Some(origin));
+                }
+            }
+            return;
+        }
+        let from = |c: &Collection, out: &mut ValList| {
+            for e in c.iter() {
+                if selector_matches(program, sel, &e.key) {
+                    out.push(var, &e.key, &e.value, None);
+                }
+            }
+        };
+        match var {
+            V::Tx => from(&self.tx, out),
+            V::Env => from(&self.env, out),
+            V::Ip | V::Session | V::User | V::Global | V::Resource => {
+                if let Some((_, c)) = self.persistent[..self.persistent_len]
+                    .iter()
+                    .find(|(v, _)| *v == var)
+                {
+                    from(c, out)
+                }
+            }
+            V::MatchedVars | V::MatchedVarsNames => {
+                for e in self.matched_vars.iter() {
+                    if selector_matches(program, sel, &e.key) {
+                        let v = if var == V::MatchedVars {
+                            &e.value
+                        } else {
+                            &e.key
+                        };
+                        out.push(var, &e.key, v, None);
+                    }
+                }
+            }
+            V::Xml => {
+                if let Selector::XPath(x) = sel {
+                    match x.trim() {
+                        "/*" => {
+                            if let Some(t) = &self.xml_root {
+                                out.push(var, b"/*", t, Some(Origin::Scalar(V::Xml)));
+                            }
+                        }
+                        "//@*" => {
+                            for (i, e) in self.xml_attrs.iter().enumerate() {
+                                let origin = Origin::Coll {
+                                    coll: coll::XML_ATTRS,
+                                    names: false,
+                                    idx: i as u32,
+                                };
+                                out.push(var, b"//@*", &e.value, Some(origin));
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            _ => {
+                // v3's anchored variables always yield one value, empty when unset
+                // (`AnchoredVariable::evaluate`), so `!@endsWith .pdf` matches an
+                // absent REQUEST_BASENAME.
+                let origin = (!is_volatile(var)).then_some(Origin::Scalar(var));
+                let start = out.buf.len();
+                if self.scalar_into(var, &mut out.buf) || is_anchored(var) {
+                    out.items.push(ValItem {
+                        var,
+                        key: (start, start),
+                        value: (start, out.buf.len()),
+                        origin,
+                    });
+                } else {
+                    out.buf.truncate(start);
+                }
+            }
+        }
+    }
+
+    /// Appends the first value of `var` (with `key`, when given) to `out`,
+    /// for macro expansion (`%{REQUEST_HEADERS.host}`, `%{TX.score}`).
+    pub(super) fn first_value_into(&self, var: V, key: Option<&str>, out: &mut Vec<u8>) {
+        let first = |c: &Collection, names: bool, out: &mut Vec<u8>| {
+            if let Some(e) = c
+                .iter()
+                .find(|e| key.is_none_or(|k| e.key.eq_ignore_ascii_case(k.as_bytes())))
+            {
+                out.extend_from_slice(if names { &e.key } else { &e.value });
+            }
+        };
+        if let Some((id, names)) = Self::stable_coll(var) {
+            let c = self.coll_by_id(id);
+            if id == coll::MULTIPART_NAMES || id == coll::MULTIPART_FILENAMES {
+                if let Some(e) = c.iter().next() {
+                    out.extend_from_slice(&e.value);
+                }
+            } else {
+                first(c, names, out);
+            }
+            return;
+        }
+        match var {
+            V::Tx => first(&self.tx, false, out),
+            V::Env => first(&self.env, false, out),
+            V::Ip | V::Session | V::User | V::Global | V::Resource => {
+                if let Some((_, c)) = self.persistent[..self.persistent_len]
+                    .iter()
+                    .find(|(v, _)| *v == var)
+                {
+                    first(c, false, out)
+                }
+            }
+            V::MatchedVars => first(&self.matched_vars, false, out),
+            V::MatchedVarsNames => first(&self.matched_vars, true, out),
+            V::Xml => {}
+            _ => {
+                self.scalar_into(var, out);
+            }
+        }
+    }
+
+    /// Whether REQUEST_BODY is set: body processing done, access on, a body,
+    /// and no structured processor (XML, multipart) already parsed it, unless
+    /// `ctl:forceRequestBodyVariable=On`.
+    ///
+    /// This deliberately differs from libmodsecurity v3, which always sets it:
+    /// CRS expects the raw body of an XML or multipart request not to be
+    /// inspected as text (element names would match), lists the resulting v3
+    /// failures in its nginx overrides, and Coraza behaves as we do.
+    fn body_seen(&self) -> bool {
+        let structured = matches!(self.processor, Some(Processor::Xml | Processor::Multipart));
+        self.body_done
+            && self.request_body_access
+            && !self.body.is_empty()
+            && (!structured || self.force_request_body_variable)
+    }
+
+    /// Appends the value of a scalar variable to `out`; false (nothing
+    /// written) when it is not set.
+    pub(super) fn scalar_into(&self, var: V, out: &mut Vec<u8>) -> bool {
+        let flag = |b: bool, out: &mut Vec<u8>| {
+            out.push(if b { b'1' } else { b'0' });
+            true
+        };
+        let num = |n: u64, out: &mut Vec<u8>| {
+            let _ = write!(out, "{n}");
+            true
+        };
+        let bytes = |b: &[u8], out: &mut Vec<u8>| {
+            out.extend_from_slice(b);
+            true
+        };
+        let mp = self.body_result.multipart.as_ref();
+        let now = || {
+            let secs = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_secs();
+            civil(secs)
+        };
+        let mpflag = |f: fn(&crate::body::multipart::MultipartFlags) -> bool, out: &mut Vec<u8>| {
+            mp.is_some_and(|m| flag(f(m), out))
+        };
+        match var {
+            V::RequestMethod => bytes(&self.method, out),
+            V::RequestUri => bytes(&self.uri, out),
+            V::RequestUriRaw => bytes(&self.uri_raw, out),
+            V::RequestFilename | V::PathInfo => bytes(&self.filename, out),
+            V::RequestBasename => self
+                .basename
+                .is_some_and(|(s, e)| bytes(&self.filename[s..e], out)),
+            V::RequestLine => bytes(&self.request_line, out),
+            V::RequestProtocol => bytes(&self.protocol, out),
+            V::QueryString => self
+                .query_string
+                .is_some_and(|(s, e)| bytes(&self.uri_raw[s..e], out)),
+            // v3 sets these after body processing whenever the body is not empty.
+            V::RequestBody => self.body_seen() && bytes(&self.body, out),
+            V::RequestBodyLength => self.body_seen() && num(self.body.len() as u64, out),
+            V::FullRequest => {
+                if !self.body_done {
+                    return false;
+                }
+                for e in self.headers.iter() {
+                    out.extend_from_slice(&e.key);
+                    out.extend_from_slice(b": ");
+                    out.extend_from_slice(&e.value);
+                    out.push(b'\n');
+                }
+                out.extend_from_slice(b"\n\n");
+                out.extend_from_slice(&self.body);
+                true
+            }
+            V::RemoteAddr => bytes(&self.remote_addr, out),
+            V::RemotePort => num(u64::from(self.remote_port), out),
+            V::ServerAddr => bytes(&self.server_addr, out),
+            V::ServerPort => num(u64::from(self.server_port), out),
+            V::ServerName => self
+                .headers
+                .get(b"host")
+                .is_some_and(|h| bytes(h.split(|&c| c == b':').next().unwrap_or(h), out)),
+            V::UniqueId => bytes(self.unique_id.as_bytes(), out),
+            V::ReqbodyError | V::ReqbodyProcessorError => {
+                self.body_done && flag(self.body_result.reqbody_error, out)
+            }
+            V::ReqbodyErrorMsg | V::ReqbodyProcessorErrorMsg => {
+                self.body_result.reqbody_error && bytes(&self.body_result.reqbody_error_msg, out)
+            }
+            V::ReqbodyProcessor => self
+                .processor
+                .is_some_and(|p| bytes(p.name().as_bytes(), out)),
+            V::UrlencodedError => flag(self.body_result.urlencoded_error, out),
+            V::InboundDataError => flag(self.inbound_data_error, out),
+            V::OutboundDataError | V::MscPcreError | V::MscPcreLimitsExceeded => flag(false, out),
+            V::MultipartStrictError => mpflag(|m| m.strict_error(), out),
+            V::MultipartUnmatchedBoundary => {
+                mp.is_some_and(|m| num(u64::from(m.unmatched_boundary), out))
+            }
+            V::MultipartBoundaryQuoted => mpflag(|m| m.boundary_quoted, out),
+            V::MultipartBoundaryWhitespace => mpflag(|m| m.boundary_whitespace, out),
+            V::MultipartDataBefore => mpflag(|m| m.data_before, out),
+            V::MultipartDataAfter => mpflag(|m| m.data_after, out),
+            V::MultipartHeaderFolding => mpflag(|m| m.header_folding, out),
+            V::MultipartLfLine => mpflag(|m| m.lf_line, out),
+            V::MultipartCrlfLfLines => mpflag(|m| m.crlf_lf_lines(), out),
+            V::MultipartMissingSemicolon => mpflag(|m| m.missing_semicolon, out),
+            V::MultipartInvalidQuoting => mpflag(|m| m.invalid_quoting, out),
+            V::MultipartInvalidPart => mpflag(|m| m.invalid_part, out),
+            V::MultipartInvalidHeaderFolding => mpflag(|m| m.invalid_header_folding, out),
+            V::MultipartFileLimitExceeded => mpflag(|m| m.file_limit_exceeded, out),
+            V::FilesCombinedSize => self
+                .body_result
+                .files_combined_size
+                .is_some_and(|n| num(n, out)),
+            V::ArgsCombinedSize => num(
+                self.args
+                    .iter()
+                    .map(|e| (e.key.len() + e.value.len()) as u64)
+                    .sum(),
+                out,
+            ),
+            V::FullRequestLength => num((self.request_line.len() + self.body.len()) as u64, out),
+            V::ResponseStatus | V::Status => self.status != 0 && num(u64::from(self.status), out),
+            V::StatusLine => {
+                if self.status == 0 {
+                    return false;
+                }
+                out.extend_from_slice(&self.response_protocol);
+                let _ = write!(out, " {}", self.status);
+                true
+            }
+            V::ResponseProtocol => {
+                !self.response_protocol.is_empty() && bytes(&self.response_protocol, out)
+            }
+            V::ResponseBody => self.response_body_seen && bytes(&self.response_body, out),
+            V::ResponseContentType => self.response_content_type().is_some_and(|c| bytes(c, out)),
+            V::ResponseContentLength => {
+                self.response_body_seen && num(self.response_body.len() as u64, out)
+            }
+            V::Duration => num(self.started.elapsed().as_micros() as u64, out),
+            V::HighestSeverity => self
+                .highest_severity
+                .is_some_and(|h| num(u64::from(h), out)),
+            V::MatchedVar => bytes(&self.matched_var, out),
+            V::MatchedVarName => bytes(self.matched_var_name.as_bytes(), out),
+            V::AuthType => self
+                .headers
+                .get(b"authorization")
+                .is_some_and(|a| bytes(a.split(|&c| c == b' ').next().unwrap_or(a), out)),
+            V::TimeEpoch => num(
+                SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .unwrap_or_default()
+                    .as_secs(),
+                out,
+            ),
+            V::Time => {
+                let t = now();
+                let _ = write!(out, "{:02}:{:02}:{:02}", t.3, t.4, t.5);
+                true
+            }
+            V::TimeYear => num(now().0, out),
+            V::TimeMon => num(now().1, out),
+            V::TimeDay => num(now().2, out),
+            V::TimeHour => num(now().3, out),
+            V::TimeMin => num(now().4, out),
+            V::TimeSec => num(now().5, out),
+            V::TimeWday => num(now().6, out),
+            _ => false,
+        }
+    }
+}
+
+/// The variables libmodsecurity v3 keeps as `AnchoredVariable`s in its
+/// transaction (`transaction.h`): present, possibly empty, in every phase.
+fn is_anchored(var: V) -> bool {
+    use V::*;
+    matches!(
+        var,
+        ArgsCombinedSize
+            | AuthType
+            | FilesCombinedSize
+            | FullRequest
+            | FullRequestLength
+            | InboundDataError
+            | MatchedVar
+            | MatchedVarName
+            | MultipartBoundaryQuoted
+            | MultipartBoundaryWhitespace
+            | MultipartCrlfLfLines
+            | MultipartDataAfter
+            | MultipartDataBefore
+            | MultipartFileLimitExceeded
+            | MultipartHeaderFolding
+            | MultipartInvalidHeaderFolding
+            | MultipartInvalidPart
+            | MultipartInvalidQuoting
+            | MultipartLfLine
+            | MultipartMissingSemicolon
+            | MultipartStrictError
+            | MultipartUnmatchedBoundary
+            | OutboundDataError
+            | PathInfo
+            | QueryString
+            | RemoteAddr
+            | RemoteHost
+            | RemotePort
+            | ReqbodyError
+            | ReqbodyErrorMsg
+            | ReqbodyProcessorError
+            | ReqbodyProcessorErrorMsg
+            | ReqbodyProcessor
+            | RequestBasename
+            | RequestBody
+            | RequestBodyLength
+            | RequestFilename
+            | RequestLine
+            | RequestMethod
+            | RequestProtocol
+            | RequestUri
+            | RequestUriRaw
+            | Resource
+            | ResponseBody
+            | ResponseContentLength
+            | ResponseProtocol
+            | ResponseStatus
+            | ServerAddr
+            | ServerName
+            | ServerPort
+            | SessionId
+            | UniqueId
+            | UrlencodedError
+            | UserId
+    )
+}
