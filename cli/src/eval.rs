@@ -25,6 +25,8 @@ pub struct Args {
     /// Where to write one decision per line (default: standard output).
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub engine: crate::input::EngineFlags,
 }
 
 /// One request (`../shared/peers/README.md`, section 4).
@@ -132,7 +134,7 @@ pub fn run(args: Args) -> u8 {
         }
     };
     let rs = match crate::input::ruleset_or_report(compiled) {
-        Ok(rs) => rs,
+        Ok(rs) => rs.with_eval_options(args.engine.options()),
         Err(e) => {
             eprintln!("waf eval: {e}");
             return EXIT_FINDINGS;

@@ -62,6 +62,28 @@ impl RuleInput {
     }
 }
 
+/// Switches of the engine's fast path. Decisions are identical in every
+/// combination; they exist to prove that, and to measure what each part buys.
+#[derive(clap::Args, Debug, Clone, Copy, Default)]
+pub struct EngineFlags {
+    /// Run every operator on every value (no prefilter gating).
+    #[arg(long)]
+    pub no_prefilter: bool,
+    /// Transform values for each rule anew (no memoization).
+    #[arg(long)]
+    pub no_memo: bool,
+}
+
+impl EngineFlags {
+    pub fn options(&self) -> waf_engine::EvalOptions {
+        waf_engine::EvalOptions {
+            memo: !self.no_memo,
+            prefilter: !self.no_prefilter,
+            ..waf_engine::EvalOptions::default()
+        }
+    }
+}
+
 /// The engine's ruleset, or the rendered diagnostics on stderr and an error
 /// message when the rules do not compile.
 pub fn ruleset_or_report(mut compiled: Compiled) -> Result<Ruleset, String> {

@@ -1,6 +1,8 @@
 //! `waf`: a thin command line over the compiler (and, later, the engine).
 
+mod bench;
 mod compile;
+mod corpus;
 mod eval;
 mod ftw;
 mod input;
@@ -28,6 +30,8 @@ enum Command {
     Eval(eval::Args),
     /// Run test suites in-process (`waf test ftw`: go-ftw YAML regression tests).
     Test(ftw::TestArgs),
+    /// Measure throughput and latency on request corpora (JSONL, HAR, go-ftw YAML).
+    Bench(bench::Args),
 }
 
 /// Exit codes shared by the subcommands.
@@ -42,6 +46,7 @@ fn main() -> ExitCode {
         Command::Compile(a) => compile::run(a),
         Command::Eval(a) => eval::run(a),
         Command::Test(a) => ftw::run_test(a),
+        Command::Bench(a) => bench::run(a),
     };
     ExitCode::from(code)
 }

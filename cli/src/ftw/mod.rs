@@ -21,9 +21,9 @@
 //! A test passes when all its stages pass; the summary counts tests.
 
 mod backend;
-mod frontend;
-mod model;
-mod request;
+pub(crate) mod frontend;
+pub(crate) mod model;
+pub(crate) mod request;
 mod stage;
 mod template;
 
@@ -99,6 +99,8 @@ pub struct Args {
     /// Worker threads (default: the available parallelism).
     #[arg(short = 'j', long, value_name = "N")]
     pub jobs: Option<usize>,
+    #[command(flatten)]
+    pub engine: crate::input::EngineFlags,
 }
 
 fn parse_pct(s: &str) -> Result<f64, String> {
@@ -303,7 +305,7 @@ pub fn run(args: Args) -> u8 {
         }
     };
     let rs = match crate::input::ruleset_or_report(compiled) {
-        Ok(rs) => rs,
+        Ok(rs) => rs.with_eval_options(args.engine.options()),
         Err(e) => return usage(e),
     };
     let compile_time = start.elapsed();
@@ -457,7 +459,7 @@ fn check_crs_dir(d: &Path) -> Result<PathBuf, String> {
 
 /// `(path, shown)`: files matching go-ftw's `**/*.y*ml` under each DIR
 /// (sorted), shown relative to that DIR; files given directly are taken as is.
-fn find_test_files(dirs: &[PathBuf]) -> Result<Vec<(PathBuf, String)>, String> {
+pub(crate) fn find_test_files(dirs: &[PathBuf]) -> Result<Vec<(PathBuf, String)>, String> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), String> {
         let rd = std::fs::read_dir(dir)
             .map_err(|e| format!("cannot read directory `{}`: {e}", dir.display()))?;
