@@ -186,6 +186,7 @@ fn worker(
     let mut tx = rs.transaction_with(fast_opts);
     let mut ntx = naive.map(|o| rs.transaction_with(o));
     for _ in 0..warmup {
+        tx.clear_cache();
         for r in reqs {
             run_one(&mut tx, r);
             if let Some(n) = ntx.as_mut() {
@@ -208,6 +209,11 @@ fn worker(
     });
     let mut disagreements = 0;
     for pass in 0..passes {
+        // Only repetition within the corpus may count, never across passes.
+        tx.clear_cache();
+        if let Some(n) = ntx.as_mut() {
+            n.clear_cache();
+        }
         for (i, r) in reqs.iter().enumerate() {
             let naive_first = (pass + i) % 2 == 1;
             if let (true, Some(n), Some(m)) = (naive_first, ntx.as_mut(), slow.as_mut()) {
@@ -225,9 +231,9 @@ fn worker(
             progress.tick();
         }
     }
-    fast.stats = *tx.stats();
+    fast.stats = tx.stats();
     if let (Some(m), Some(n)) = (slow.as_mut(), ntx.as_ref()) {
-        m.stats = *n.stats();
+        m.stats = n.stats();
     }
     (fast, slow, disagreements)
 }
@@ -338,6 +344,10 @@ struct Report<'a> {
 }
 
 impl Report<'_> {
+    fn fast_opts(&self) -> EvalOptions {
+        self.args.engine.options()
+    }
+
     fn top_rules(&self) -> Vec<(u64, String, f64, f64, u64, u64)> {
         let p = self.profile;
         let total: u64 = p.nanos.iter().sum();
@@ -401,12 +411,13 @@ impl Report<'_> {
             "latency_us": {"p50": f.p50, "p99": f.p99, "p99.9": f.p999, "max": f.max, "mean": f.mean},
             "interrupted": self.fast.interrupted,
             "memo_hit_ratio": st.memo_hit_ratio(),
-            "xcache_hit_ratio": serde_json::Value::Null,
+            "xcache_hit_ratio": if self.fast_opts().xcache { json!(st.xcache_hit_ratio()) } else { serde_json::Value::Null },
+            "xcache_op_hits_per_request": st.xcache_op_hits as f64 / n_req,
             "prefilter_skip_rate": st.prefilter_skip_rate(),
             "regex_evals_per_request": st.regex_evals as f64 / n_req,
             "op_runs_per_request": st.op_runs as f64 / n_req,
             "scans_per_request": st.scans as f64 / n_req,
-            "options": {"memo": !self.args.engine.no_memo, "prefilter": !self.args.engine.no_prefilter},
+            "options": {"memo": self.fast_opts().memo, "prefilter": self.fast_opts().prefilter, "xcache": self.fast_opts().xcache},
             "top_rules": self.top_rules().into_iter().map(|(id, loc, us, share, runs, skips)| json!({
                 "id": id, "location": loc, "us_per_request": us, "time_share": share / 100.0,
                 "op_runs": runs, "prefilter_skips": skips,
@@ -469,9 +480,18 @@ impl Report<'_> {
             "interrupted: {} of {}",
             self.fast.interrupted, f.requests
         );
+        let xcache = if self.fast_opts().xcache {
+            format!(
+                "{:.1}% ({:.1} operator results/request)",
+                100.0 * st.xcache_hit_ratio(),
+                st.xcache_op_hits as f64 / n_req
+            )
+        } else {
+            "off".into()
+        };
         let _ = writeln!(
             o,
-            "memo hit ratio: {:.1}%   xcache hit ratio: n/a   prefilter skip rate: {:.1}%",
+            "memo hit ratio: {:.1}%   xcache hit ratio: {xcache}   prefilter skip rate: {:.1}%",
             100.0 * st.memo_hit_ratio(),
             100.0 * st.prefilter_skip_rate()
         );

@@ -69,9 +69,12 @@ pub struct EngineFlags {
     /// Run every operator on every value (no prefilter gating).
     #[arg(long)]
     pub no_prefilter: bool,
-    /// Transform values for each rule anew (no memoization).
+    /// Transform values for each rule anew (no memoization; implies --no-xcache).
     #[arg(long)]
     pub no_memo: bool,
+    /// No cross-transaction cache of per-value results.
+    #[arg(long)]
+    pub no_xcache: bool,
 }
 
 impl EngineFlags {
@@ -79,6 +82,7 @@ impl EngineFlags {
         waf_engine::EvalOptions {
             memo: !self.no_memo,
             prefilter: !self.no_prefilter,
+            xcache: !self.no_xcache && !self.no_memo,
             ..waf_engine::EvalOptions::default()
         }
     }

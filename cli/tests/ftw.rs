@@ -224,3 +224,130 @@ fn real_crs_smoke() {
             && shape[2].ends_with(" skipped")
     );
 }
+
+/// What a CRS go-ftw run reported for each test, with the per-run unique id
+/// taken out of the log lines.
+fn ftw_results(report: &serde_json::Value) -> Vec<serde_json::Value> {
+    fn strip_unique_id(line: &str) -> String {
+        match line.find("[unique_id \"") {
+            Some(s) => {
+                let rest = &line[s..];
+                let e = rest.find("\"]").map_or(rest.len(), |e| e + 2);
+                format!("{}{}", &line[..s], &rest[e..])
+            }
+            None => line.to_string(),
+        }
+    }
+    report["tests"]
+        .as_array()
+        .expect("tests")
+        .iter()
+        .map(|t| {
+            let stages: Vec<serde_json::Value> = t["stages"]
+                .as_array()
+                .map(|s| s.as_slice())
+                .unwrap_or_default()
+                .iter()
+                .map(|s| {
+                    let log: Vec<String> = s["log"]
+                        .as_array()
+                        .map(|l| l.as_slice())
+                        .unwrap_or_default()
+                        .iter()
+                        .map(|l| strip_unique_id(l.as_str().unwrap_or_default()))
+                        .collect();
+                    serde_json::json!({
+                        "status": s["status"],
+                        "status_source": s["status_source"],
+                        "error": s["error"],
+                        "waf": s["waf"],
+                        "logged_ids": s["logged_ids"],
+                        "log": log,
+                    })
+                })
+                .collect();
+            serde_json::json!({
+                "id": t["id"],
+                "file": t["file"],
+                "status": t["status"],
+                "reason": t["reason"],
+                "logged_ids": t["logged_ids"],
+                "stages": stages,
+            })
+        })
+        .collect()
+}
+
+/// The whole CRS regression suite gives the same result for every test (status,
+/// logged ids, log lines) with memoization and the prefilter on and off.
+/// Skipped when there is no CRS (`WAF_CRS_DIR`, default `../shared/crs`
+/// beside the workspace).
+#[test]
+fn crs_results_identical_in_every_engine_mode() {
+    let crs = match std::env::var_os("WAF_CRS_DIR") {
+        Some(d) => std::path::PathBuf::from(d),
+        None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/crs"),
+    };
+    if !crs.join("rules").is_dir() || !crs.join("tests/regression/tests").is_dir() {
+        eprintln!("skipped: no CRS with regression tests at {}", crs.display());
+        return;
+    }
+    let crs = crs.to_str().expect("UTF-8 CRS path").to_string();
+    let modes: [&[&str]; 4] = [
+        &[],
+        &["--no-memo"],
+        &["--no-prefilter"],
+        &["--no-memo", "--no-prefilter"],
+    ];
+    // The four runs at once (each is a separate process).
+    let runs: Vec<_> = modes
+        .iter()
+        .enumerate()
+        .map(|(i, flags)| {
+            let path =
+                std::env::temp_dir().join(format!("waf-ftw-modes-{}-{i}.json", std::process::id()));
+            let child = Command::new(env!("CARGO_BIN_EXE_waf"))
+                .args(["test", "ftw", "--crs", &crs, "--json"])
+                .arg(&path)
+                .args(*flags)
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("run waf");
+            (flags, path, child)
+        })
+        .collect();
+    let mut results = Vec::new();
+    for (flags, path, child) in runs {
+        let o = child.wait_with_output().expect("wait for waf");
+        assert!(
+            matches!(o.status.code(), Some(0 | 1)),
+            "waf test ftw {flags:?}: {:?}\n{}{}",
+            o.status,
+            stdout(&o),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let text = std::fs::read_to_string(&path).expect("JSON report");
+        std::fs::remove_file(&path).ok();
+        let v: serde_json::Value = serde_json::from_str(&text).expect("JSON report parses");
+        let passed = v["summary"]["passed"].as_u64().expect("passed count");
+        assert!(passed > 4300, "{flags:?}: only {passed} CRS tests passed");
+        results.push((flags, passed, ftw_results(&v)));
+    }
+    let (_, passed, want) = &results[0];
+    for (flags, p, got) in &results[1..] {
+        assert_eq!(
+            p, passed,
+            "{flags:?}: pass count differs from the default mode"
+        );
+        assert_eq!(got.len(), want.len(), "{flags:?}: number of tests");
+        for (w, g) in want.iter().zip(got) {
+            assert_eq!(
+                g, w,
+                "{flags:?}: test {} differs from the default mode",
+                w["id"]
+            );
+        }
+    }
+}

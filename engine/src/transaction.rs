@@ -26,6 +26,9 @@
 mod eval;
 mod memo;
 mod vars;
+mod xcache;
+
+pub use xcache::XCacheLimits;
 
 use crate::body::{
     self, ArgLimit, ArgSource, BodyParser, BodyResult, BodySink, FileInfo, Processor,
@@ -130,6 +133,10 @@ pub struct EvalOptions {
     pub prefilter: bool,
     /// Measure time per rule (costs two clock reads per rule evaluated).
     pub profile: bool,
+    /// Reuse what earlier transactions learnt about identical values
+    /// (transform outputs, scan results, operator results): see
+    /// [`Transaction::clear_cache`]. Only with `memo`.
+    pub xcache: bool,
 }
 
 impl Default for EvalOptions {
@@ -138,6 +145,7 @@ impl Default for EvalOptions {
             memo: true,
             prefilter: true,
             profile: false,
+            xcache: true,
         }
     }
 }
@@ -149,6 +157,7 @@ impl EvalOptions {
             memo: false,
             prefilter: false,
             profile: false,
+            xcache: false,
         }
     }
 }
@@ -171,6 +180,11 @@ pub struct EvalStats {
     pub scans: u64,
     /// Rules evaluated (links of a chain count once per rule).
     pub rules_evaluated: u64,
+    /// Values found in / missing from the cross-transaction cache.
+    pub xcache_hits: u64,
+    pub xcache_misses: u64,
+    /// Operator results taken from the cross-transaction cache.
+    pub xcache_op_hits: u64,
 }
 
 impl EvalStats {
@@ -182,6 +196,14 @@ impl EvalStats {
         self.regex_evals += o.regex_evals;
         self.scans += o.scans;
         self.rules_evaluated += o.rules_evaluated;
+        self.xcache_hits += o.xcache_hits;
+        self.xcache_misses += o.xcache_misses;
+        self.xcache_op_hits += o.xcache_op_hits;
+    }
+
+    /// Cross-transaction cache hits / lookups; 0 when nothing was asked.
+    pub fn xcache_hit_ratio(&self) -> f64 {
+        ratio(self.xcache_hits, self.xcache_hits + self.xcache_misses)
     }
 
     /// Memo hits / (hits + misses); 0 when nothing was asked.
@@ -450,6 +472,7 @@ impl<'r> Transaction<'r> {
             profile: RuleProfile::default(),
             scratch: Scratch::default(),
         };
+        tx.memo.x_on = options.xcache && options.memo;
         tx.reset();
         tx
     }
@@ -547,11 +570,21 @@ impl<'r> Transaction<'r> {
     /// Changes the evaluation options (takes effect from the next rule).
     pub fn set_options(&mut self, options: EvalOptions) {
         self.options = options;
+        self.memo.x_on = options.xcache && options.memo;
+    }
+
+    /// Empties the cross-transaction cache (its buffers are kept).
+    pub fn clear_cache(&mut self) {
+        self.memo.x.clear();
     }
 
     /// Counters accumulated since creation or [`Transaction::reset_stats`].
-    pub fn stats(&self) -> &EvalStats {
-        &self.stats
+    pub fn stats(&self) -> EvalStats {
+        EvalStats {
+            xcache_hits: self.memo.x.hits,
+            xcache_misses: self.memo.x.misses,
+            ..self.stats
+        }
     }
 
     /// Per-rule measurements (filled with [`EvalOptions::profile`]).
@@ -561,6 +594,8 @@ impl<'r> Transaction<'r> {
 
     pub fn reset_stats(&mut self) {
         self.stats = EvalStats::default();
+        self.memo.x.hits = 0;
+        self.memo.x.misses = 0;
         self.profile.clear();
     }
 

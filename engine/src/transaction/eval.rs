@@ -119,13 +119,12 @@ impl<'r> Transaction<'r> {
 
     fn eval_link(&mut self, program: &'r Program, rule: &'r Rule, link: &'r Link) -> bool {
         let op = &program.operators[link.operator.index()];
-        let mut arg = std::mem::take(&mut self.scratch.arg);
-        arg.clear();
-        match op.kind.argument() {
-            Some(Arg::Const(s)) => arg.extend_from_slice(s.as_bytes()),
-            Some(Arg::Macro(m)) => self.expand_into(m, &mut arg),
-            None => {}
-        }
+        // The argument is expanded only if the operator runs at all (most
+        // links are ruled out by the prefilter first).
+        let mut arg = Arg_ {
+            buf: std::mem::take(&mut self.scratch.arg),
+            ready: false,
+        };
         let scanner = self.rs.scanner();
         let gate = if self.options.prefilter {
             scanner.gate(link.operator)
@@ -137,12 +136,12 @@ impl<'r> Transaction<'r> {
             let target = &program.targets[program.slots[slot.index()].target.index()];
             let memoized = self.options.memo && !target.count && !is_volatile(target.variable);
             any |= if memoized {
-                self.eval_slot_memo(program, rule, link, op, &arg, gate, slot)
+                self.eval_slot_memo(program, rule, link, op, &mut arg, gate, slot)
             } else {
-                self.eval_slot_direct(program, rule, link, op, &arg, gate, target)
+                self.eval_slot_direct(program, rule, link, op, &mut arg, gate, target)
             };
         }
-        self.scratch.arg = arg;
+        self.scratch.arg = arg.buf;
         any
     }
 
@@ -155,18 +154,21 @@ impl<'r> Transaction<'r> {
         rule: &'r Rule,
         link: &'r Link,
         op: &'r Operator,
-        arg: &[u8],
+        arg: &mut Arg_,
         gate: Gate,
         slot: SlotId,
     ) -> bool {
         let node = link.transforms;
         let target = program.slots[slot.index()].target;
-        let list = match self.memo.target(target, self.generation) {
+        let list = match self
+            .memo
+            .target(target, self.generation, self.source_len(program, target))
+        {
             Some(r) => r,
             None => self.build_target(program, target),
         };
         let (start, len) = list;
-        self.memo.slot_touch(slot, self.generation);
+        self.memo.slot_touch(slot, target);
         self.stats.memo_hits += u64::from(len);
         let scanner = self.rs.scanner();
         if gate != Gate::Always
@@ -278,9 +280,17 @@ impl<'r> Transaction<'r> {
             }
             self.scratch.vals = vals;
         }
-        let r = memo.list_end(tid, start, generation);
+        let r = memo.list_end(tid, start, generation, self.source_len(program, tid));
         self.memo = memo;
         r
+    }
+
+    /// The length of the request collection a target reads, if it reads one:
+    /// collections only grow while rules run, so a target's instance list
+    /// stays valid across phases as long as that length is unchanged.
+    fn source_len(&self, program: &Program, tid: TargetId) -> Option<u32> {
+        let var = program.targets[tid.index()].variable;
+        Self::stable_coll(var).map(|(id, _)| self.coll_by_id(id).len() as u32)
     }
 
     /// A slot read directly (volatile variables, counts, or memo off): the
@@ -292,7 +302,7 @@ impl<'r> Transaction<'r> {
         rule: &'r Rule,
         link: &'r Link,
         op: &'r Operator,
-        arg: &[u8],
+        arg: &mut Arg_,
         gate: Gate,
         target: &'r Target,
     ) -> bool {
@@ -382,27 +392,63 @@ impl<'r> Transaction<'r> {
         program: &Program,
         op: &Operator,
         link: &Link,
-        arg: &[u8],
+        arg: &mut Arg_,
         value: Source<'_>,
     ) -> bool {
         self.stats.op_runs += 1;
-        if matches!(op.kind, OpKind::Rx(_) | OpKind::Verify { .. }) {
-            self.stats.regex_evals += 1;
+        if !arg.ready {
+            arg.buf.clear();
+            match op.kind.argument() {
+                Some(Arg::Const(s)) => arg.buf.extend_from_slice(s.as_bytes()),
+                Some(Arg::Macro(m)) => self.expand_into(m, &mut arg.buf),
+                None => {}
+            }
+            arg.ready = true;
         }
         let capture = link.capture && !op.negated;
-        let value = match value {
-            Source::Memo(e) => self.memo.bytes(e),
-            Source::Bytes(b) => b,
+        // An operator with a constant argument is a pure function of the
+        // value: its result may come from the cross-transaction cache.
+        let cache_key = match value {
+            Source::Memo(e) if !matches!(op.kind.argument(), Some(Arg::Macro(_))) => {
+                self.memo.op_key(e)
+            }
+            _ => None,
         };
-        let hit = operator::matches(
-            program,
-            op,
-            arg,
-            value,
-            self.rs.injection(),
-            capture,
-            &mut self.caps,
-        ) != op.negated;
+        let opid = link.operator.0;
+        let cached = cache_key.and_then(|(rec, node)| self.memo.x.op(rec, node, opid));
+        let matched = match cached {
+            // Only results that need no captures are stored.
+            Some(r) => {
+                self.stats.xcache_op_hits += 1;
+                self.caps.clear();
+                r
+            }
+            None => {
+                if matches!(op.kind, OpKind::Rx(_) | OpKind::Verify { .. }) {
+                    self.stats.regex_evals += 1;
+                }
+                let value = match value {
+                    Source::Memo(e) => self.memo.bytes(e),
+                    Source::Bytes(b) => b,
+                };
+                let r = operator::matches(
+                    program,
+                    op,
+                    &arg.buf,
+                    value,
+                    self.rs.injection(),
+                    capture,
+                    &mut self.caps,
+                );
+                if let Some((rec, node)) = cache_key {
+                    if !(r && capture) {
+                        self.memo.x.set_op(rec, node, opid, r);
+                    }
+                }
+                r
+            }
+        };
+        let hit = matched != op.negated;
         if hit && capture {
             for (i, name) in CAPTURE_NAMES.iter().enumerate() {
                 if let Some(g) = self.caps.get(i) {
@@ -662,6 +708,12 @@ impl<'r> Transaction<'r> {
             }
         }
     }
+}
+
+/// An operator argument, expanded on first use within a link.
+struct Arg_ {
+    buf: Vec<u8>,
+    ready: bool,
 }
 
 /// Where an operator's input is.

@@ -29,6 +29,7 @@
 //! All storage is kept by [`Memo::clear`], so a reused transaction stops
 //! allocating once the buffers have grown.
 
+use super::xcache::{NodeState, XCache, XCacheLimits};
 use crate::prefilter::{byte_mask, ByteMask, Scanner};
 use crate::ruleset::Ruleset;
 use crate::transaction::EvalStats;
@@ -36,7 +37,7 @@ use crate::transform::{self, Transform};
 use waf_compiler::ir::{NodeId, SlotId, TargetId, TransformTree};
 use waf_compiler::names::Variable as V;
 
-const NONE: u32 = u32::MAX;
+pub(super) const NONE: u32 = u32::MAX;
 
 /// Where an instance's value comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,9 +58,13 @@ pub(super) struct Inst {
 struct Entry {
     start: usize,
     len: usize,
+    /// Scan result and byte set computed.
     scanned: bool,
-    masked: bool,
     mask: ByteMask,
+    /// The instance and node that produced this value (for the
+    /// cross-transaction cache).
+    inst: u32,
+    node: u32,
 }
 
 /// Number of distinct `(collection, names)` origins (see `vars::Coll`).
@@ -84,9 +89,16 @@ pub(super) struct Memo {
     // generation, shared by every slot (transform chain) of the target.
     target_gen: Vec<u32>,
     target_range: Vec<(u32, u32)>,
+    /// Length of the source collection when the list was built (`None`:
+    /// not a collection; the list is valid in its generation only).
+    target_src: Vec<Option<u32>>,
+    /// A number unique to each build (0: never built in this transaction).
+    target_build: Vec<u32>,
+    builds: u32,
     target_list: Vec<u32>,
     // Slot states, indexed by `SlotId`: the union of the scan results of
     // the target's values at the slot's node, computed on first use.
+    /// The target build the slot's union was computed for.
     slot_gen: Vec<u32>,
     slot_bits_ready: Vec<bool>,
     slot_mask_ready: Vec<bool>,
@@ -94,6 +106,12 @@ pub(super) struct Memo {
     slot_mask: Vec<ByteMask>,
     path: Vec<NodeId>,
     out: Vec<u8>,
+    /// Per instance: its cross-transaction cache record and that record's
+    /// epoch (NONE when not cached).
+    inst_rec: Vec<(u32, u32)>,
+    /// The cross-transaction cache (kept by `clear`: it outlives transactions).
+    pub x: XCache,
+    pub x_on: bool,
 }
 
 impl Memo {
@@ -113,6 +131,9 @@ impl Memo {
             scalar_insts: vec![(0, NONE); V::ALL.len()],
             target_gen: vec![0; p.targets.len()],
             target_range: vec![(0, 0); p.targets.len()],
+            target_src: vec![None; p.targets.len()],
+            target_build: vec![0; p.targets.len()],
+            builds: 0,
             target_list: Vec::new(),
             slot_gen: vec![0; slots],
             slot_bits_ready: vec![false; slots],
@@ -121,6 +142,9 @@ impl Memo {
             slot_mask: vec![[0; 4]; slots],
             path: Vec::new(),
             out: Vec::new(),
+            inst_rec: Vec::new(),
+            x: XCache::new(p.transforms.nodes.len(), words, XCacheLimits::default()),
+            x_on: true,
         }
     }
 
@@ -130,19 +154,24 @@ impl Memo {
         self.arena.clear();
         self.bits.clear();
         self.insts.clear();
+        self.inst_rec.clear();
         for v in &mut self.coll_insts {
             v.clear();
         }
         self.target_list.clear();
-        // Instances are gone: no scalar may point at one.
+        // Instances are gone: no scalar, target list or slot union may point at one.
         self.scalar_insts.fill((0, NONE));
+        self.target_gen.fill(0);
+        self.target_build.fill(0);
+        self.slot_gen.fill(0);
+        self.builds = 0;
     }
 
     /// Forgets slot states and scalar instances of every generation (when
     /// the generation counter wraps).
     pub fn forget_generations(&mut self) {
-        self.slot_gen.fill(0);
         self.target_gen.fill(0);
+        self.target_src.fill(None);
         self.scalar_insts.fill((0, NONE));
     }
 
@@ -183,24 +212,59 @@ impl Memo {
     fn new_instance(&mut self, var: V, origin: Origin, raw: &[u8]) -> u32 {
         let inst = self.insts.len() as u32;
         self.insts.push(Inst { var, origin });
+        let rec = if self.x_on {
+            self.x
+                .record(raw)
+                .map_or((NONE, 0), |r| (r, self.x.epoch()))
+        } else {
+            (NONE, 0)
+        };
+        self.inst_rec.push(rec);
         self.table.resize(self.table.len() + self.nodes, NONE);
-        let e = self.push_entry(raw);
+        let e = self.push_entry(raw, inst, 0);
         self.table[inst as usize * self.nodes] = e;
+        if let Some(rec) = self.rec(inst) {
+            self.load_gate(e, rec, 0);
+        }
         inst
     }
 
-    fn push_entry(&mut self, value: &[u8]) -> u32 {
+    fn push_entry(&mut self, value: &[u8], inst: u32, node: usize) -> u32 {
         let start = self.arena.len();
         self.arena.extend_from_slice(value);
         self.entries.push(Entry {
             start,
             len: value.len(),
             scanned: false,
-            masked: false,
             mask: [0; 4],
+            inst,
+            node: node as u32,
         });
         self.bits.resize(self.bits.len() + self.words, 0);
         (self.entries.len() - 1) as u32
+    }
+
+    /// The instance's cache record, if it has one that is still valid.
+    fn rec(&self, inst: u32) -> Option<u32> {
+        let (rec, epoch) = self.inst_rec[inst as usize];
+        (rec != NONE && epoch == self.x.epoch()).then_some(rec)
+    }
+
+    /// Copies a cached scan result into entry `e`.
+    fn load_gate(&mut self, e: u32, rec: u32, node: usize) {
+        let w = self.words;
+        if let Some((bits, mask)) = self.x.gate(rec, node) {
+            let i = e as usize;
+            self.bits[i * w..(i + 1) * w].copy_from_slice(bits);
+            self.entries[i].mask = mask;
+            self.entries[i].scanned = true;
+        }
+    }
+
+    /// The cache key of a value for operator results: (record, node).
+    pub fn op_key(&self, e: u32) -> Option<(u32, usize)> {
+        let en = &self.entries[e as usize];
+        self.rec(en.inst).map(|r| (r, en.node as usize))
     }
 
     /// The untransformed value of an instance.
@@ -238,34 +302,63 @@ impl Memo {
             }
         }
         let mut cur = self.table[base + n.index()];
+        let rec = self.rec(inst);
         while let Some(n) = self.path.pop() {
             if let Some(t) = tree.nodes[n.index()].transform {
-                cur = self.transform(cur, t);
+                cur = self.transform(inst, rec, cur, n.index(), t);
             }
             self.table[base + n.index()] = cur;
         }
         cur
     }
 
-    fn transform(&mut self, from: u32, t: Transform) -> u32 {
+    /// Entry `from` transformed by node `node` (transformation `t`): from the
+    /// cross-transaction cache when it knows the outcome, else computed (and
+    /// recorded there).
+    fn transform(
+        &mut self,
+        inst: u32,
+        rec: Option<u32>,
+        from: u32,
+        node: usize,
+        t: Transform,
+    ) -> u32 {
+        if let Some(rec) = rec {
+            match self.x.node(rec, node) {
+                NodeState::Same => return from,
+                NodeState::Bytes { start, len } => {
+                    let mut out = std::mem::take(&mut self.out);
+                    out.clear();
+                    out.extend_from_slice(self.x.bytes(start, len));
+                    let e = self.push_entry(&out, inst, node);
+                    self.out = out;
+                    self.load_gate(e, rec, node);
+                    return e;
+                }
+                NodeState::Unknown => {}
+            }
+        }
         let f = self.entries[from as usize];
         let mut out = std::mem::take(&mut self.out);
         let changed = transform::apply(t, &self.arena[f.start..f.start + f.len], &mut out);
         let e = if changed {
-            let e = self.push_entry(&out);
+            let e = self.push_entry(&out, inst, node);
             if case_only(t) && f.scanned {
                 let w = self.words;
                 let (src, dst) = (from as usize * w, e as usize * w);
                 self.bits.copy_within(src..src + w, dst);
                 let new = &mut self.entries[e as usize];
                 new.scanned = true;
-                new.masked = f.masked;
                 new.mask = f.mask;
             }
             e
         } else {
             from
         };
+        if let Some(rec) = rec {
+            self.x
+                .set_node(rec, node, changed.then_some(out.as_slice()));
+        }
         self.out = out;
         e
     }
@@ -275,32 +368,32 @@ impl Memo {
         &self.arena[f.start..f.start + f.len]
     }
 
-    /// Computes the entry's scan result (if `bits`) and byte set (if `mask`)
-    /// unless already done.
+    /// Computes the entry's scan result and byte set unless already done
+    /// (or known from the cross-transaction cache).
     pub fn ensure_gate_data(
         &mut self,
         e: u32,
         scanner: &Scanner,
-        bits: bool,
-        mask: bool,
+        _bits: bool,
+        _mask: bool,
         stats: &mut EvalStats,
     ) {
         let i = e as usize;
         let f = self.entries[i];
-        let w = self.words;
-        if bits && !f.scanned {
-            stats.scans += 1;
-            scanner.scan(
-                &self.arena[f.start..f.start + f.len],
-                &mut self.bits[i * w..(i + 1) * w],
-            );
-            self.entries[i].scanned = true;
+        if f.scanned {
+            return;
         }
-        if mask && !f.masked {
-            let m = byte_mask(&self.arena[f.start..f.start + f.len]);
-            let en = &mut self.entries[i];
-            en.mask = m;
-            en.masked = true;
+        let w = self.words;
+        let value = &self.arena[f.start..f.start + f.len];
+        stats.scans += 1;
+        scanner.scan(value, &mut self.bits[i * w..(i + 1) * w]);
+        let m = byte_mask(value);
+        let en = &mut self.entries[i];
+        en.mask = m;
+        en.scanned = true;
+        if let Some(rec) = self.rec(f.inst) {
+            self.x
+                .set_gate(rec, f.node as usize, &self.bits[i * w..(i + 1) * w], m);
         }
     }
 
@@ -313,10 +406,20 @@ impl Memo {
 
     // ------------------------------------------------------------ targets and slots
 
-    /// The instance list of a target built in `generation`, if any.
-    pub fn target(&self, target: TargetId, generation: u32) -> Option<(u32, u32)> {
+    /// The instance list of a target, if still valid: built in this
+    /// `generation`, or reading a collection whose length is still `src_len`.
+    pub fn target(
+        &self,
+        target: TargetId,
+        generation: u32,
+        src_len: Option<u32>,
+    ) -> Option<(u32, u32)> {
         let t = target.index();
-        (self.target_gen[t] == generation).then(|| self.target_range[t])
+        let built = self.target_build[t] != 0;
+        let valid = built
+            && (self.target_gen[t] == generation
+                || (src_len.is_some() && self.target_src[t] == src_len));
+        valid.then(|| self.target_range[t])
     }
 
     /// Starts a target's instance list: push with [`Memo::list_push`], then
@@ -329,11 +432,20 @@ impl Memo {
         self.target_list.push(inst);
     }
 
-    pub fn list_end(&mut self, target: TargetId, start: u32, generation: u32) -> (u32, u32) {
+    pub fn list_end(
+        &mut self,
+        target: TargetId,
+        start: u32,
+        generation: u32,
+        src_len: Option<u32>,
+    ) -> (u32, u32) {
         let t = target.index();
         let range = (start, self.target_list.len() as u32 - start);
+        self.builds += 1;
         self.target_gen[t] = generation;
         self.target_range[t] = range;
+        self.target_src[t] = src_len;
+        self.target_build[t] = self.builds;
         range
     }
 
@@ -341,11 +453,13 @@ impl Memo {
         self.target_list[i as usize]
     }
 
-    /// Marks the slot's union stale unless it was computed in `generation`.
-    pub fn slot_touch(&mut self, slot: SlotId, generation: u32) {
+    /// Marks the slot's union stale unless it was computed for the
+    /// target's current instance list.
+    pub fn slot_touch(&mut self, slot: SlotId, target: TargetId) {
         let s = slot.index();
-        if self.slot_gen[s] != generation {
-            self.slot_gen[s] = generation;
+        let build = self.target_build[target.index()];
+        if self.slot_gen[s] != build {
+            self.slot_gen[s] = build;
             self.slot_bits_ready[s] = false;
             self.slot_mask_ready[s] = false;
         }

@@ -223,6 +223,16 @@ impl Transaction<'_> {
             return;
         }
         let from = |c: &Collection, out: &mut ValList| {
+            if let Selector::Key(k) = sel {
+                // The common case (`TX:score`): no per-entry selector dispatch.
+                let k = k.as_bytes();
+                for e in c.iter() {
+                    if e.key.len() == k.len() && e.key.eq_ignore_ascii_case(k) {
+                        out.push(var, &e.key, &e.value, None);
+                    }
+                }
+                return;
+            }
             for e in c.iter() {
                 if selector_matches(program, sel, &e.key) {
                     out.push(var, &e.key, &e.value, None);

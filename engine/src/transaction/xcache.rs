@@ -1,0 +1,352 @@
+//! The cross-transaction cache: what was learnt about a value in earlier
+//! requests.
+//!
+//! Most bytes a WAF sees repeat (the same `User-Agent`, `Accept`, cookies and
+//! paths on request after request), and everything the engine computes from
+//! a value is a pure function of its bytes: the output of each transform
+//! chain node, the prefilter scan of that output, and the result of an
+//! operator whose argument is a constant. The cache keeps those per raw value:
+//!
+//! - a *record* per raw value, keyed by its bytes (hashed, then compared in
+//!   full: a hash collision can only cost a miss, never a wrong answer);
+//! - per (record, transform node): whether the node leaves its parent's
+//!   value unchanged, or its output bytes; and the output's scan result and
+//!   byte set once computed;
+//! - per (record, node, operator): whether the operator matched (only results
+//!   that need no captures are stored: a match with `capture` runs again).
+//!
+//! It is bounded (records, bytes, operator results) and allocates only while
+//! growing to those bounds; when any is reached, it is emptied at once (an
+//! O(1) epoch bump plus clearing the index). An adversary cycling values can
+//! only make it miss: a miss costs a hash of the value and an insertion on
+//! top of the uncached path.
+
+use super::memo::NONE;
+use crate::prefilter::ByteMask;
+
+/// What is known about one transform node of a record.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) enum NodeState {
+    #[default]
+    Unknown,
+    /// The node's transformation leaves its input unchanged.
+    Same,
+    /// The node's output is `arena[start..start + len]`.
+    Bytes { start: u32, len: u32 },
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct NodeInfo {
+    state: NodeState,
+    /// Index in `gate` of the output's scan result and byte set, or NONE.
+    gate: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Record {
+    hash: u64,
+    start: u32,
+    len: u32,
+}
+
+/// Limits of one cache (per transaction, i.e. per worker thread).
+#[derive(Clone, Copy, Debug)]
+pub struct XCacheLimits {
+    pub records: usize,
+    pub bytes: usize,
+    pub op_results: usize,
+}
+
+impl Default for XCacheLimits {
+    fn default() -> Self {
+        XCacheLimits {
+            records: 4096,
+            bytes: 4 << 20,
+            op_results: 1 << 16,
+        }
+    }
+}
+
+#[derive(Default)]
+pub(super) struct XCache {
+    limits: Option<XCacheLimits>,
+    nodes: usize,
+    words: usize,
+    /// Open addressing over `records`: record index + 1, 0 = empty.
+    index: Vec<u32>,
+    records: Vec<Record>,
+    arena: Vec<u8>,
+    /// `records.len() * nodes`.
+    node_info: Vec<NodeInfo>,
+    /// Scan results (`words` words) followed by the byte set (4 words).
+    gate: Vec<u64>,
+    /// Open addressing: (key, result); key 0 = empty.
+    ops: Vec<(u64, bool)>,
+    op_count: usize,
+    epoch: u32,
+    pub hits: u64,
+    pub misses: u64,
+}
+
+impl XCache {
+    pub fn new(nodes: usize, words: usize, limits: XCacheLimits) -> XCache {
+        XCache {
+            limits: Some(limits),
+            nodes,
+            words,
+            ..XCache::default()
+        }
+    }
+
+    fn limits(&self) -> XCacheLimits {
+        self.limits.unwrap_or_default()
+    }
+
+    /// Empties the cache (keeps the buffers).
+    pub fn clear(&mut self) {
+        self.epoch = self.epoch.wrapping_add(1);
+        self.index.fill(0);
+        self.records.clear();
+        self.arena.clear();
+        self.node_info.clear();
+        self.gate.clear();
+        self.ops.fill((0, false));
+        self.op_count = 0;
+    }
+
+    /// The record of `raw`, created if absent. `None` when the value is too
+    /// big to cache.
+    pub fn record(&mut self, raw: &[u8]) -> Option<u32> {
+        let lim = self.limits();
+        if raw.len() > lim.bytes / 8 {
+            return None;
+        }
+        if self.index.is_empty() {
+            self.index = vec![0; (lim.records * 2).next_power_of_two()];
+            self.ops = vec![(0, false); (lim.op_results * 2).next_power_of_two()];
+        }
+        let hash = hash(raw);
+        let mask = self.index.len() - 1;
+        let mut i = hash as usize & mask;
+        loop {
+            let slot = self.index[i];
+            if slot == 0 {
+                break;
+            }
+            let r = self.records[(slot - 1) as usize];
+            if r.hash == hash && &self.arena[r.start as usize..(r.start + r.len) as usize] == raw {
+                self.hits += 1;
+                return Some(slot - 1);
+            }
+            i = (i + 1) & mask;
+        }
+        self.misses += 1;
+        if self.records.len() >= lim.records || self.arena.len() + raw.len() > lim.bytes {
+            self.clear();
+            return self.record_fresh(raw, hash);
+        }
+        let id = self.records.len() as u32;
+        self.index[i] = id + 1;
+        self.push_record(raw, hash);
+        Some(id)
+    }
+
+    fn record_fresh(&mut self, raw: &[u8], hash: u64) -> Option<u32> {
+        let mask = self.index.len() - 1;
+        let i = hash as usize & mask;
+        self.index[i] = 1;
+        self.push_record(raw, hash);
+        Some(0)
+    }
+
+    fn push_record(&mut self, raw: &[u8], hash: u64) {
+        let start = self.arena.len() as u32;
+        self.arena.extend_from_slice(raw);
+        self.records.push(Record {
+            hash,
+            start,
+            len: raw.len() as u32,
+        });
+        self.node_info
+            .resize(self.node_info.len() + self.nodes, NodeInfo::default());
+        let base = (self.records.len() - 1) * self.nodes;
+        for n in &mut self.node_info[base..base + self.nodes] {
+            n.gate = NONE;
+        }
+    }
+
+    /// Incremented every time the cache is emptied: a record id is only
+    /// meaningful with the epoch it was obtained in.
+    pub fn epoch(&self) -> u32 {
+        self.epoch
+    }
+
+    pub fn node(&self, rec: u32, node: usize) -> NodeState {
+        self.node_info[rec as usize * self.nodes + node].state
+    }
+
+    pub fn bytes(&self, start: u32, len: u32) -> &[u8] {
+        &self.arena[start as usize..(start + len) as usize]
+    }
+
+    /// Stores a node's outcome; `out` is its output when it changed the value.
+    /// Returns false (nothing stored) when the arena is full.
+    pub fn set_node(&mut self, rec: u32, node: usize, out: Option<&[u8]>) -> bool {
+        let state = match out {
+            None => NodeState::Same,
+            Some(b) => {
+                if self.arena.len() + b.len() > self.limits().bytes {
+                    return false;
+                }
+                let start = self.arena.len() as u32;
+                self.arena.extend_from_slice(b);
+                NodeState::Bytes {
+                    start,
+                    len: b.len() as u32,
+                }
+            }
+        };
+        self.node_info[rec as usize * self.nodes + node].state = state;
+        true
+    }
+
+    /// The scan result and byte set stored for a node's output, if any.
+    pub fn gate(&self, rec: u32, node: usize) -> Option<(&[u64], ByteMask)> {
+        let g = self.node_info[rec as usize * self.nodes + node].gate;
+        if g == NONE {
+            return None;
+        }
+        let at = g as usize;
+        let w = self.words;
+        let m = &self.gate[at + w..at + w + 4];
+        Some((&self.gate[at..at + w], [m[0], m[1], m[2], m[3]]))
+    }
+
+    pub fn set_gate(&mut self, rec: u32, node: usize, bits: &[u64], mask: ByteMask) {
+        let i = rec as usize * self.nodes + node;
+        if self.node_info[i].gate != NONE {
+            return;
+        }
+        let at = self.gate.len();
+        self.gate.extend_from_slice(bits);
+        self.gate.extend_from_slice(&mask);
+        self.node_info[i].gate = at as u32;
+    }
+
+    /// A stored operator result.
+    pub fn op(&self, rec: u32, node: usize, op: u32) -> Option<bool> {
+        if self.ops.is_empty() {
+            return None;
+        }
+        let key = op_key(rec, node, op);
+        let mask = self.ops.len() - 1;
+        let mut i = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20) as usize & mask;
+        loop {
+            let (k, v) = self.ops[i];
+            if k == 0 {
+                return None;
+            }
+            if k == key {
+                return Some(v);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    pub fn set_op(&mut self, rec: u32, node: usize, op: u32, result: bool) {
+        if self.ops.is_empty() || self.op_count * 2 >= self.ops.len() {
+            // Full: the operator table alone starts over.
+            self.ops.fill((0, false));
+            self.op_count = 0;
+            if self.ops.is_empty() {
+                return;
+            }
+        }
+        let key = op_key(rec, node, op);
+        let mask = self.ops.len() - 1;
+        let mut i = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20) as usize & mask;
+        loop {
+            let (k, _) = self.ops[i];
+            if k == 0 {
+                self.ops[i] = (key, result);
+                self.op_count += 1;
+                return;
+            }
+            if k == key {
+                self.ops[i].1 = result;
+                return;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+}
+
+/// Never 0 (0 marks an empty slot).
+fn op_key(rec: u32, node: usize, op: u32) -> u64 {
+    ((u64::from(rec) + 1) << 40) | ((node as u64 & 0xffff) << 24) | u64::from(op & 0xff_ffff)
+}
+
+/// A fast 64-bit hash of a value (collisions are resolved by comparing bytes).
+fn hash(b: &[u8]) -> u64 {
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut h: u64 = (b.len() as u64).wrapping_mul(K);
+    let mut chunks = b.chunks_exact(8);
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        h = (h ^ u64::from_le_bytes(w)).wrapping_mul(K).rotate_left(29);
+    }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        let mut w = [0u8; 8];
+        w[..rest.len()].copy_from_slice(rest);
+        h = (h ^ u64::from_le_bytes(w)).wrapping_mul(K).rotate_left(29);
+    }
+    h ^ (h >> 32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_are_verified_and_bounded() {
+        let mut c = XCache::new(
+            3,
+            1,
+            XCacheLimits {
+                records: 4,
+                bytes: 1024,
+                op_results: 8,
+            },
+        );
+        let a = c.record(b"alpha").expect("cached");
+        assert_eq!(c.record(b"alpha"), Some(a));
+        let b = c.record(b"beta").expect("cached");
+        assert_ne!(a, b);
+        assert_eq!((c.hits, c.misses), (1, 2));
+        c.set_node(a, 1, Some(b"ALPHA"));
+        c.set_node(a, 2, None);
+        assert_eq!(c.node(a, 1), NodeState::Bytes { start: 9, len: 5 });
+        assert_eq!(c.node(a, 2), NodeState::Same);
+        assert_eq!(c.node(b, 1), NodeState::Unknown);
+        c.set_gate(a, 1, &[5], [1, 2, 3, 4]);
+        assert_eq!(c.gate(a, 1), Some((&[5u64][..], [1, 2, 3, 4])));
+        c.set_op(a, 1, 7, true);
+        assert_eq!(c.op(a, 1, 7), Some(true));
+        assert_eq!(c.op(b, 1, 7), None);
+        // Filling the record budget empties the cache.
+        for v in [&b"c"[..], b"d", b"e"] {
+            c.record(v);
+        }
+        assert_eq!(c.len(), 1);
+        assert_eq!(c.op(a, 1, 7), None);
+        // Too big to cache.
+        assert_eq!(c.record(&[0u8; 200]), None);
+    }
+}
