@@ -417,6 +417,7 @@ impl Report<'_> {
             "regex_evals_per_request": st.regex_evals as f64 / n_req,
             "op_runs_per_request": st.op_runs as f64 / n_req,
             "scans_per_request": st.scans as f64 / n_req,
+            "rules_evaluated_per_request": st.rules_evaluated as f64 / n_req,
             "options": {"memo": self.fast_opts().memo, "prefilter": self.fast_opts().prefilter, "xcache": self.fast_opts().xcache},
             "top_rules": self.top_rules().into_iter().map(|(id, loc, us, share, runs, skips)| json!({
                 "id": id, "location": loc, "us_per_request": us, "time_share": share / 100.0,
@@ -497,7 +498,8 @@ impl Report<'_> {
         );
         let _ = writeln!(
             o,
-            "per request: {:.1} regex evaluations, {:.1} operator runs, {:.1} prefilter scans",
+            "per request: {:.1} rules evaluated, {:.1} regex evaluations, {:.1} operator runs, {:.1} prefilter scans",
+            st.rules_evaluated as f64 / n_req,
             st.regex_evals as f64 / n_req,
             st.op_runs as f64 / n_req,
             st.scans as f64 / n_req

@@ -226,7 +226,7 @@ impl Transaction<'_> {
             if let Selector::Key(k) = sel {
                 // The common case (`TX:score`): no per-entry selector dispatch.
                 let k = k.as_bytes();
-                for e in c.iter() {
+                for e in c.from_key(k) {
                     if e.key.len() == k.len() && e.key.eq_ignore_ascii_case(k) {
                         out.push(var, &e.key, &e.value, None);
                     }
@@ -308,10 +308,11 @@ impl Transaction<'_> {
     /// for macro expansion (`%{REQUEST_HEADERS.host}`, `%{TX.score}`).
     pub(super) fn first_value_into(&self, var: V, key: Option<&str>, out: &mut Vec<u8>) {
         let first = |c: &Collection, names: bool, out: &mut Vec<u8>| {
-            if let Some(e) = c
-                .iter()
-                .find(|e| key.is_none_or(|k| e.key.eq_ignore_ascii_case(k.as_bytes())))
-            {
+            let e = match key {
+                Some(k) => c.from_key(k.as_bytes()).first(),
+                None => c.iter().next(),
+            };
+            if let Some(e) = e {
                 out.extend_from_slice(if names { &e.key } else { &e.value });
             }
         };
