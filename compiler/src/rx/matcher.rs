@@ -101,7 +101,14 @@ impl CompiledRx {
                     // Empty matches may split UTF-8 sequences: the haystack
                     // is bytes, not text.
                     .utf8_empty(false)
-                    .nfa_size_limit(Some(opts.size_limit)),
+                    .nfa_size_limit(Some(opts.size_limit))
+                    // The lazy DFA's per-thread cache: CRS's big keyword
+                    // alternations need more states than the 2 MiB default
+                    // holds, and a cache that keeps being cleared makes the
+                    // lazy DFA give up for the (much slower) NFA engines.
+                    // States are built on demand, so this bounds memory
+                    // rather than allocating it.
+                    .hybrid_cache_capacity(opts.lazy_dfa_cache),
             )
             .build_from_hir(&hir)
             .map_err(|e| build_error(&e))?;

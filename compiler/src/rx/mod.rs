@@ -66,6 +66,8 @@ pub struct RxOptions {
     /// regex-automata NFA size limit (bytes); a bigger pattern is
     /// [`RxError::TooBig`].
     pub size_limit: usize,
+    /// Upper bound of the lazy DFA's cache per pattern and thread (bytes).
+    pub lazy_dfa_cache: usize,
 }
 
 impl RxOptions {
@@ -76,6 +78,8 @@ impl RxOptions {
     /// Default [`RxOptions::size_limit`]: 10 MiB, the `regex` crate's default;
     /// the biggest CRS pattern needs far less.
     pub const DEFAULT_SIZE_LIMIT: usize = 10 * 1024 * 1024;
+    /// Default [`RxOptions::lazy_dfa_cache`]: 16 MiB.
+    pub const DEFAULT_LAZY_DFA_CACHE: usize = 16 * 1024 * 1024;
 }
 
 impl Default for RxOptions {
@@ -83,6 +87,7 @@ impl Default for RxOptions {
         RxOptions {
             dense_dfa_budget: Self::DEFAULT_DENSE_DFA_BUDGET,
             size_limit: Self::DEFAULT_SIZE_LIMIT,
+            lazy_dfa_cache: Self::DEFAULT_LAZY_DFA_CACHE,
         }
     }
 }

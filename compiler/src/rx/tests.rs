@@ -696,6 +696,7 @@ fn too_big() {
     let opts = RxOptions {
         dense_dfa_budget: 0,
         size_limit: 10_000,
+        ..RxOptions::default()
     };
     match CompiledRx::compile(r"\w{200}[a-z]{50}", &opts) {
         Err(RxError::TooBig { message }) => assert!(!message.is_empty()),
@@ -1052,6 +1053,7 @@ fn random_patterns_never_panic() {
     let opts = RxOptions {
         dense_dfa_budget: 16 * 1024,
         size_limit: 1 << 20,
+        ..RxOptions::default()
     };
     let mut ok = 0usize;
     for _ in 0..4000 {
