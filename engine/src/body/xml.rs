@@ -170,8 +170,15 @@ fn run<S: BodySink + ?Sized>(
         return Err(bad(body.len(), "Document is empty"));
     }
 
-    // The declared encoding, from the XML declaration if any.
+    // The declared encoding, from the XML declaration if any. Only a document
+    // starting with `<?` (after the BOM quick-xml also strips) can have one;
+    // the probe is skipped otherwise, since a reader whose first event is a
+    // start tag allocates its stack of open names.
     let mut enc = Enc::Utf8;
+    if doc
+        .strip_prefix(b"\xEF\xBB\xBF")
+        .unwrap_or(doc)
+        .starts_with(b"<?")
     {
         let mut r = Reader::from_reader(doc);
         if let Ok(Event::Decl(d)) = r.read_event() {
