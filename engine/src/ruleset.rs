@@ -5,6 +5,7 @@ use crate::prefilter::Scanner;
 use crate::transaction::{EvalOptions, Transaction};
 use crate::transform::Transform;
 use std::path::PathBuf;
+use std::sync::Arc;
 use waf_compiler::ir::Program;
 use waf_compiler::{compile_files, compile_str, Compiled, Options};
 
@@ -21,6 +22,16 @@ pub struct Ruleset {
     chains: Vec<Vec<Transform>>,
     /// What [`Ruleset::transaction`] uses.
     options: EvalOptions,
+    /// Per rule: tags, version and location, shared by every match report.
+    rule_meta: Vec<RuleMeta>,
+}
+
+/// A rule's metadata that match reports share rather than copy.
+#[derive(Debug)]
+pub(crate) struct RuleMeta {
+    pub tags: Arc<[String]>,
+    pub ver: Option<Arc<str>>,
+    pub location: Arc<str>,
 }
 
 impl Ruleset {
@@ -29,8 +40,18 @@ impl Ruleset {
         let chains = (0..program.transforms.nodes.len())
             .map(|n| program.transforms.chain(waf_compiler::ir::NodeId(n as u32)))
             .collect();
+        let rule_meta = program
+            .rules
+            .iter()
+            .map(|r| RuleMeta {
+                tags: r.meta.tags.iter().cloned().collect(),
+                ver: r.meta.ver.as_deref().map(Arc::from),
+                location: Arc::from(r.location.as_str()),
+            })
+            .collect();
         Ruleset {
             program,
+            rule_meta,
             injection: Box::new(LibinjectionRs),
             scanner,
             chains,
@@ -84,6 +105,10 @@ impl Ruleset {
     /// A transaction with non-default evaluation options (e.g. the naive mode).
     pub fn transaction_with(&self, options: EvalOptions) -> Transaction<'_> {
         Transaction::with_options(self, options)
+    }
+
+    pub(crate) fn rule_meta(&self, rule: usize) -> Option<&RuleMeta> {
+        self.rule_meta.get(rule)
     }
 
     /// The prefilter of this ruleset's operators.

@@ -39,6 +39,7 @@ use crate::ruleset::Ruleset;
 use crate::transform::{is_hex, x2c};
 use memo::Memo;
 use std::io::Write as _;
+use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use vars::ValList;
 use waf_compiler::ir::*;
@@ -63,15 +64,16 @@ pub struct MatchedRule {
     pub msg: String,
     pub logdata: String,
     pub severity: Option<Severity>,
-    pub tags: Vec<String>,
-    pub ver: Option<String>,
+    /// Shared with the ruleset (no copy per match).
+    pub tags: Arc<[String]>,
+    pub ver: Option<Arc<str>>,
     pub matched_var_name: String,
     pub matched_var: String,
     /// False for `nolog` rules: they matched but write no alert.
     pub log: bool,
     /// The rule's disruptive action fired (not `pass`), whatever the engine mode.
     pub disruptive: bool,
-    pub location: String,
+    pub location: Arc<str>,
 }
 
 impl MatchedRule {
@@ -97,7 +99,7 @@ impl MatchedRule {
         if let Some(v) = &self.ver {
             s.push_str(&format!(" [ver \"{}\"]", e(v)));
         }
-        for t in &self.tags {
+        for t in self.tags.iter() {
             s.push_str(&format!(" [tag \"{}\"]", e(t)));
         }
         s.push_str(&format!(
@@ -289,11 +291,11 @@ enum Allow {
 }
 
 /// How a `ctl:ruleRemoveTarget*` selects rules.
-#[derive(Clone, Debug)]
-enum RuleSel {
-    Ids(Vec<(u64, u64)>),
-    Tag(String),
-    Msg(String),
+#[derive(Clone, Copy, Debug)]
+enum RuleSel<'r> {
+    Ids(&'r [(u64, u64)]),
+    Tag(&'r str),
+    Msg(&'r str),
 }
 
 /// Request, response and state of one transaction.
@@ -336,7 +338,9 @@ pub struct Transaction<'r> {
     multipart_part_headers: Collection,
     multipart_names: Collection,
     multipart_filenames: Collection,
-    xml_root: Option<Vec<u8>>,
+    /// `XML:/*` (meaningful when `xml_root_set`; the buffer is kept).
+    xml_root: Vec<u8>,
+    xml_root_set: bool,
     xml_attrs: Collection,
     arg_limit: ArgLimit,
     // response
@@ -356,9 +360,10 @@ pub struct Transaction<'r> {
     force_request_body_variable: bool,
     inbound_data_error: bool,
     removed_ids: Vec<(u64, u64)>,
-    removed_tags: Vec<String>,
-    removed_msgs: Vec<String>,
-    removed_targets: Vec<(RuleSel, Exclusion)>,
+    // `ctl:ruleRemove*` selections point into the program: no copies.
+    removed_tags: Vec<&'r str>,
+    removed_msgs: Vec<&'r str>,
+    removed_targets: Vec<(RuleSel<'r>, &'r Exclusion)>,
     matched_var: Vec<u8>,
     matched_var_name: String,
     matched_vars: Collection,
@@ -380,12 +385,20 @@ pub struct Transaction<'r> {
     scratch: Scratch,
 }
 
-/// Reusable buffers of the evaluation (taken out with `mem::take` while in use).
+/// Reusable buffers of the evaluation (taken out with `mem::take` while in
+/// use). Each user has its own: a buffer taken by a caller would be found
+/// empty (and grown anew) by a callee, which then drops it.
 #[derive(Default)]
 struct Scratch {
+    /// The direct path's current, temporary and candidate values.
     a: Vec<u8>,
     b: Vec<u8>,
     c: Vec<u8>,
+    /// setvar's and setenv's name and value.
+    name: Vec<u8>,
+    value: Vec<u8>,
+    /// Macro-expanded msg/logdata.
+    text: Vec<u8>,
     arg: Vec<u8>,
     vals: ValList,
     multi: Vec<(usize, usize)>,
@@ -435,7 +448,8 @@ impl<'r> Transaction<'r> {
             multipart_part_headers: Collection::default(),
             multipart_names: Collection::default(),
             multipart_filenames: Collection::default(),
-            xml_root: None,
+            xml_root: Vec::new(),
+            xml_root_set: false,
             xml_attrs: Collection::default(),
             arg_limit: ArgLimit::new(Some(s.arguments_limit as usize)),
             status: 0,
@@ -528,10 +542,8 @@ impl<'r> Transaction<'r> {
         self.processor = None;
         self.body_result.clear();
         self.body_done = false;
-        if let Some(r) = &mut self.xml_root {
-            r.clear();
-        }
-        self.xml_root = None;
+        self.xml_root.clear();
+        self.xml_root_set = false;
         self.arg_limit = ArgLimit::new(Some(s.arguments_limit as usize));
         self.status = 0;
         self.response_protocol.clear();
@@ -883,8 +895,8 @@ impl BodySink for ArgsSink<'_, '_> {
     }
 
     fn xml_root_text(&mut self, text: &[u8]) {
-        let root = self.tx.xml_root.get_or_insert_with(Vec::new);
-        set(root, text);
+        set(&mut self.tx.xml_root, text);
+        self.tx.xml_root_set = true;
     }
 }
 

@@ -329,7 +329,10 @@ impl Gen {
                 s.push_str(&json_str(&mut self.rng, &v));
             }
             1 => s.push_str(&self.rng.below(100000).to_string()),
-            2 => s.push_str(*self.rng.pick(&["true", "false", "null", "-1.5e3"])),
+            2 => {
+                const LITERALS: [&str; 4] = ["true", "false", "null", "-1.5e3"];
+                s.push_str(LITERALS[self.rng.below(LITERALS.len())])
+            }
             3 | 4 => {
                 s.push('[');
                 for i in 0..self.rng.below(4) {
@@ -392,7 +395,11 @@ impl Gen {
     }
 
     fn xml(&mut self) -> String {
-        let mut s = String::from("<?xml version=\"1.0\"?>\n<order>");
+        let mut s = String::from(if self.rng.chance(70) {
+            "<?xml version=\"1.0\"?>\n<order>"
+        } else {
+            "<order>"
+        });
         for _ in 0..1 + self.rng.below(4) {
             let attr = self.value();
             let text = self.value();

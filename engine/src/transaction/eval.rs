@@ -45,7 +45,7 @@ impl<'r> Transaction<'r> {
             let matched = if self.options.profile {
                 let t = Instant::now();
                 let before = self.stats;
-                let m = self.eval_rule(program, rule);
+                let m = self.eval_rule(program, rule, rules[i]);
                 let r = rules[i].index();
                 self.profile.nanos[r] += t.elapsed().as_nanos() as u64;
                 self.profile.evals[r] += 1;
@@ -54,7 +54,7 @@ impl<'r> Transaction<'r> {
                 self.profile.skips[r] += self.stats.prefilter_skips - before.prefilter_skips;
                 m
             } else {
-                self.eval_rule(program, rule)
+                self.eval_rule(program, rule, rules[i])
             };
             if matched {
                 if let Some(flow) = &rule.flow {
@@ -93,10 +93,10 @@ impl<'r> Transaction<'r> {
                     .msg
                     .as_ref()
                     .and_then(|m| m.as_literal())
-                    .is_some_and(|m| self.removed_msgs.iter().any(|x| x == m)))
+                    .is_some_and(|m| self.removed_msgs.contains(&m)))
     }
 
-    fn eval_rule(&mut self, program: &'r Program, rule: &'r Rule) -> bool {
+    fn eval_rule(&mut self, program: &'r Program, rule: &'r Rule, ri: RuleIdx) -> bool {
         self.stats.rules_evaluated += 1;
         self.matched_vars.clear();
         if rule.unconditional {
@@ -113,7 +113,7 @@ impl<'r> Transaction<'r> {
         for link in &rule.links {
             self.after_match_actions(link);
         }
-        self.full_match(rule);
+        self.full_match(rule, ri);
         true
     }
 
@@ -480,9 +480,9 @@ impl<'r> Transaction<'r> {
             || self.removed_targets.iter().any(|(sel, e)| {
                 let applies = match sel {
                     RuleSel::Ids(r) => r.iter().any(|&(a, b)| a <= rule.id && rule.id <= b),
-                    RuleSel::Tag(t) => rule.meta.tags.iter().any(|x| x == t),
+                    RuleSel::Tag(t) => rule.meta.tags.iter().any(|x| x == *t),
                     RuleSel::Msg(m) => {
-                        rule.meta.msg.as_ref().and_then(|x| x.as_literal()) == Some(m.as_str())
+                        rule.meta.msg.as_ref().and_then(|x| x.as_literal()) == Some(*m)
                     }
                 };
                 applies && hit(e)
@@ -497,23 +497,23 @@ impl<'r> Transaction<'r> {
         }
     }
 
-    fn after_match_actions(&mut self, link: &Link) {
+    fn after_match_actions(&mut self, link: &'r Link) {
         for a in &link.actions {
             match a {
                 LinkAction::Ctl(c) => self.ctl(c),
                 LinkAction::InitCol { collection, .. } => self.init_collection(*collection),
                 LinkAction::SetEnv { name, value } => {
                     let (mut n, mut v) = (
-                        std::mem::take(&mut self.scratch.a),
-                        std::mem::take(&mut self.scratch.b),
+                        std::mem::take(&mut self.scratch.name),
+                        std::mem::take(&mut self.scratch.value),
                     );
                     n.clear();
                     v.clear();
                     self.expand_into(name, &mut n);
                     self.expand_into(value, &mut v);
                     self.env.set(&n, &v);
-                    self.scratch.a = n;
-                    self.scratch.b = v;
+                    self.scratch.name = n;
+                    self.scratch.value = v;
                 }
                 _ => {}
             }
@@ -538,7 +538,7 @@ impl<'r> Transaction<'r> {
         self.persistent_len += 1;
     }
 
-    fn full_match(&mut self, rule: &Rule) {
+    fn full_match(&mut self, rule: &Rule, ri: RuleIdx) {
         if let Some(sev) = rule.meta.severity {
             let n = sev.number();
             self.highest_severity = Some(self.highest_severity.map_or(n, |h| h.min(n)));
@@ -551,7 +551,7 @@ impl<'r> Transaction<'r> {
         let mut m = std::mem::take(&mut self.matches[self.match_count]);
         m.id = rule.id;
         m.phase = rule.phase;
-        let mut buf = std::mem::take(&mut self.scratch.c);
+        let mut buf = std::mem::take(&mut self.scratch.text);
         for (field, src) in [
             (&mut m.msg, &rule.meta.msg),
             (&mut m.logdata, &rule.meta.logdata),
@@ -560,20 +560,22 @@ impl<'r> Transaction<'r> {
             if let Some(src) = src {
                 buf.clear();
                 self.expand_into(src, &mut buf);
-                field.push_str(&String::from_utf8_lossy(&buf));
+                push_lossy(field, &buf);
             }
         }
-        self.scratch.c = buf;
+        self.scratch.text = buf;
         m.severity = rule.meta.severity;
-        m.tags.clone_from(&rule.meta.tags);
-        m.ver.clone_from(&rule.meta.ver);
+        if let Some(meta) = self.rs.rule_meta(ri.index()) {
+            m.tags.clone_from(&meta.tags);
+            m.ver.clone_from(&meta.ver);
+            m.location.clone_from(&meta.location);
+        }
         m.matched_var_name.clone_from(&self.matched_var_name);
         m.matched_var.clear();
-        m.matched_var
-            .push_str(&String::from_utf8_lossy(&self.matched_var));
+        push_lossy(&mut m.matched_var, &self.matched_var);
+
         m.log = rule.log;
         m.disruptive = disruptive;
-        m.location.clone_from(&rule.location);
         self.matches[self.match_count] = m;
         self.match_count += 1;
         let enforce = self.mode == EngineMode::On;
@@ -621,8 +623,8 @@ impl<'r> Transaction<'r> {
     }
 
     fn setvar(&mut self, sv: &SetVar) {
-        let mut name = std::mem::take(&mut self.scratch.a);
-        let mut value = std::mem::take(&mut self.scratch.b);
+        let mut name = std::mem::take(&mut self.scratch.name);
+        let mut value = std::mem::take(&mut self.scratch.value);
         name.clear();
         value.clear();
         self.expand_into(&sv.name, &mut name);
@@ -656,25 +658,25 @@ impl<'r> Transaction<'r> {
                 }
             }
         }
-        self.scratch.a = name;
-        self.scratch.b = value;
+        self.scratch.name = name;
+        self.scratch.value = value;
     }
 
-    fn ctl(&mut self, c: &Ctl) {
+    fn ctl(&mut self, c: &'r Ctl) {
         match c {
             Ctl::RuleEngine(m) => self.mode = *m,
             Ctl::RuleRemoveById(r) => self.removed_ids.extend_from_slice(r),
-            Ctl::RuleRemoveByTag(t) => self.removed_tags.push(t.clone()),
-            Ctl::RuleRemoveByMsg(m) => self.removed_msgs.push(m.clone()),
-            Ctl::RuleRemoveTargetById { ids, target } => self
-                .removed_targets
-                .push((RuleSel::Ids(ids.clone()), target.clone())),
-            Ctl::RuleRemoveTargetByTag { tag, target } => self
-                .removed_targets
-                .push((RuleSel::Tag(tag.clone()), target.clone())),
-            Ctl::RuleRemoveTargetByMsg { msg, target } => self
-                .removed_targets
-                .push((RuleSel::Msg(msg.clone()), target.clone())),
+            Ctl::RuleRemoveByTag(t) => self.removed_tags.push(t),
+            Ctl::RuleRemoveByMsg(m) => self.removed_msgs.push(m),
+            Ctl::RuleRemoveTargetById { ids, target } => {
+                self.removed_targets.push((RuleSel::Ids(ids), target))
+            }
+            Ctl::RuleRemoveTargetByTag { tag, target } => {
+                self.removed_targets.push((RuleSel::Tag(tag), target))
+            }
+            Ctl::RuleRemoveTargetByMsg { msg, target } => {
+                self.removed_targets.push((RuleSel::Msg(msg), target))
+            }
             Ctl::RequestBodyProcessor(p) => {
                 if let Some(p) = Processor::from_name(p) {
                     self.processor = Some(p);
@@ -722,11 +724,22 @@ enum Source<'a> {
     Bytes(&'a [u8]),
 }
 
+/// Appends `b` as text, invalid UTF-8 replaced by U+FFFD (as
+/// `String::from_utf8_lossy`, without its allocation).
+fn push_lossy(out: &mut String, b: &[u8]) {
+    for chunk in b.utf8_chunks() {
+        out.push_str(chunk.valid());
+        if !chunk.invalid().is_empty() {
+            out.push(char::REPLACEMENT_CHARACTER);
+        }
+    }
+}
+
 /// `VAR` or `VAR:key`, as ModSecurity names a matched value.
 fn push_name(out: &mut String, var: V, key: &[u8]) {
     out.push_str(var.name());
     if !key.is_empty() {
         out.push(':');
-        out.push_str(&String::from_utf8_lossy(key));
+        push_lossy(out, key);
     }
 }

@@ -143,7 +143,7 @@ impl Memo {
             path: Vec::new(),
             out: Vec::new(),
             inst_rec: Vec::new(),
-            x: XCache::new(p.transforms.nodes.len(), words, XCacheLimits::default()),
+            x: XCache::new(words, XCacheLimits::default()),
             x_on: true,
         }
     }

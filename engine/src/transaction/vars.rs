@@ -265,10 +265,9 @@ impl Transaction<'_> {
             V::Xml => {
                 if let Selector::XPath(x) = sel {
                     match x.trim() {
-                        "/*" => {
-                            if let Some(t) = &self.xml_root {
-                                out.push(var, b"/*", t, Some(Origin::Scalar(V::Xml)));
-                            }
+                        "/*" if self.xml_root_set => {
+                            let t = &self.xml_root;
+                            out.push(var, b"/*", t, Some(Origin::Scalar(V::Xml)));
                         }
                         "//@*" => {
                             for (i, e) in self.xml_attrs.iter().enumerate() {

@@ -15,11 +15,14 @@
 //! - per (record, node, operator): whether the operator matched (only results
 //!   that need no captures are stored: a match with `capture` runs again).
 //!
-//! It is bounded (records, bytes, operator results) and allocates only while
-//! growing to those bounds; when any is reached, it is emptied at once (an
-//! O(1) epoch bump plus clearing the index). An adversary cycling values can
-//! only make it miss: a miss costs a hash of the value and an insertion on
-//! top of the uncached path.
+//! It is bounded (records, bytes, node and operator entries) and allocates
+//! only while growing to those bounds; when any is reached, it is emptied at
+//! once (an epoch bump plus clearing its tables). A value is admitted the
+//! second time it is seen (a bit in a filter the first time), so unique
+//! values cost a hash and a bit test. An adversary cycling values can only
+//! make it miss: never a wrong answer (keys are compared in full), and no
+//! more than that hash, bit test and one record's bookkeeping on top of the
+//! uncached path.
 
 use super::memo::NONE;
 use crate::prefilter::ByteMask;
@@ -70,29 +73,33 @@ impl Default for XCacheLimits {
 #[derive(Default)]
 pub(super) struct XCache {
     limits: Option<XCacheLimits>,
-    nodes: usize,
     words: usize,
     /// Open addressing over `records`: record index + 1, 0 = empty.
     index: Vec<u32>,
     records: Vec<Record>,
     arena: Vec<u8>,
-    /// `records.len() * nodes`.
-    node_info: Vec<NodeInfo>,
+    /// Open addressing by (record, node): only the nodes a value actually
+    /// went through take room. Key 0 = empty.
+    node_info: Vec<(u64, NodeInfo)>,
+    node_count: usize,
     /// Scan results (`words` words) followed by the byte set (4 words).
     gate: Vec<u64>,
     /// Open addressing: (key, result); key 0 = empty.
     ops: Vec<(u64, bool)>,
     op_count: usize,
+    /// Admission filter: a bit per hash bucket of the values seen once. A
+    /// value gets a record the second time it is seen, so a stream of
+    /// unique values (a big body's arguments) costs one bit test each.
+    seen: Vec<u64>,
     epoch: u32,
     pub hits: u64,
     pub misses: u64,
 }
 
 impl XCache {
-    pub fn new(nodes: usize, words: usize, limits: XCacheLimits) -> XCache {
+    pub fn new(words: usize, limits: XCacheLimits) -> XCache {
         XCache {
             limits: Some(limits),
-            nodes,
             words,
             ..XCache::default()
         }
@@ -108,10 +115,12 @@ impl XCache {
         self.index.fill(0);
         self.records.clear();
         self.arena.clear();
-        self.node_info.clear();
+        self.node_info.fill((0, NodeInfo::default()));
+        self.node_count = 0;
         self.gate.clear();
         self.ops.fill((0, false));
         self.op_count = 0;
+        self.seen.fill(0);
     }
 
     /// The record of `raw`, created if absent. `None` when the value is too
@@ -124,6 +133,8 @@ impl XCache {
         if self.index.is_empty() {
             self.index = vec![0; (lim.records * 2).next_power_of_two()];
             self.ops = vec![(0, false); (lim.op_results * 2).next_power_of_two()];
+            self.node_info = vec![(0, NodeInfo::default()); (lim.records * 32).next_power_of_two()];
+            self.seen = vec![0; (lim.records * 64).next_power_of_two() / 64];
         }
         let hash = hash(raw);
         let mask = self.index.len() - 1;
@@ -141,7 +152,15 @@ impl XCache {
             i = (i + 1) & mask;
         }
         self.misses += 1;
-        if self.records.len() >= lim.records || self.arena.len() + raw.len() > lim.bytes {
+        let bit = (hash >> 7) as usize & (self.seen.len() * 64 - 1);
+        if self.seen[bit / 64] & (1 << (bit % 64)) == 0 {
+            self.seen[bit / 64] |= 1 << (bit % 64);
+            return None;
+        }
+        if self.records.len() >= lim.records
+            || self.arena.len() + raw.len() > lim.bytes
+            || self.node_count * 2 >= self.node_info.len()
+        {
             self.clear();
             return self.record_fresh(raw, hash);
         }
@@ -167,12 +186,58 @@ impl XCache {
             start,
             len: raw.len() as u32,
         });
-        self.node_info
-            .resize(self.node_info.len() + self.nodes, NodeInfo::default());
-        let base = (self.records.len() - 1) * self.nodes;
-        for n in &mut self.node_info[base..base + self.nodes] {
-            n.gate = NONE;
+    }
+
+    /// The slot of (rec, node) in `node_info`: where it is, or where it goes.
+    fn node_slot(&self, rec: u32, node: usize) -> usize {
+        let key = node_key(rec, node);
+        let mask = self.node_info.len() - 1;
+        let mut i = mix(key) as usize & mask;
+        loop {
+            let k = self.node_info[i].0;
+            if k == 0 || k == key {
+                return i;
+            }
+            i = (i + 1) & mask;
         }
+    }
+
+    fn info(&self, rec: u32, node: usize) -> NodeInfo {
+        if self.node_info.is_empty() {
+            return NodeInfo::default();
+        }
+        let i = self.node_slot(rec, node);
+        if self.node_info[i].0 == 0 {
+            NodeInfo {
+                state: NodeState::Unknown,
+                gate: NONE,
+            }
+        } else {
+            self.node_info[i].1
+        }
+    }
+
+    /// The entry of (rec, node), created if absent; None when the table is
+    /// half full (the cache is emptied at the next record miss).
+    fn info_mut(&mut self, rec: u32, node: usize) -> Option<&mut NodeInfo> {
+        if self.node_info.is_empty() {
+            return None;
+        }
+        let i = self.node_slot(rec, node);
+        if self.node_info[i].0 == 0 {
+            if self.node_count * 2 >= self.node_info.len() {
+                return None;
+            }
+            self.node_count += 1;
+            self.node_info[i] = (
+                node_key(rec, node),
+                NodeInfo {
+                    state: NodeState::Unknown,
+                    gate: NONE,
+                },
+            );
+        }
+        Some(&mut self.node_info[i].1)
     }
 
     /// Incremented every time the cache is emptied: a record id is only
@@ -182,7 +247,7 @@ impl XCache {
     }
 
     pub fn node(&self, rec: u32, node: usize) -> NodeState {
-        self.node_info[rec as usize * self.nodes + node].state
+        self.info(rec, node).state
     }
 
     pub fn bytes(&self, start: u32, len: u32) -> &[u8] {
@@ -206,13 +271,18 @@ impl XCache {
                 }
             }
         };
-        self.node_info[rec as usize * self.nodes + node].state = state;
-        true
+        match self.info_mut(rec, node) {
+            Some(i) => {
+                i.state = state;
+                true
+            }
+            None => false,
+        }
     }
 
     /// The scan result and byte set stored for a node's output, if any.
     pub fn gate(&self, rec: u32, node: usize) -> Option<(&[u64], ByteMask)> {
-        let g = self.node_info[rec as usize * self.nodes + node].gate;
+        let g = self.info(rec, node).gate;
         if g == NONE {
             return None;
         }
@@ -223,14 +293,17 @@ impl XCache {
     }
 
     pub fn set_gate(&mut self, rec: u32, node: usize, bits: &[u64], mask: ByteMask) {
-        let i = rec as usize * self.nodes + node;
-        if self.node_info[i].gate != NONE {
+        if self.info(rec, node).gate != NONE
+            || (self.gate.len() + self.words + 4) * 8 > self.limits().bytes
+        {
             return;
         }
-        let at = self.gate.len();
-        self.gate.extend_from_slice(bits);
-        self.gate.extend_from_slice(&mask);
-        self.node_info[i].gate = at as u32;
+        let at = self.gate.len() as u32;
+        if let Some(i) = self.info_mut(rec, node) {
+            i.gate = at;
+            self.gate.extend_from_slice(bits);
+            self.gate.extend_from_slice(&mask);
+        }
     }
 
     /// A stored operator result.
@@ -240,7 +313,7 @@ impl XCache {
         }
         let key = op_key(rec, node, op);
         let mask = self.ops.len() - 1;
-        let mut i = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20) as usize & mask;
+        let mut i = mix(key) as usize & mask;
         loop {
             let (k, v) = self.ops[i];
             if k == 0 {
@@ -264,7 +337,7 @@ impl XCache {
         }
         let key = op_key(rec, node, op);
         let mask = self.ops.len() - 1;
-        let mut i = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20) as usize & mask;
+        let mut i = mix(key) as usize & mask;
         loop {
             let (k, _) = self.ops[i];
             if k == 0 {
@@ -284,6 +357,21 @@ impl XCache {
     pub fn len(&self) -> usize {
         self.records.len()
     }
+}
+
+/// A full-avalanche 64-bit mix (keys are structured integers; linear
+/// probing needs their low bits spread).
+fn mix(mut k: u64) -> u64 {
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    k ^ (k >> 33)
+}
+
+/// Never 0 (0 marks an empty slot).
+fn node_key(rec: u32, node: usize) -> u64 {
+    ((u64::from(rec) + 1) << 20) | (node as u64 & 0xf_ffff)
 }
 
 /// Never 0 (0 marks an empty slot).
@@ -317,7 +405,6 @@ mod tests {
     #[test]
     fn records_are_verified_and_bounded() {
         let mut c = XCache::new(
-            3,
             1,
             XCacheLimits {
                 records: 4,
@@ -325,11 +412,14 @@ mod tests {
                 op_results: 8,
             },
         );
+        // Admitted the second time a value is seen.
+        assert_eq!(c.record(b"alpha"), None);
         let a = c.record(b"alpha").expect("cached");
         assert_eq!(c.record(b"alpha"), Some(a));
+        assert_eq!(c.record(b"beta"), None);
         let b = c.record(b"beta").expect("cached");
         assert_ne!(a, b);
-        assert_eq!((c.hits, c.misses), (1, 2));
+        assert_eq!((c.hits, c.misses), (1, 4));
         c.set_node(a, 1, Some(b"ALPHA"));
         c.set_node(a, 2, None);
         assert_eq!(c.node(a, 1), NodeState::Bytes { start: 9, len: 5 });
@@ -342,6 +432,7 @@ mod tests {
         assert_eq!(c.op(b, 1, 7), None);
         // Filling the record budget empties the cache.
         for v in [&b"c"[..], b"d", b"e"] {
+            c.record(v);
             c.record(v);
         }
         assert_eq!(c.len(), 1);
