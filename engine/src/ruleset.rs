@@ -1,6 +1,6 @@
 //! A compiled ruleset, shared by all threads.
 
-use crate::injection::{Injection, LibinjectionRs};
+use crate::injection::{Injection, Libinjection};
 use crate::prefilter::Scanner;
 use crate::transaction::{EvalOptions, Transaction};
 use crate::transform::Transform;
@@ -24,6 +24,19 @@ pub struct Ruleset {
     options: EvalOptions,
     /// Per rule: tags, version and location, shared by every match report.
     rule_meta: Vec<RuleMeta>,
+    /// Per value slot, what evaluation needs in a few bytes (read for every
+    /// slot of every rule: kept dense instead of chasing the IR's structs).
+    slot_info: Vec<SlotInfo>,
+}
+
+/// A slot's target and how its values are read.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SlotInfo {
+    pub target: waf_compiler::ir::TargetId,
+    /// Read afresh by every rule (a count, or a variable rules change).
+    pub direct: bool,
+    /// The request collection the target reads, if any.
+    pub coll: Option<u8>,
 }
 
 /// A rule's metadata that match reports share rather than copy.
@@ -49,10 +62,23 @@ impl Ruleset {
                 location: Arc::from(r.location.as_str()),
             })
             .collect();
+        let slot_info = program
+            .slots
+            .iter()
+            .map(|s| {
+                let t = &program.targets[s.target.index()];
+                SlotInfo {
+                    target: s.target,
+                    direct: t.count || crate::transaction::is_volatile(t.variable),
+                    coll: crate::transaction::stable_coll(t.variable).map(|(c, _)| c),
+                }
+            })
+            .collect();
         Ruleset {
             program,
             rule_meta,
-            injection: Box::new(LibinjectionRs),
+            slot_info,
+            injection: Box::new(Libinjection),
             scanner,
             chains,
             options: EvalOptions::default(),
@@ -105,6 +131,10 @@ impl Ruleset {
     /// A transaction with non-default evaluation options (e.g. the naive mode).
     pub fn transaction_with(&self, options: EvalOptions) -> Transaction<'_> {
         Transaction::with_options(self, options)
+    }
+
+    pub(crate) fn slot_info(&self, slot: waf_compiler::ir::SlotId) -> SlotInfo {
+        self.slot_info[slot.index()]
     }
 
     pub(crate) fn rule_meta(&self, rule: usize) -> Option<&RuleMeta> {

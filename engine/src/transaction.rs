@@ -28,6 +28,7 @@ mod memo;
 mod vars;
 mod xcache;
 
+pub(crate) use vars::{is_volatile, stable_coll};
 pub use xcache::XCacheLimits;
 
 use crate::body::{

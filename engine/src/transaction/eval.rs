@@ -1,7 +1,7 @@
 //! Rule evaluation: phases, links, operators on (memoized) values, actions.
 
 use super::memo::{Inst, Origin};
-use super::vars::{coll, is_volatile, selector_matches};
+use super::vars::{coll, selector_matches, stable_coll};
 use super::{Allow, Intervention, MatchedRule, RuleSel, Transaction};
 use crate::body::Processor;
 use crate::collection::Collection;
@@ -133,11 +133,11 @@ impl<'r> Transaction<'r> {
         };
         let mut any = false;
         for &slot in &link.targets {
-            let target = &program.targets[program.slots[slot.index()].target.index()];
-            let memoized = self.options.memo && !target.count && !is_volatile(target.variable);
-            any |= if memoized {
+            let info = self.rs.slot_info(slot);
+            any |= if self.options.memo && !info.direct {
                 self.eval_slot_memo(program, rule, link, op, &mut arg, gate, slot)
             } else {
+                let target = &program.targets[info.target.index()];
                 self.eval_slot_direct(program, rule, link, op, &mut arg, gate, target)
             };
         }
@@ -159,11 +159,10 @@ impl<'r> Transaction<'r> {
         slot: SlotId,
     ) -> bool {
         let node = link.transforms;
-        let target = program.slots[slot.index()].target;
-        let list = match self
-            .memo
-            .target(target, self.generation, self.source_len(program, target))
-        {
+        let info = self.rs.slot_info(slot);
+        let target = info.target;
+        let src_len = info.coll.map(|id| self.coll_by_id(id).len() as u32);
+        let list = match self.memo.target(target, self.generation, src_len) {
             Some(r) => r,
             None => self.build_target(program, target),
         };
@@ -253,7 +252,7 @@ impl<'r> Transaction<'r> {
         // The memo is moved out so the collections can be read while it grows.
         let mut memo = std::mem::take(&mut self.memo);
         let start = memo.list_begin();
-        if let Some((id, names)) = Self::stable_coll(var) {
+        if let Some((id, names)) = stable_coll(var) {
             let keyless = id == coll::MULTIPART_NAMES || id == coll::MULTIPART_FILENAMES;
             for (i, e) in self.coll_by_id(id).iter().enumerate() {
                 if keyless || selector_matches(program, &target.selector, &e.key) {
@@ -290,7 +289,7 @@ impl<'r> Transaction<'r> {
     /// stays valid across phases as long as that length is unchanged.
     fn source_len(&self, program: &Program, tid: TargetId) -> Option<u32> {
         let var = program.targets[tid.index()].variable;
-        Self::stable_coll(var).map(|(id, _)| self.coll_by_id(id).len() as u32)
+        stable_coll(var).map(|(id, _)| self.coll_by_id(id).len() as u32)
     }
 
     /// A slot read directly (volatile variables, counts, or memo off): the

@@ -87,7 +87,7 @@ pub(super) mod coll {
 /// Whether a variable's values may change while the rules of one phase run
 /// (rule actions write them, or they are clocks): such values are read
 /// afresh for every rule, never memoized.
-pub(super) fn is_volatile(var: V) -> bool {
+pub(crate) fn is_volatile(var: V) -> bool {
     use V::*;
     matches!(
         var,
@@ -125,33 +125,33 @@ pub(super) fn selector_matches(program: &Program, sel: &Selector, key: &[u8]) ->
     }
 }
 
-impl Transaction<'_> {
-    /// The memoizable collection of a variable: (collection id, names?).
-    pub(super) fn stable_coll(var: V) -> Option<(u8, bool)> {
-        use coll::*;
-        Some(match var {
-            V::Args => (ARGS, false),
-            V::ArgsNames => (ARGS, true),
-            V::ArgsGet => (ARGS_GET, false),
-            V::ArgsGetNames => (ARGS_GET, true),
-            V::ArgsPost => (ARGS_POST, false),
-            V::ArgsPostNames => (ARGS_POST, true),
-            V::RequestHeaders => (HEADERS, false),
-            V::RequestHeadersNames => (HEADERS, true),
-            V::RequestCookies => (COOKIES, false),
-            V::RequestCookiesNames => (COOKIES, true),
-            V::ResponseHeaders => (RESPONSE_HEADERS, false),
-            V::ResponseHeadersNames => (RESPONSE_HEADERS, true),
-            V::Files => (FILES, false),
-            V::FilesNames => (FILES, true),
-            V::FilesSizes => (FILES_SIZES, false),
-            V::MultipartPartHeaders => (MULTIPART_PART_HEADERS, false),
-            V::MultipartName => (MULTIPART_NAMES, false),
-            V::MultipartFilename => (MULTIPART_FILENAMES, false),
-            _ => return None,
-        })
-    }
+/// The memoizable collection of a variable: (collection id, names?).
+pub(crate) fn stable_coll(var: V) -> Option<(u8, bool)> {
+    use coll::*;
+    Some(match var {
+        V::Args => (ARGS, false),
+        V::ArgsNames => (ARGS, true),
+        V::ArgsGet => (ARGS_GET, false),
+        V::ArgsGetNames => (ARGS_GET, true),
+        V::ArgsPost => (ARGS_POST, false),
+        V::ArgsPostNames => (ARGS_POST, true),
+        V::RequestHeaders => (HEADERS, false),
+        V::RequestHeadersNames => (HEADERS, true),
+        V::RequestCookies => (COOKIES, false),
+        V::RequestCookiesNames => (COOKIES, true),
+        V::ResponseHeaders => (RESPONSE_HEADERS, false),
+        V::ResponseHeadersNames => (RESPONSE_HEADERS, true),
+        V::Files => (FILES, false),
+        V::FilesNames => (FILES, true),
+        V::FilesSizes => (FILES_SIZES, false),
+        V::MultipartPartHeaders => (MULTIPART_PART_HEADERS, false),
+        V::MultipartName => (MULTIPART_NAMES, false),
+        V::MultipartFilename => (MULTIPART_FILENAMES, false),
+        _ => return None,
+    })
+}
 
+impl Transaction<'_> {
     pub(super) fn coll_by_id(&self, id: u8) -> &Collection {
         use coll::*;
         match id {
@@ -204,7 +204,7 @@ impl Transaction<'_> {
     fn collect_all(&self, program: &Program, target: &Target, out: &mut ValList) {
         let var = target.variable;
         let sel = &target.selector;
-        if let Some((id, names)) = Self::stable_coll(var) {
+        if let Some((id, names)) = stable_coll(var) {
             let c = self.coll_by_id(id);
             // MULTIPART_NAME/FILENAME have no keys: the selector does not apply.
             let keyless = id == coll::MULTIPART_NAMES || id == coll::MULTIPART_FILENAMES;
@@ -315,7 +315,7 @@ impl Transaction<'_> {
                 out.extend_from_slice(if names { &e.key } else { &e.value });
             }
         };
-        if let Some((id, names)) = Self::stable_coll(var) {
+        if let Some((id, names)) = stable_coll(var) {
             let c = self.coll_by_id(id);
             if id == coll::MULTIPART_NAMES || id == coll::MULTIPART_FILENAMES {
                 if let Some(e) = c.iter().next() {

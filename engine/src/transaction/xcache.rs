@@ -45,6 +45,10 @@ struct NodeInfo {
     gate: u32,
 }
 
+/// Transform nodes remembered per value (CRS reads a value through at
+/// most a few dozen chain nodes; the rest are recomputed).
+const RECORD_NODES: usize = 32;
+
 #[derive(Clone, Copy, Debug)]
 struct Record {
     hash: u64,
@@ -78,10 +82,10 @@ pub(super) struct XCache {
     index: Vec<u32>,
     records: Vec<Record>,
     arena: Vec<u8>,
-    /// Open addressing by (record, node): only the nodes a value actually
-    /// went through take room. Key 0 = empty.
-    node_info: Vec<(u64, NodeInfo)>,
-    node_count: usize,
+    /// `RECORD_NODES` slots per record, (node + 1, info), 0 = free: the
+    /// nodes a value went through, next to each other in memory (a lookup
+    /// reads a few cache lines of one record, not a random table slot).
+    node_info: Vec<(u32, NodeInfo)>,
     /// Scan results (`words` words) followed by the byte set (4 words).
     gate: Vec<u64>,
     /// Open addressing: (key, result); key 0 = empty.
@@ -115,8 +119,7 @@ impl XCache {
         self.index.fill(0);
         self.records.clear();
         self.arena.clear();
-        self.node_info.fill((0, NodeInfo::default()));
-        self.node_count = 0;
+        self.node_info.clear();
         self.gate.clear();
         self.ops.fill((0, false));
         self.op_count = 0;
@@ -133,7 +136,7 @@ impl XCache {
         if self.index.is_empty() {
             self.index = vec![0; (lim.records * 2).next_power_of_two()];
             self.ops = vec![(0, false); (lim.op_results * 2).next_power_of_two()];
-            self.node_info = vec![(0, NodeInfo::default()); (lim.records * 32).next_power_of_two()];
+            self.node_info = Vec::with_capacity(lim.records * RECORD_NODES);
             self.seen = vec![0; (lim.records * 64).next_power_of_two() / 64];
         }
         let hash = hash(raw);
@@ -157,10 +160,7 @@ impl XCache {
             self.seen[bit / 64] |= 1 << (bit % 64);
             return None;
         }
-        if self.records.len() >= lim.records
-            || self.arena.len() + raw.len() > lim.bytes
-            || self.node_count * 2 >= self.node_info.len()
-        {
+        if self.records.len() >= lim.records || self.arena.len() + raw.len() > lim.bytes {
             self.clear();
             return self.record_fresh(raw, hash);
         }
@@ -186,58 +186,48 @@ impl XCache {
             start,
             len: raw.len() as u32,
         });
+        self.node_info
+            .resize(self.records.len() * RECORD_NODES, (0, NodeInfo::default()));
     }
 
-    /// The slot of (rec, node) in `node_info`: where it is, or where it goes.
-    fn node_slot(&self, rec: u32, node: usize) -> usize {
-        let key = node_key(rec, node);
-        let mask = self.node_info.len() - 1;
-        let mut i = mix(key) as usize & mask;
-        loop {
-            let k = self.node_info[i].0;
-            if k == 0 || k == key {
-                return i;
-            }
-            i = (i + 1) & mask;
-        }
+    fn slots(&self, rec: u32) -> &[(u32, NodeInfo)] {
+        let at = rec as usize * RECORD_NODES;
+        self.node_info.get(at..at + RECORD_NODES).unwrap_or(&[])
     }
 
     fn info(&self, rec: u32, node: usize) -> NodeInfo {
-        if self.node_info.is_empty() {
-            return NodeInfo::default();
-        }
-        let i = self.node_slot(rec, node);
-        if self.node_info[i].0 == 0 {
-            NodeInfo {
-                state: NodeState::Unknown,
-                gate: NONE,
+        let key = node as u32 + 1;
+        for &(k, info) in self.slots(rec) {
+            if k == key {
+                return info;
             }
-        } else {
-            self.node_info[i].1
+            if k == 0 {
+                break;
+            }
+        }
+        NodeInfo {
+            state: NodeState::Unknown,
+            gate: NONE,
         }
     }
 
-    /// The entry of (rec, node), created if absent; None when the table is
-    /// half full (the cache is emptied at the next record miss).
+    /// The entry of (rec, node), created if absent; None when the record's
+    /// slots are all taken (that node is then not cached for this value).
     fn info_mut(&mut self, rec: u32, node: usize) -> Option<&mut NodeInfo> {
-        if self.node_info.is_empty() {
-            return None;
-        }
-        let i = self.node_slot(rec, node);
-        if self.node_info[i].0 == 0 {
-            if self.node_count * 2 >= self.node_info.len() {
-                return None;
-            }
-            self.node_count += 1;
-            self.node_info[i] = (
-                node_key(rec, node),
+        let key = node as u32 + 1;
+        let at = rec as usize * RECORD_NODES;
+        let slots = self.node_info.get_mut(at..at + RECORD_NODES)?;
+        let i = slots.iter().position(|&(k, _)| k == key || k == 0)?;
+        if slots[i].0 == 0 {
+            slots[i] = (
+                key,
                 NodeInfo {
                     state: NodeState::Unknown,
                     gate: NONE,
                 },
             );
         }
-        Some(&mut self.node_info[i].1)
+        Some(&mut slots[i].1)
     }
 
     /// Incremented every time the cache is emptied: a record id is only
@@ -367,11 +357,6 @@ fn mix(mut k: u64) -> u64 {
     k ^= k >> 33;
     k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
     k ^ (k >> 33)
-}
-
-/// Never 0 (0 marks an empty slot).
-fn node_key(rec: u32, node: usize) -> u64 {
-    ((u64::from(rec) + 1) << 20) | (node as u64 & 0xf_ffff)
 }
 
 /// Never 0 (0 marks an empty slot).
