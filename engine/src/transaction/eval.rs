@@ -466,7 +466,10 @@ impl<'r> Transaction<'r> {
     }
 
     fn excluded_inst(&self, program: &Program, rule: &Rule, link: &Link, info: Inst) -> bool {
-        if link.exclusions.is_empty() && self.removed_targets.is_empty() {
+        // Cheap tests first: most values are of a variable nothing excludes.
+        if !link.exclusions.iter().any(|e| e.variable == info.var)
+            && !self.removed_targets.iter().any(|(_, e)| e.variable == info.var)
+        {
             return false;
         }
         let key = self.origin_key(info.var, info.origin);
@@ -477,6 +480,9 @@ impl<'r> Transaction<'r> {
         let hit = |e: &Exclusion| e.variable == var && selector_matches(program, &e.selector, key);
         link.exclusions.iter().any(hit)
             || self.removed_targets.iter().any(|(sel, e)| {
+                if e.variable != var {
+                    return false;
+                }
                 let applies = match sel {
                     RuleSel::Ids(r) => r.iter().any(|&(a, b)| a <= rule.id && rule.id <= b),
                     RuleSel::Tag(t) => rule.meta.tags.iter().any(|x| x == *t),
