@@ -27,6 +27,35 @@ pub struct Ruleset {
     /// Per value slot, what evaluation needs in a few bytes (read for every
     /// slot of every rule: kept dense instead of chasing the IR's structs).
     slot_info: Vec<SlotInfo>,
+    plan_rules: Vec<PlanRule>,
+    plan_links: Vec<PlanLink>,
+    plan_slots: Vec<waf_compiler::ir::SlotId>,
+}
+
+/// A rule's hot fields, dense (the rule loop reads these for every rule;
+/// the IR's `Rule` is only touched when a rule matches or is removed).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PlanRule {
+    /// `plan_links[links..links + n_links]`.
+    pub links: u32,
+    pub n_links: u32,
+    pub unconditional: bool,
+}
+
+/// A link's hot fields.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PlanLink {
+    pub op: waf_compiler::ir::OpId,
+    pub gate: crate::prefilter::Gate,
+    pub node: waf_compiler::ir::NodeId,
+    /// `plan_slots[slots..slots + n_slots]`.
+    pub slots: u32,
+    pub n_slots: u32,
+    /// Index of the link in its rule.
+    pub index: u32,
+    pub multi_match: bool,
+    pub capture: bool,
+    pub has_exclusions: bool,
 }
 
 /// A slot's target and how its values are read.
@@ -74,10 +103,35 @@ impl Ruleset {
                 }
             })
             .collect();
+        let (mut plan_rules, mut plan_links, mut plan_slots) = (Vec::new(), Vec::new(), Vec::new());
+        for r in &program.rules {
+            plan_rules.push(PlanRule {
+                links: plan_links.len() as u32,
+                n_links: r.links.len() as u32,
+                unconditional: r.unconditional,
+            });
+            for (k, l) in r.links.iter().enumerate() {
+                plan_links.push(PlanLink {
+                    op: l.operator,
+                    gate: scanner.gate(l.operator),
+                    node: l.transforms,
+                    slots: plan_slots.len() as u32,
+                    n_slots: l.targets.len() as u32,
+                    index: k as u32,
+                    multi_match: l.multi_match,
+                    capture: l.capture,
+                    has_exclusions: !l.exclusions.is_empty(),
+                });
+                plan_slots.extend_from_slice(&l.targets);
+            }
+        }
         Ruleset {
             program,
             rule_meta,
             slot_info,
+            plan_rules,
+            plan_links,
+            plan_slots,
             injection: Box::new(Libinjection),
             scanner,
             chains,
@@ -131,6 +185,18 @@ impl Ruleset {
     /// A transaction with non-default evaluation options (e.g. the naive mode).
     pub fn transaction_with(&self, options: EvalOptions) -> Transaction<'_> {
         Transaction::with_options(self, options)
+    }
+
+    pub(crate) fn plan_rule(&self, ri: waf_compiler::ir::RuleIdx) -> PlanRule {
+        self.plan_rules[ri.index()]
+    }
+
+    pub(crate) fn plan_link(&self, i: u32) -> PlanLink {
+        self.plan_links[i as usize]
+    }
+
+    pub(crate) fn plan_slots(&self, l: &PlanLink) -> &[waf_compiler::ir::SlotId] {
+        &self.plan_slots[l.slots as usize..(l.slots + l.n_slots) as usize]
     }
 
     pub(crate) fn slot_info(&self, slot: waf_compiler::ir::SlotId) -> SlotInfo {

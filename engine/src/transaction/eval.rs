@@ -7,6 +7,7 @@ use crate::body::Processor;
 use crate::collection::Collection;
 use crate::operator;
 use crate::prefilter::{byte_mask, Gate, Scanner};
+use crate::ruleset::PlanLink;
 use std::time::Instant;
 use waf_compiler::ir::*;
 use waf_compiler::names::Variable as V;
@@ -37,15 +38,15 @@ impl<'r> Transaction<'r> {
             if self.allow == Allow::Request && phase <= 2 {
                 break;
             }
-            let rule = program.rule(rules[i]);
-            if self.is_removed(rule) {
+            let ri = rules[i];
+            if self.any_removed() && self.is_removed(program.rule(ri)) {
                 i += 1;
                 continue;
             }
             let matched = if self.options.profile {
                 let t = Instant::now();
                 let before = self.stats;
-                let m = self.eval_rule(program, rule, rules[i]);
+                let m = self.eval_rule(program, ri);
                 let r = rules[i].index();
                 self.profile.nanos[r] += t.elapsed().as_nanos() as u64;
                 self.profile.evals[r] += 1;
@@ -54,10 +55,10 @@ impl<'r> Transaction<'r> {
                 self.profile.skips[r] += self.stats.prefilter_skips - before.prefilter_skips;
                 m
             } else {
-                self.eval_rule(program, rule, rules[i])
+                self.eval_rule(program, ri)
             };
             if matched {
-                if let Some(flow) = &rule.flow {
+                if let Some(flow) = &program.rule(ri).flow {
                     i = flow.resume_at();
                     continue;
                 }
@@ -79,6 +80,13 @@ impl<'r> Transaction<'r> {
         }
     }
 
+    /// Whether some `ctl:ruleRemove*` is in effect (else no rule needs checking).
+    fn any_removed(&self) -> bool {
+        !(self.removed_ids.is_empty()
+            && self.removed_tags.is_empty()
+            && self.removed_msgs.is_empty())
+    }
+
     fn is_removed(&self, rule: &Rule) -> bool {
         self.removed_ids
             .iter()
@@ -96,20 +104,27 @@ impl<'r> Transaction<'r> {
                     .is_some_and(|m| self.removed_msgs.contains(&m)))
     }
 
-    fn eval_rule(&mut self, program: &'r Program, rule: &'r Rule, ri: RuleIdx) -> bool {
+    fn eval_rule(&mut self, program: &'r Program, ri: RuleIdx) -> bool {
         self.stats.rules_evaluated += 1;
         self.matched_vars.clear();
-        if rule.unconditional {
+        let pr = self.rs.plan_rule(ri);
+        if pr.unconditional {
             self.matched_var.clear();
             self.matched_var_name.clear();
-            self.per_match_actions(&rule.links[0]);
+            self.per_match_actions(&program.rule(ri).links[0]);
         } else {
-            for link in &rule.links {
-                if !self.eval_link(program, rule, link) {
+            for li in pr.links..pr.links + pr.n_links {
+                let lr = LinkRef {
+                    program,
+                    ri,
+                    pl: self.rs.plan_link(li),
+                };
+                if !self.eval_link(lr) {
                     return false;
                 }
             }
         }
+        let rule = program.rule(ri);
         for link in &rule.links {
             self.after_match_actions(link);
         }
@@ -117,28 +132,28 @@ impl<'r> Transaction<'r> {
         true
     }
 
-    fn eval_link(&mut self, program: &'r Program, rule: &'r Rule, link: &'r Link) -> bool {
-        let op = &program.operators[link.operator.index()];
+    fn eval_link(&mut self, lr: LinkRef<'r>) -> bool {
+        let program = lr.program;
         // The argument is expanded only if the operator runs at all (most
         // links are ruled out by the prefilter first).
         let mut arg = Arg_ {
             buf: std::mem::take(&mut self.scratch.arg),
             ready: false,
         };
-        let scanner = self.rs.scanner();
         let gate = if self.options.prefilter {
-            scanner.gate(link.operator)
+            lr.pl.gate
         } else {
             Gate::Always
         };
         let mut any = false;
-        for &slot in &link.targets {
-            let info = self.rs.slot_info(slot);
+        let rs = self.rs;
+        for &slot in rs.plan_slots(&lr.pl) {
+            let info = rs.slot_info(slot);
             any |= if self.options.memo && !info.direct {
-                self.eval_slot_memo(program, rule, link, op, &mut arg, gate, slot)
+                self.eval_slot_memo(lr, &mut arg, gate, slot)
             } else {
                 let target = &program.targets[info.target.index()];
-                self.eval_slot_direct(program, rule, link, op, &mut arg, gate, target)
+                self.eval_slot_direct(lr, &mut arg, gate, target)
             };
         }
         self.scratch.arg = arg.buf;
@@ -147,18 +162,15 @@ impl<'r> Transaction<'r> {
 
     /// A slot of request data: values come from the memo table, and the
     /// slot's union of scan results can rule the whole slot out at once.
-    #[allow(clippy::too_many_arguments)]
     fn eval_slot_memo(
         &mut self,
-        program: &'r Program,
-        rule: &'r Rule,
-        link: &'r Link,
-        op: &'r Operator,
+        lr: LinkRef<'r>,
         arg: &mut Arg_,
         gate: Gate,
         slot: SlotId,
     ) -> bool {
-        let node = link.transforms;
+        let program = lr.program;
+        let node = lr.pl.node;
         let info = self.rs.slot_info(slot);
         let target = info.target;
         let src_len = info.coll.map(|id| self.coll_by_id(id).len() as u32);
@@ -171,7 +183,7 @@ impl<'r> Transaction<'r> {
         self.stats.memo_hits += u64::from(len);
         let scanner = self.rs.scanner();
         if gate != Gate::Always
-            && !link.multi_match
+            && !lr.pl.multi_match
             && !self.memo.slot_passes(
                 slot,
                 node,
@@ -190,14 +202,14 @@ impl<'r> Transaction<'r> {
         for k in start..start + len {
             let inst = self.memo.list_inst(k);
             let info = self.memo.inst(inst);
-            if self.excluded_inst(program, rule, link, info) {
+            if self.excluded_inst(lr, info) {
                 continue;
             }
             // The values to test: the node's, or with multiMatch every
             // distinct value along the chain (the original first).
             let mut path = std::mem::take(&mut self.scratch.multi);
             path.clear();
-            if link.multi_match {
+            if lr.pl.multi_match {
                 let mut n = Some(node);
                 while let Some(cur) = n {
                     path.push((cur.index(), 0));
@@ -225,7 +237,7 @@ impl<'r> Transaction<'r> {
                         continue;
                     }
                 }
-                let hit = self.run_operator(program, op, link, arg, Source::Memo(e));
+                let hit = self.run_operator(lr, arg, Source::Memo(e));
                 if hit {
                     any = true;
                     let mut name = std::mem::take(&mut self.matched_var_name);
@@ -234,7 +246,7 @@ impl<'r> Transaction<'r> {
                     self.matched_var_name = name;
                     self.matched_var.clear();
                     self.matched_var.extend_from_slice(self.memo.bytes(e));
-                    self.record_match(link);
+                    self.record_match(lr.link());
                 }
             }
             self.scratch.multi = path;
@@ -294,21 +306,19 @@ impl<'r> Transaction<'r> {
 
     /// A slot read directly (volatile variables, counts, or memo off): the
     /// values are collected and transformed for this link alone.
-    #[allow(clippy::too_many_arguments)]
     fn eval_slot_direct(
         &mut self,
-        program: &'r Program,
-        rule: &'r Rule,
-        link: &'r Link,
-        op: &'r Operator,
+        lr: LinkRef<'r>,
         arg: &mut Arg_,
         gate: Gate,
         target: &'r Target,
     ) -> bool {
+        let program = lr.program;
+        let multi_match = lr.pl.multi_match;
         let mut vals = std::mem::take(&mut self.scratch.vals);
         vals.clear();
         self.collect_into(program, target, &mut vals);
-        let chain = self.rs.chain(link.transforms);
+        let chain = self.rs.chain(lr.pl.node);
         let scanner = self.rs.scanner();
         let (mut cur, mut tmp, mut multi) = (
             std::mem::take(&mut self.scratch.a),
@@ -321,7 +331,7 @@ impl<'r> Transaction<'r> {
         let mut any = false;
         for i in 0..vals.items.len() {
             let item = vals.items[i];
-            if self.excluded(program, rule, link, item.var, vals.key(i)) {
+            if self.excluded_lr(lr, item.var, vals.key(i)) {
                 continue;
             }
             // Candidates: `multi[ends[j-1]..ends[j]]`, the transformed value
@@ -330,21 +340,21 @@ impl<'r> Transaction<'r> {
             cur.extend_from_slice(vals.value(i));
             multi.clear();
             ends.clear();
-            if link.multi_match {
+            if multi_match {
                 multi.extend_from_slice(&cur);
                 ends.push((0, multi.len()));
             }
             for &t in chain {
                 if crate::transform::apply(t, &cur, &mut tmp) {
                     std::mem::swap(&mut cur, &mut tmp);
-                    if link.multi_match {
+                    if multi_match {
                         let s = multi.len();
                         multi.extend_from_slice(&cur);
                         ends.push((s, multi.len()));
                     }
                 }
             }
-            if !link.multi_match {
+            if !multi_match {
                 multi.extend_from_slice(&cur);
                 ends.push((0, multi.len()));
             }
@@ -363,7 +373,7 @@ impl<'r> Transaction<'r> {
                         continue;
                     }
                 }
-                let hit = self.run_operator(program, op, link, arg, Source::Bytes(value));
+                let hit = self.run_operator(lr, arg, Source::Bytes(value));
                 if hit {
                     any = true;
                     let mut name = std::mem::take(&mut self.matched_var_name);
@@ -372,7 +382,7 @@ impl<'r> Transaction<'r> {
                     self.matched_var_name = name;
                     self.matched_var.clear();
                     self.matched_var.extend_from_slice(value);
-                    self.record_match(link);
+                    self.record_match(lr.link());
                 }
             }
         }
@@ -386,14 +396,9 @@ impl<'r> Transaction<'r> {
     }
 
     /// Runs the operator on one value; on a hit with `capture`, fills TX:0-9.
-    fn run_operator(
-        &mut self,
-        program: &Program,
-        op: &Operator,
-        link: &Link,
-        arg: &mut Arg_,
-        value: Source<'_>,
-    ) -> bool {
+    fn run_operator(&mut self, lr: LinkRef<'r>, arg: &mut Arg_, value: Source<'_>) -> bool {
+        let program = lr.program;
+        let op = &program.operators[lr.pl.op.index()];
         self.stats.op_runs += 1;
         if !arg.ready {
             arg.buf.clear();
@@ -404,7 +409,7 @@ impl<'r> Transaction<'r> {
             }
             arg.ready = true;
         }
-        let capture = link.capture && !op.negated;
+        let capture = lr.pl.capture && !op.negated;
         // An operator with a constant argument is a pure function of the
         // value: its result may come from the cross-transaction cache.
         let cache_key = match value {
@@ -413,7 +418,7 @@ impl<'r> Transaction<'r> {
             }
             _ => None,
         };
-        let opid = link.operator.0;
+        let opid = lr.pl.op.0;
         let cached = cache_key.and_then(|(rec, node)| self.memo.x.op(rec, node, opid));
         let matched = match cached {
             // Only results that need no captures are stored.
@@ -465,15 +470,25 @@ impl<'r> Transaction<'r> {
         self.per_match_actions(link);
     }
 
-    fn excluded_inst(&self, program: &Program, rule: &Rule, link: &Link, info: Inst) -> bool {
+    fn excluded_inst(&self, lr: LinkRef<'r>, info: Inst) -> bool {
         // Cheap tests first: most values are of a variable nothing excludes.
-        if !link.exclusions.iter().any(|e| e.variable == info.var)
-            && !self.removed_targets.iter().any(|(_, e)| e.variable == info.var)
+        if !(lr.pl.has_exclusions && lr.link().exclusions.iter().any(|e| e.variable == info.var))
+            && !self
+                .removed_targets
+                .iter()
+                .any(|(_, e)| e.variable == info.var)
         {
             return false;
         }
         let key = self.origin_key(info.var, info.origin);
-        self.excluded(program, rule, link, info.var, key)
+        self.excluded(lr.program, lr.rule(), lr.link(), info.var, key)
+    }
+
+    fn excluded_lr(&self, lr: LinkRef<'r>, var: V, key: &[u8]) -> bool {
+        if !lr.pl.has_exclusions && self.removed_targets.is_empty() {
+            return false;
+        }
+        self.excluded(lr.program, lr.rule(), lr.link(), var, key)
     }
 
     fn excluded(&self, program: &Program, rule: &Rule, link: &Link, var: V, key: &[u8]) -> bool {
@@ -714,6 +729,25 @@ impl<'r> Transaction<'r> {
                 }
             }
         }
+    }
+}
+
+/// A link being evaluated: its hot fields, and how to reach the IR's rule
+/// and link when a cold field is needed (exclusions, actions on a match).
+#[derive(Clone, Copy)]
+struct LinkRef<'r> {
+    program: &'r Program,
+    ri: RuleIdx,
+    pl: PlanLink,
+}
+
+impl<'r> LinkRef<'r> {
+    fn rule(&self) -> &'r Rule {
+        self.program.rule(self.ri)
+    }
+
+    fn link(&self) -> &'r Link {
+        &self.rule().links[self.pl.index as usize]
     }
 }
 
