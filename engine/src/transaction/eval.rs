@@ -472,12 +472,13 @@ impl<'r> Transaction<'r> {
 
     fn excluded_inst(&self, lr: LinkRef<'r>, info: Inst) -> bool {
         // Cheap tests first: most values are of a variable nothing excludes.
-        if !(lr.pl.has_exclusions && lr.link().exclusions.iter().any(|e| e.variable == info.var))
-            && !self
-                .removed_targets
-                .iter()
-                .any(|(_, e)| e.variable == info.var)
-        {
+        let by_link =
+            lr.pl.has_exclusions && lr.link().exclusions.iter().any(|e| e.variable == info.var);
+        let by_ctl = self
+            .removed_targets
+            .iter()
+            .any(|(_, e)| e.variable == info.var);
+        if !by_link && !by_ctl {
             return false;
         }
         let key = self.origin_key(info.var, info.origin);
