@@ -69,7 +69,7 @@ impl Default for XCacheLimits {
         XCacheLimits {
             records: 4096,
             bytes: 4 << 20,
-            op_results: 1 << 16,
+            op_results: 1 << 18,
         }
     }
 }
@@ -160,7 +160,12 @@ impl XCache {
             self.seen[bit / 64] |= 1 << (bit % 64);
             return None;
         }
-        if self.records.len() >= lim.records || self.arena.len() + raw.len() > lim.bytes {
+        // Full (records, bytes, or scan results): start over rather than
+        // keep paying for a cache that can learn nothing new.
+        if self.records.len() >= lim.records
+            || self.arena.len() + raw.len() > lim.bytes
+            || (self.gate.len() + self.words + 4) * 8 > lim.bytes
+        {
             self.clear();
             return self.record_fresh(raw, hash);
         }
