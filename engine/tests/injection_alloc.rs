@@ -57,7 +57,6 @@ const ATTACKS: &[&[u8]] = &[
     b"<a\0href=javascript:x>",
 ];
 
-#[test]
 fn detectors_do_not_allocate() {
     // Inputs and the fingerprint buffer exist before profiling starts.
     let mut inputs: Vec<Vec<u8>> = Vec::new();
@@ -90,4 +89,12 @@ fn detectors_do_not_allocate() {
         "attacks must be detected: {sqli} {xss}"
     );
     dhat::assert!(inputs.len() > 300);
+}
+
+/// Run without the libtest harness (`harness = false` in Cargo.toml): the
+/// harness's main thread allocates (channels, timeouts) while the test runs,
+/// and dhat counts every thread, which made this test flaky.
+fn main() {
+    detectors_do_not_allocate();
+    println!("detectors_do_not_allocate: ok");
 }
