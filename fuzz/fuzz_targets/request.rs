@@ -15,9 +15,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use std::cell::RefCell;
 use std::path::PathBuf;
 use std::sync::OnceLock;
-use waf_engine::Ruleset;
+use waf_engine::{EvalOptions, Ruleset, Transaction};
 
 fn crs_dir() -> PathBuf {
     std::env::var_os("WAF_CRS_DIR")
@@ -59,13 +60,14 @@ const CONTENT_TYPES: [Option<&[u8]>; 5] = [
     Some(b"application/xml"),
 ];
 
-fuzz_target!(|data: &[u8]| {
-    let rs = ruleset();
-    let Some((&selector, rest)) = data.split_first() else { return };
+/// Feeds one input to `tx`: all five phases.
+fn feed(tx: &mut Transaction<'static>, data: &[u8]) -> bool {
+    let Some((&selector, rest)) = data.split_first() else {
+        return false;
+    };
     let mut fields = rest.split(|&b| b == 0);
     let mut next = || fields.next().unwrap_or(b"");
     let (method, uri, version, body, response) = (next(), next(), next(), next(), next());
-    let mut tx = rs.transaction();
     tx.process_connection("10.0.0.1", 40000, "127.0.0.1", 80);
     tx.process_uri(uri, method, version);
     if let Some(ct) = CONTENT_TYPES[usize::from(selector) % CONTENT_TYPES.len()] {
@@ -86,8 +88,38 @@ fuzz_target!(|data: &[u8]| {
     tx.append_response_body(response);
     tx.process_response_body();
     tx.process_logging();
-    for m in tx.matched_rules() {
-        let line = m.log_line("/", tx.unique_id());
-        assert!(!line.contains('\n'), "log line must stay on one line");
-    }
+    true
+}
+
+thread_local! {
+    /// One fast-path transaction reused (reset) across inputs, as a proxy
+    /// worker would: memo buffers and the cross-transaction cache carry over.
+    static FAST: RefCell<Option<Transaction<'static>>> = const { RefCell::new(None) };
+}
+
+fuzz_target!(|data: &[u8]| {
+    let rs = ruleset();
+    FAST.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let fast = slot.get_or_insert_with(|| rs.transaction_with(EvalOptions::default()));
+        fast.reset();
+        if !feed(fast, data) {
+            return;
+        }
+        for m in fast.matched_rules() {
+            let line = m.log_line("/", fast.unique_id());
+            assert!(!line.contains('\n'), "log line must stay on one line");
+        }
+        // Differential oracle: the naive interpreter, fresh, must match the
+        // same rules on the same values.
+        let mut naive = rs.transaction_with(EvalOptions::naive());
+        feed(&mut naive, data);
+        let key = |tx: &Transaction<'_>| {
+            tx.matched_rules()
+                .iter()
+                .map(|m| (m.id, m.matched_var_name.clone(), m.matched_var.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(key(fast), key(&naive), "fast path and naive mode disagree");
+    });
 });
