@@ -197,7 +197,6 @@ impl<'r> Transaction<'r> {
             self.stats.prefilter_skips += u64::from(len);
             return false;
         }
-        let (need_bits, need_mask) = Scanner::needs(gate);
         let mut any = false;
         for k in start..start + len {
             let inst = self.memo.list_inst(k);
@@ -229,8 +228,7 @@ impl<'r> Transaction<'r> {
                 }
                 last = e;
                 if gate != Gate::Always {
-                    self.memo
-                        .ensure_gate_data(e, scanner, need_bits, need_mask, &mut self.stats);
+                    self.memo.ensure_gate_data(e, scanner, &mut self.stats);
                     let (bits, mask) = self.memo.gate_data(e);
                     if !scanner.passes(gate, bits, mask) {
                         self.stats.prefilter_skips += 1;

@@ -100,8 +100,7 @@ pub(super) struct Memo {
     // the target's values at the slot's node, computed on first use.
     /// The target build the slot's union was computed for.
     slot_gen: Vec<u32>,
-    slot_bits_ready: Vec<bool>,
-    slot_mask_ready: Vec<bool>,
+    slot_ready: Vec<bool>,
     slot_bits: Vec<u64>,
     slot_mask: Vec<ByteMask>,
     path: Vec<NodeId>,
@@ -136,8 +135,7 @@ impl Memo {
             builds: 0,
             target_list: Vec::new(),
             slot_gen: vec![0; slots],
-            slot_bits_ready: vec![false; slots],
-            slot_mask_ready: vec![false; slots],
+            slot_ready: vec![false; slots],
             slot_bits: vec![0; slots * words],
             slot_mask: vec![[0; 4]; slots],
             path: Vec::new(),
@@ -370,14 +368,7 @@ impl Memo {
 
     /// Computes the entry's scan result and byte set unless already done
     /// (or known from the cross-transaction cache).
-    pub fn ensure_gate_data(
-        &mut self,
-        e: u32,
-        scanner: &Scanner,
-        _bits: bool,
-        _mask: bool,
-        stats: &mut EvalStats,
-    ) {
+    pub fn ensure_gate_data(&mut self, e: u32, scanner: &Scanner, stats: &mut EvalStats) {
         let i = e as usize;
         let f = self.entries[i];
         if f.scanned {
@@ -460,8 +451,7 @@ impl Memo {
         let build = self.target_build[target.index()];
         if self.slot_gen[s] != build {
             self.slot_gen[s] = build;
-            self.slot_bits_ready[s] = false;
-            self.slot_mask_ready[s] = false;
+            self.slot_ready[s] = false;
         }
     }
 
@@ -479,40 +469,26 @@ impl Memo {
         tree: &TransformTree,
         stats: &mut EvalStats,
     ) -> bool {
-        let (need_bits, need_mask) = Scanner::needs(gate);
         let s = slot.index();
         let w = self.words;
         let (start, len) = list;
-        let need_bits = need_bits && !self.slot_bits_ready[s];
-        let need_mask = need_mask && !self.slot_mask_ready[s];
-        if need_bits || need_mask {
+        if !self.slot_ready[s] {
             let mut union = [0u64; 4];
-            if need_bits {
-                self.slot_bits[s * w..(s + 1) * w].fill(0);
-            }
+            self.slot_bits[s * w..(s + 1) * w].fill(0);
             for k in start..start + len {
                 let inst = self.target_list[k as usize];
                 let e = self.value(inst, node, tree, stats);
-                self.ensure_gate_data(e, scanner, need_bits, need_mask, stats);
+                self.ensure_gate_data(e, scanner, stats);
                 let i = e as usize;
-                if need_bits {
-                    for j in 0..w {
-                        self.slot_bits[s * w + j] |= self.bits[i * w + j];
-                    }
+                for j in 0..w {
+                    self.slot_bits[s * w + j] |= self.bits[i * w + j];
                 }
-                if need_mask {
-                    for (u, m) in union.iter_mut().zip(self.entries[i].mask) {
-                        *u |= m;
-                    }
+                for (u, m) in union.iter_mut().zip(self.entries[i].mask) {
+                    *u |= m;
                 }
             }
-            if need_bits {
-                self.slot_bits_ready[s] = true;
-            }
-            if need_mask {
-                self.slot_mask[s] = union;
-                self.slot_mask_ready[s] = true;
-            }
+            self.slot_mask[s] = union;
+            self.slot_ready[s] = true;
         }
         scanner.passes(
             gate,
