@@ -29,7 +29,6 @@ mod vars;
 mod xcache;
 
 pub(crate) use vars::{is_volatile, stable_coll};
-pub use xcache::XCacheLimits;
 
 use crate::body::{
     self, ArgLimit, ArgSource, BodyParser, BodyResult, BodySink, FileInfo, Processor,

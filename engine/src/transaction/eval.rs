@@ -1,7 +1,7 @@
 //! Rule evaluation: phases, links, operators on (memoized) values, actions.
 
 use super::memo::{Inst, Origin};
-use super::vars::{coll, selector_matches, stable_coll};
+use super::vars::{selector_matches, stable_coll};
 use super::{Allow, Intervention, MatchedRule, RuleSel, Transaction};
 use crate::body::Processor;
 use crate::collection::Collection;
@@ -176,7 +176,7 @@ impl<'r> Transaction<'r> {
         let src_len = info.coll.map(|id| self.coll_by_id(id).len() as u32);
         let list = match self.memo.target(target, self.generation, src_len) {
             Some(r) => r,
-            None => self.build_target(program, target),
+            None => self.build_target(program, target, src_len),
         };
         let (start, len) = list;
         self.memo.slot_touch(slot, target);
@@ -255,7 +255,15 @@ impl<'r> Transaction<'r> {
     /// Builds the instance list of a target for this generation. Entries of
     /// request collections are read in place (their instances persist for
     /// the transaction); scalars are read into a scratch list.
-    fn build_target(&mut self, program: &'r Program, tid: TargetId) -> (u32, u32) {
+    /// `src_len`: the length of the collection the target reads, if any
+    /// (collections only grow while rules run, so the list stays valid
+    /// across phases while that length is unchanged).
+    fn build_target(
+        &mut self,
+        program: &'r Program,
+        tid: TargetId,
+        src_len: Option<u32>,
+    ) -> (u32, u32) {
         let target = &program.targets[tid.index()];
         let var = target.variable;
         let generation = self.generation;
@@ -263,19 +271,10 @@ impl<'r> Transaction<'r> {
         let mut memo = std::mem::take(&mut self.memo);
         let start = memo.list_begin();
         if let Some((id, names)) = stable_coll(var) {
-            let keyless = id == coll::MULTIPART_NAMES || id == coll::MULTIPART_FILENAMES;
-            for (i, e) in self.coll_by_id(id).iter().enumerate() {
-                if keyless || selector_matches(program, &target.selector, &e.key) {
-                    let origin = Origin::Coll {
-                        coll: id,
-                        names,
-                        idx: i as u32,
-                    };
-                    let raw = if names { &e.key } else { &e.value };
-                    let inst = memo.instance(var, origin, raw, generation);
-                    memo.list_push(inst);
-                }
-            }
+            self.for_each_stable(program, target, id, names, |origin, _, raw| {
+                let inst = memo.instance(var, origin, raw, generation);
+                memo.list_push(inst);
+            });
         } else {
             let mut vals = std::mem::take(&mut self.scratch.vals);
             vals.clear();
@@ -289,17 +288,9 @@ impl<'r> Transaction<'r> {
             }
             self.scratch.vals = vals;
         }
-        let r = memo.list_end(tid, start, generation, self.source_len(program, tid));
+        let r = memo.list_end(tid, start, generation, src_len);
         self.memo = memo;
         r
-    }
-
-    /// The length of the request collection a target reads, if it reads one:
-    /// collections only grow while rules run, so a target's instance list
-    /// stays valid across phases as long as that length is unchanged.
-    fn source_len(&self, program: &Program, tid: TargetId) -> Option<u32> {
-        let var = program.targets[tid.index()].variable;
-        stable_coll(var).map(|(id, _)| self.coll_by_id(id).len() as u32)
     }
 
     /// A slot read directly (volatile variables, counts, or memo off): the

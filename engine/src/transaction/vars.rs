@@ -190,6 +190,31 @@ impl Transaction<'_> {
         }
     }
 
+    /// Calls `f(origin, key, value)` for each entry of memoizable collection
+    /// `id` that `target` selects (`names`: the value read is the key).
+    pub(super) fn for_each_stable<'a>(
+        &'a self,
+        program: &Program,
+        target: &Target,
+        id: u8,
+        names: bool,
+        mut f: impl FnMut(Origin, &'a [u8], &'a [u8]),
+    ) {
+        // MULTIPART_NAME/FILENAME have no keys: the selector does not apply.
+        let keyless = id == coll::MULTIPART_NAMES || id == coll::MULTIPART_FILENAMES;
+        for (i, e) in self.coll_by_id(id).iter().enumerate() {
+            if keyless || selector_matches(program, &target.selector, &e.key) {
+                let origin = Origin::Coll {
+                    coll: id,
+                    names,
+                    idx: i as u32,
+                };
+                let key: &[u8] = if keyless { b"" } else { &e.key };
+                f(origin, key, if names { &e.key } else { &e.value });
+            }
+        }
+    }
+
     /// Appends the values of `target` (selector applied; `&` counts them).
     pub(super) fn collect_into(&self, program: &Program, target: &Target, out: &mut ValList) {
         let start = out.items.len();
@@ -205,21 +230,9 @@ impl Transaction<'_> {
         let var = target.variable;
         let sel = &target.selector;
         if let Some((id, names)) = stable_coll(var) {
-            let c = self.coll_by_id(id);
-            // MULTIPART_NAME/FILENAME have no keys: the selector does not apply.
-            let keyless = id == coll::MULTIPART_NAMES || id == coll::MULTIPART_FILENAMES;
-            for (i, e) in c.iter().enumerate() {
-                if keyless || selector_matches(program, sel, &e.key) {
-                    let origin = Origin::Coll {
-                        coll: id,
-                        names,
-                        idx: i as u32,
-                    };
-                    let value = if names { &e.key } else { &e.value };
-                    let key: &[u8] = if keyless { b"" } else { &e.key };
-                    out.push(var, key, value, Some(origin));
-                }
-            }
+            self.for_each_stable(program, target, id, names, |origin, key, value| {
+                out.push(var, key, value, Some(origin))
+            });
             return;
         }
         let from = |c: &Collection, out: &mut ValList| {

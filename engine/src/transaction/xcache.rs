@@ -58,7 +58,7 @@ struct Record {
 
 /// Limits of one cache (per transaction, i.e. per worker thread).
 #[derive(Clone, Copy, Debug)]
-pub struct XCacheLimits {
+pub(super) struct XCacheLimits {
     pub records: usize,
     pub bytes: usize,
     pub op_results: usize,
