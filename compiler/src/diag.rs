@@ -75,6 +75,12 @@ pub enum Code {
     Suspicious,
     /// Invalid UTF-8, NUL bytes or other encoding trouble in a rule file.
     Encoding,
+    /// Performance: a rule whose estimated cost per request exceeds the budget.
+    PerfCost,
+    /// Performance: an `@rx` with no literal the prefilter can use (it runs on every value).
+    PerfNoPrefilter,
+    /// Performance: a transformation that changes nothing the rule can observe.
+    PerfRedundantTransform,
 }
 
 impl Code {
@@ -101,6 +107,9 @@ impl Code {
         Code::UnknownRuleRef,
         Code::Suspicious,
         Code::Encoding,
+        Code::PerfCost,
+        Code::PerfNoPrefilter,
+        Code::PerfRedundantTransform,
     ];
 
     /// The stable kebab-case name.
@@ -128,6 +137,9 @@ impl Code {
             Code::UnknownRuleRef => "unknown-rule-ref",
             Code::Suspicious => "suspicious",
             Code::Encoding => "encoding",
+            Code::PerfCost => "perf-cost",
+            Code::PerfNoPrefilter => "perf-no-prefilter",
+            Code::PerfRedundantTransform => "perf-redundant-transform",
         }
     }
 
@@ -168,6 +180,13 @@ impl Code {
                 "A construct that is valid but has no effect or is likely a mistake."
             }
             Code::Encoding => "A rule file that is not valid UTF-8 text.",
+            Code::PerfCost => "A rule whose estimated cost per request exceeds the budget.",
+            Code::PerfNoPrefilter => {
+                "A regex with no literal the prefilter can use: it runs on every value."
+            }
+            Code::PerfRedundantTransform => {
+                "A transformation that changes nothing the rule can observe."
+            }
         }
     }
 }

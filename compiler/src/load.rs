@@ -9,6 +9,7 @@ use crate::ast::Item;
 use crate::diag::{Code, Diagnostic, Diagnostics};
 use crate::parse;
 use crate::source::{FileId, SourceMap, Span};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// How deep includes may nest before we assume a runaway configuration.
@@ -23,10 +24,23 @@ pub struct Parsed {
 
 /// Parses configuration files (each as if `Include`d in turn).
 pub fn load_files(paths: &[PathBuf], diags: &mut Diagnostics) -> Parsed {
+    load_files_with(paths, &HashMap::new(), diags)
+}
+
+/// [`load_files`], reading the text of some files from `overrides` (keyed by
+/// canonical path) instead of the disk: `waf suggest --verify` compiles a
+/// rewritten configuration this way, with every `Include` resolved as in the
+/// original.
+pub fn load_files_with(
+    paths: &[PathBuf],
+    overrides: &HashMap<PathBuf, String>,
+    diags: &mut Diagnostics,
+) -> Parsed {
     let mut loader = Loader {
         parsed: Parsed::default(),
         stack: Vec::new(),
         shown: Vec::new(),
+        overrides,
     };
     for p in paths {
         loader.load_path(p, None, diags);
@@ -37,25 +51,29 @@ pub fn load_files(paths: &[PathBuf], diags: &mut Diagnostics) -> Parsed {
 /// Parses configuration text held in memory; `name` is shown in diagnostics and
 /// is the base for relative `Include`s and data files.
 pub fn load_str(name: impl Into<PathBuf>, text: &str, diags: &mut Diagnostics) -> Parsed {
+    let none = HashMap::new();
     let mut loader = Loader {
         parsed: Parsed::default(),
         stack: Vec::new(),
         shown: Vec::new(),
+        overrides: &none,
     };
     let id = loader.parsed.sources.add(name, text.to_string());
     loader.parse_file(id, diags);
     loader.parsed
 }
 
-struct Loader {
+struct Loader<'o> {
     parsed: Parsed,
+    /// File texts to use instead of the disk's, by canonical path.
+    overrides: &'o HashMap<PathBuf, String>,
     /// Canonical paths of the files being included, outermost first (to find cycles).
     stack: Vec<PathBuf>,
     /// The same files as they were named (to show the include chain).
     shown: Vec<PathBuf>,
 }
 
-impl Loader {
+impl Loader<'_> {
     /// Reads and parses one file. `from` is the `Include` that named it.
     fn load_path(&mut self, path: &Path, from: Option<Span>, diags: &mut Diagnostics) {
         let canonical = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
@@ -84,7 +102,11 @@ impl Loader {
                 return;
             }
         }
-        let bytes = match std::fs::read(path) {
+        let read = match self.overrides.get(&canonical) {
+            Some(text) => Ok(text.clone().into_bytes()),
+            None => std::fs::read(path),
+        };
+        let bytes = match read {
             Ok(b) => b,
             Err(e) => {
                 let msg = format!("cannot read `{}`: {e}", path.display());

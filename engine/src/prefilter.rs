@@ -26,8 +26,7 @@ use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use std::collections::HashMap;
 use waf_compiler::ir::{OpId, Prefilter, Program};
 
-/// Literals shorter than this are gated by byte sets, not scanned for.
-pub const MIN_SCAN_LEN: usize = 3;
+pub use waf_compiler::rx::MIN_SCAN_LEN;
 
 /// How an operator is gated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -5,7 +5,8 @@ use crate::rx::Strategy;
 use serde_json::{json, Value};
 use std::fmt::Write;
 
-fn target_text(p: &Program, t: &Target) -> String {
+/// A target as SecLang writes it: `&ARGS`, `REQUEST_HEADERS:User-Agent`, `ARGS:/re/`.
+pub fn target_text(p: &Program, t: &Target) -> String {
     let sel = match &t.selector {
         Selector::All => String::new(),
         Selector::Key(k) => format!(":{k}"),

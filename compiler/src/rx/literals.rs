@@ -80,6 +80,11 @@ impl RequiredLiterals {
     }
 }
 
+/// Literals shorter than this are too common to scan for: the engine's
+/// prefilter gates them by byte sets instead (a value without `=` is rare),
+/// and `waf suggest` and `waf lint` treat a set with one as weak.
+pub const MIN_SCAN_LEN: usize = 3;
+
 /// Largest set kept for an alternation's union of branch sets; bigger sets
 /// are dropped (an Aho-Corasick automaton over every rule's literals should
 /// stay small, and such sets always have short literals anyway).

@@ -41,6 +41,7 @@
 //!   matter when what follows `^` can match the empty string at the end.
 //!   See `translate.rs` for the minor syntax-level ones.
 
+pub mod analysis;
 mod literals;
 mod matcher;
 mod translate;
@@ -48,7 +49,7 @@ mod translate;
 #[cfg(test)]
 mod tests;
 
-pub use literals::{required_literals, RequiredLiterals};
+pub use literals::{required_literals, RequiredLiterals, MIN_SCAN_LEN};
 pub use matcher::{parse, CompiledRx, Strategy};
 pub use translate::{translate, FLAGS_PREFIX};
 
