@@ -238,7 +238,7 @@ fn worker(
     (fast, slow, disagreements)
 }
 
-fn run_one(tx: &mut Transaction<'_>, r: &CorpusRequest) {
+pub(crate) fn run_one(tx: &mut Transaction<'_>, r: &CorpusRequest) {
     tx.reset();
     r.feed(tx);
 }
@@ -254,7 +254,7 @@ fn time_one(tx: &mut Transaction<'_>, r: &CorpusRequest, m: &mut Measured) {
 
 /// What a request's outcome is compared on: the interruption and the ids of
 /// every matched rule, in order.
-fn decision(tx: &Transaction<'_>) -> (Option<(u16, u64)>, Vec<u64>) {
+pub(crate) fn decision(tx: &Transaction<'_>) -> (Option<(u16, u64)>, Vec<u64>) {
     (
         tx.intervention().map(|i| (i.status, i.rule_id)),
         tx.matched_rules().iter().map(|m| m.id).collect(),

@@ -1,9 +1,11 @@
 //! Which rule files a command reads: `-c` files, then PATHS (files or
 //! directories of `*.conf`), or the embedded default ruleset when none is given.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use waf_compiler::{compile_files, compile_str, Compiled, Options};
 use waf_engine::Ruleset;
+use waf_optimizer::Analysis;
 
 /// Our default ruleset, compiled into the binary.
 pub const DEFAULT_RULESET: &str = include_str!("../../rulesets/default.conf");
@@ -59,6 +61,19 @@ impl RuleInput {
             ));
         }
         Ok(compile_files(&self.files()?, opts))
+    }
+
+    /// Compiles the selected files keeping their AST (for `waf suggest` and
+    /// the performance checks of `waf lint`).
+    pub fn analyse(&self, opts: &Options) -> Result<Analysis, String> {
+        if self.is_default() {
+            return Ok(Analysis::text(
+                Path::new(DEFAULT_RULESET_NAME),
+                DEFAULT_RULESET,
+                opts,
+            ));
+        }
+        Ok(Analysis::files(&self.files()?, &HashMap::new(), opts))
     }
 }
 

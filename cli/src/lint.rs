@@ -5,6 +5,7 @@ use crate::report::{self, Format};
 use crate::{EXIT_FINDINGS, EXIT_OK, EXIT_USAGE};
 use waf_compiler::diag::Severity;
 use waf_compiler::Options;
+use waf_optimizer::perf::PerfOptions;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -19,18 +20,35 @@ pub struct Args {
     /// Colour for the human format.
     #[arg(long, value_enum, default_value_t = report::Color::Auto)]
     pub color: report::Color,
+    /// Report rules whose estimated cost exceeds this many value tests per
+    /// request (`perf-cost`; see docs/optimizer.md for the estimate).
+    #[arg(long, value_name = "N", default_value_t = waf_optimizer::perf::DEFAULT_BUDGET)]
+    pub perf_budget: f64,
+    /// Leave out the performance checks (`perf-*` codes).
+    #[arg(long)]
+    pub no_perf: bool,
 }
 
 pub fn run(args: Args) -> u8 {
-    let compiled = match args.input.compile(&Options::default()) {
-        Ok(c) => c,
+    let analysis = match args.input.analyse(&Options::default()) {
+        Ok(a) => a,
         Err(e) => {
             eprintln!("waf lint: {e}");
             return EXIT_USAGE;
         }
     };
-    let diags = &compiled.diagnostics;
-    let sources = compiled.sources();
+    let mut diags = analysis.compiled.diagnostics.clone();
+    if !args.no_perf {
+        let opts = PerfOptions {
+            budget: args.perf_budget,
+        };
+        for d in waf_optimizer::perf::diagnostics(&analysis, &opts) {
+            diags.push(d);
+        }
+        diags.sort();
+    }
+    let diags = &diags;
+    let sources = analysis.compiled.sources();
     if let Err(e) = report::write(args.format, args.color, sources, diags) {
         eprintln!("waf lint: cannot write output: {e}");
         return EXIT_USAGE;

@@ -7,7 +7,9 @@ mod eval;
 mod ftw;
 mod input;
 mod lint;
+mod profile;
 mod report;
+mod suggest;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -32,6 +34,10 @@ enum Command {
     Test(ftw::TestArgs),
     /// Measure throughput and latency on request corpora (JSONL, HAR, go-ftw YAML).
     Bench(bench::Args),
+    /// List rewrites that make rules cheaper (equivalent or needing review); apply them to copies (--apply --out DIR, --diff) and prove them on a corpus (--verify).
+    Suggest(suggest::Args),
+    /// Report where rule evaluation time goes on a corpus: memo hit ratio per transform chain, hot entries, per-rule cost (table, JSON, HTML).
+    Profile(profile::Args),
 }
 
 /// Exit codes shared by the subcommands.
@@ -47,6 +53,8 @@ fn main() -> ExitCode {
         Command::Eval(a) => eval::run(a),
         Command::Test(a) => ftw::run_test(a),
         Command::Bench(a) => bench::run(a),
+        Command::Suggest(a) => suggest::run(a),
+        Command::Profile(a) => profile::run(a),
     };
     ExitCode::from(code)
 }

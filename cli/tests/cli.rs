@@ -203,3 +203,149 @@ fn eval_one_request_and_a_corpus() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+const INEFFICIENT: &str = "../rulesets/inefficient.conf";
+
+fn codes(o: &Output) -> Vec<String> {
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    v["diagnostics"]
+        .as_array()
+        .expect("diagnostics")
+        .iter()
+        .map(|d| d["code"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+fn lint_perf_checks_in_every_format() {
+    // Warnings: exit 0, unless denied.
+    let o = waf(&["lint", INEFFICIENT]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let human = stdout(&o);
+    assert!(
+        human.contains("warning[perf-redundant-transform]"),
+        "{human}"
+    );
+    assert!(human.contains("warning[perf-no-prefilter]"), "{human}");
+    assert_eq!(
+        waf(&["lint", "--deny", "warnings", INEFFICIENT])
+            .status
+            .code(),
+        Some(1)
+    );
+
+    let json = codes(&waf(&["lint", "--format", "json", INEFFICIENT]));
+    for c in ["perf-redundant-transform", "perf-no-prefilter"] {
+        assert!(json.iter().any(|x| x == c), "{c} missing from {json:?}");
+    }
+    assert!(!json.iter().any(|x| x == "perf-cost"), "{json:?}");
+    let tight = codes(&waf(&[
+        "lint",
+        "--format",
+        "json",
+        "--perf-budget",
+        "1",
+        INEFFICIENT,
+    ]));
+    assert!(tight.iter().any(|x| x == "perf-cost"), "{tight:?}");
+    let off = codes(&waf(&[
+        "lint",
+        "--format",
+        "json",
+        "--no-perf",
+        INEFFICIENT,
+    ]));
+    assert!(!off.iter().any(|x| x.starts_with("perf-")), "{off:?}");
+
+    let o = waf(&["lint", "--format", "sarif", INEFFICIENT]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("sarif json");
+    let results = v["runs"][0]["results"].as_array().expect("results");
+    assert!(results
+        .iter()
+        .any(|r| r["ruleId"] == "perf-redundant-transform" && r["level"] == "warning"));
+    let rules = v["runs"][0]["tool"]["driver"]["rules"]
+        .as_array()
+        .expect("rules");
+    assert!(rules.iter().any(|r| r["id"] == "perf-no-prefilter"));
+}
+
+/// A corpus that reaches the rewritten rules of inefficient.conf, and one
+/// request (`twice`) that ARGS|ARGS_GET counts twice.
+fn suggest_corpus(dir: &std::path::Path) -> std::path::PathBuf {
+    let corpus = dir.join("c.jsonl");
+    let lines = [
+        r#"{"id":"plain","uri":"/index.html","headers":[["Host","h"],["User-Agent","Mozilla/5.0"]]}"#,
+        r#"{"id":"sqli","uri":"/?q=SELECT%20a%20FROM%20b&r=Union%09All","headers":[["Host","h"]]}"#,
+        r#"{"id":"ua","uri":"/","headers":[["Host","h"],["User-Agent","Nikto/2.1"],["Referer","  javascript:x"]]}"#,
+        r#"{"id":"ws","uri":"/?a=on%20error%20%3D1&__PROTO__=1","headers":[["Host","h"]]}"#,
+        r#"{"id":"pm","uri":"/?cmd=EVAL(x)","headers":[["Host","h"],["User-Agent","MASSCAN/1.0"]]}"#,
+        r#"{"id":"twice","uri":"/?a=%3C%3Fphp&b=%3C%3Fphp","headers":[["Host","h"]]}"#,
+    ];
+    std::fs::write(&corpus, lines.join("\n")).expect("write corpus");
+    corpus
+}
+
+#[test]
+fn suggest_lists_applies_diffs_and_verifies() {
+    let dir = std::env::temp_dir().join(format!("waf-suggest-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("tmp");
+    let corpus = suggest_corpus(&dir);
+    let corpus = corpus.to_str().expect("utf-8 path");
+
+    // The list, as JSON, with counts by kind.
+    let o = waf(&["suggest", "--format", "json", INEFFICIENT]);
+    assert_eq!(o.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["counts"]["share-prefix"]["equivalent"], 2);
+    let first = &v["suggestions"][0];
+    for field in [
+        "kind", "safety", "rule_id", "location", "change", "why", "edits",
+    ] {
+        assert!(!first[field].is_null(), "{field} missing in {first}");
+    }
+
+    // With a corpus: measured gains.
+    let o = waf(&["suggest", INEFFICIENT, "--corpus", corpus]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(stdout(&o).contains("gain:   rule time"), "{}", stdout(&o));
+
+    // Equivalent rewrites: written, diffed, and proved on the corpus.
+    let out = dir.join("out");
+    let o = waf(&[
+        "suggest",
+        INEFFICIENT,
+        "--apply",
+        "--out",
+        out.to_str().expect("utf-8"),
+        "--diff",
+        "--verify",
+        corpus,
+        "--passes",
+        "1",
+    ]);
+    let text = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    assert!(text.contains("+++ b/"), "{text}");
+    assert!(text.contains("identical on every one"), "{text}");
+    assert!(text.contains("memo hit ratio"), "{text}");
+    let written = std::fs::read_to_string(out.join("inefficient.conf")).expect("rewritten file");
+    assert!(written.contains("@pm eval system passthru"));
+    assert!(
+        written.contains("# A ruleset written badly on purpose"),
+        "comments kept"
+    );
+
+    // With the rewrites that need review, the corpus finds a difference.
+    let o = waf(&[
+        "suggest",
+        INEFFICIENT,
+        "--include-review",
+        "--verify",
+        corpus,
+    ]);
+    let text = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(text.contains("NOT EQUIVALENT at request twice"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

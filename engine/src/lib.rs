@@ -31,7 +31,7 @@ pub mod transform;
 
 pub use ruleset::Ruleset;
 pub use transaction::{
-    EvalOptions, EvalStats, Intervention, MatchedRule, RuleProfile, Transaction,
+    ChainProfile, EvalOptions, EvalStats, Intervention, MatchedRule, RuleProfile, Transaction,
 };
 
 /// The example of `docs/embedding.md`, run as a doctest so the document stays true.

@@ -133,7 +133,8 @@ pub struct EvalOptions {
     pub memo: bool,
     /// Skip operators whose prefilter literals do not occur in a value.
     pub prefilter: bool,
-    /// Measure time per rule (costs two clock reads per rule evaluated).
+    /// Measure time per rule (costs two clock reads per rule evaluated) and
+    /// count work per transform chain ([`Transaction::chain_profile`]).
     pub profile: bool,
     /// Reuse what earlier transactions learnt about identical values
     /// (transform outputs, scan results, operator results): see
@@ -282,6 +283,99 @@ impl RuleProfile {
     }
 }
 
+/// Per transform-chain measurements (with [`EvalOptions::profile`]).
+///
+/// The node vectors are indexed by `NodeId::index()` (the nodes of
+/// `Program::transforms`: node 0 is the empty chain), `slot_lookups` by
+/// `SlotId::index()`. Both the memoized and the direct path count, so with
+/// memoization off every lookup is a miss and computes its whole chain.
+#[derive(Clone, Debug, Default)]
+pub struct ChainProfile {
+    /// Values served to rules at this node (memo hits included).
+    pub lookups: Vec<u64>,
+    /// Lookups that found no value at this node and had it computed (the
+    /// memo misses of this node).
+    pub misses: Vec<u64>,
+    /// Applications of this node's transformation (also on the way to a
+    /// deeper node; 0 for the root).
+    pub computed: Vec<u64>,
+    /// Outputs of this node taken from the cross-transaction cache instead
+    /// of computed.
+    pub xcache: Vec<u64>,
+    /// Input bytes of this node's transformation (summed over `computed`).
+    pub bytes_in: Vec<u64>,
+    /// Time spent in this node's transformation, ns.
+    pub nanos: Vec<u64>,
+    /// Values served to rules through each value slot (target, node).
+    pub slot_lookups: Vec<u64>,
+}
+
+impl ChainProfile {
+    fn ensure(&mut self, nodes: usize, slots: usize) {
+        if self.lookups.len() != nodes || self.slot_lookups.len() != slots {
+            *self = ChainProfile {
+                lookups: vec![0; nodes],
+                misses: vec![0; nodes],
+                computed: vec![0; nodes],
+                xcache: vec![0; nodes],
+                bytes_in: vec![0; nodes],
+                nanos: vec![0; nodes],
+                slot_lookups: vec![0; slots],
+            };
+        }
+    }
+
+    /// Whether nothing was collected (profiling never on).
+    pub fn is_empty(&self) -> bool {
+        self.lookups.is_empty()
+    }
+
+    pub fn clear(&mut self) {
+        for v in [
+            &mut self.lookups,
+            &mut self.misses,
+            &mut self.computed,
+            &mut self.xcache,
+            &mut self.bytes_in,
+            &mut self.nanos,
+            &mut self.slot_lookups,
+        ] {
+            v.fill(0);
+        }
+    }
+
+    pub fn add(&mut self, o: &ChainProfile) {
+        self.ensure(o.lookups.len(), o.slot_lookups.len());
+        for (a, b) in [
+            (&mut self.lookups, &o.lookups),
+            (&mut self.misses, &o.misses),
+            (&mut self.computed, &o.computed),
+            (&mut self.xcache, &o.xcache),
+            (&mut self.bytes_in, &o.bytes_in),
+            (&mut self.nanos, &o.nanos),
+            (&mut self.slot_lookups, &o.slot_lookups),
+        ] {
+            for (x, y) in a.iter_mut().zip(b) {
+                *x += y;
+            }
+        }
+    }
+
+    /// Share of the lookups at `node` served without computing:
+    /// `1 - misses / lookups`; 0 when the node was never looked up.
+    pub fn hit_ratio(&self, node: usize) -> f64 {
+        let (l, m) = (self.lookups[node], self.misses[node]);
+        ratio(l.saturating_sub(m), l)
+    }
+
+    /// [`ChainProfile::hit_ratio`] over every node.
+    pub fn total_hit_ratio(&self) -> f64 {
+        let l: u64 = self.lookups.iter().sum();
+        let m: u64 = self.misses.iter().sum();
+        ratio(l.saturating_sub(m), l)
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Allow {
     None,
@@ -394,6 +488,8 @@ struct Scratch {
     a: Vec<u8>,
     b: Vec<u8>,
     c: Vec<u8>,
+    /// The direct path's transform-chain nodes, first to last (profiling).
+    nodes: Vec<u32>,
     /// setvar's and setenv's name and value.
     name: Vec<u8>,
     value: Vec<u8>,
@@ -487,6 +583,7 @@ impl<'r> Transaction<'r> {
             scratch: Scratch::default(),
         };
         tx.memo.x_on = options.xcache && options.memo;
+        tx.memo.prof_on = options.profile;
         tx.reset();
         tx
     }
@@ -583,6 +680,7 @@ impl<'r> Transaction<'r> {
     pub fn set_options(&mut self, options: EvalOptions) {
         self.options = options;
         self.memo.x_on = options.xcache && options.memo;
+        self.memo.prof_on = options.profile;
     }
 
     /// Empties the cross-transaction cache (its buffers are kept).
@@ -604,11 +702,18 @@ impl<'r> Transaction<'r> {
         &self.profile
     }
 
+    /// Per transform-chain measurements (filled with [`EvalOptions::profile`];
+    /// empty otherwise).
+    pub fn chain_profile(&self) -> &ChainProfile {
+        &self.memo.prof
+    }
+
     pub fn reset_stats(&mut self) {
         self.stats = EvalStats::default();
         self.memo.x.hits = 0;
         self.memo.x.misses = 0;
         self.profile.clear();
+        self.memo.prof.clear();
     }
 
     // ------------------------------------------------------------ inputs
@@ -997,3 +1102,114 @@ fn civil(secs: u64) -> (u64, u64, u64, u64, u64, u64, u64) {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod chain_profile_tests {
+    use super::{EvalOptions, Transaction};
+    use crate::Ruleset;
+    use waf_compiler::ir::NodeId;
+
+    /// Two rules whose chains share the `urlDecodeUni` prefix.
+    const RULES: &str = r#"
+        SecRule ARGS "@rx zzz" "id:1,phase:1,pass,t:none,t:urlDecodeUni,t:lowercase"
+        SecRule ARGS "@rx yyy" "id:2,phase:1,pass,t:none,t:urlDecodeUni"
+    "#;
+
+    fn run<'r>(rs: &'r Ruleset, options: EvalOptions) -> Transaction<'r> {
+        let mut tx = rs.transaction_with(options);
+        tx.process_uri(b"/?a=A%20B&b=plain", b"GET", b"HTTP/1.1");
+        tx.add_request_header(b"Host", b"h");
+        tx.process_request_headers();
+        tx
+    }
+
+    /// (mid, deep): the `[urlDecodeUni]` and `[urlDecodeUni, lowercase]` nodes.
+    fn nodes(rs: &Ruleset) -> (usize, usize) {
+        let tree = &rs.program().transforms;
+        let deep = tree.nodes.len() - 1;
+        let mid = tree.nodes[deep].parent.expect("parent").index();
+        assert_eq!(tree.depth(NodeId(deep as u32)), 2);
+        (mid, deep)
+    }
+
+    #[test]
+    fn shared_prefix_is_computed_once_per_value() {
+        let rs = Ruleset::from_str("t.conf", RULES).expect("compiles");
+        let (mid, deep) = nodes(&rs);
+        let opts = EvalOptions {
+            profile: true,
+            xcache: false,
+            ..EvalOptions::default()
+        };
+        let tx = run(&rs, opts);
+        let p = tx.chain_profile();
+        // Rule 1 reads both arguments at the deep node: both computed there,
+        // through the mid node. Rule 2 then finds them at the mid node.
+        assert_eq!(
+            (p.lookups[deep], p.misses[deep], p.computed[deep]),
+            (2, 2, 2)
+        );
+        assert_eq!((p.lookups[mid], p.misses[mid], p.computed[mid]), (2, 0, 2));
+        assert_eq!(p.computed[0], 0, "the root transforms nothing");
+        assert_eq!(p.hit_ratio(mid), 1.0);
+        assert_eq!(p.hit_ratio(deep), 0.0);
+        assert_eq!(p.total_hit_ratio(), 0.5);
+        // ARGS values arrive URL-decoded: `A B` and `plain`.
+        assert_eq!(p.bytes_in[mid], ("A B".len() + "plain".len()) as u64);
+        assert_eq!(p.slot_lookups.iter().sum::<u64>(), 4);
+        assert_eq!(p.xcache.iter().sum::<u64>(), 0);
+
+        // Without memoization every lookup computes its whole chain.
+        let naive = run(
+            &rs,
+            EvalOptions {
+                profile: true,
+                ..EvalOptions::naive()
+            },
+        );
+        let p = naive.chain_profile();
+        assert_eq!(
+            (p.lookups[deep], p.misses[deep], p.computed[deep]),
+            (2, 2, 2)
+        );
+        assert_eq!((p.lookups[mid], p.misses[mid], p.computed[mid]), (2, 2, 4));
+        assert_eq!(p.total_hit_ratio(), 0.0);
+
+        // reset_stats clears the counters (and keeps their size).
+        let mut tx = tx;
+        tx.reset_stats();
+        let p = tx.chain_profile();
+        assert_eq!(p.lookups.len(), rs.program().transforms.nodes.len());
+        assert!(p.lookups.iter().chain(&p.computed).all(|&n| n == 0));
+    }
+
+    #[test]
+    fn cross_transaction_cache_outputs_are_counted() {
+        let rs = Ruleset::from_str("t.conf", RULES).expect("compiles");
+        let (mid, _) = nodes(&rs);
+        let opts = EvalOptions {
+            profile: true,
+            ..EvalOptions::default()
+        };
+        let mut tx = rs.transaction_with(opts);
+        // A value is admitted to the cache the second time it is seen, and
+        // served from it the third.
+        for _ in 0..3 {
+            tx.reset();
+            tx.process_uri(b"/?a=A%20B", b"GET", b"HTTP/1.1");
+            tx.process_request_headers();
+        }
+        let p = tx.chain_profile();
+        assert!(p.xcache[mid] >= 1, "{:?}", p.xcache);
+        assert_eq!(p.lookups[mid], 3);
+    }
+
+    #[test]
+    fn profile_off_leaves_the_counters_empty() {
+        let rs = Ruleset::from_str("t.conf", RULES).expect("compiles");
+        let tx = run(&rs, EvalOptions::default());
+        assert!(tx.chain_profile().is_empty());
+        let tx = run(&rs, EvalOptions::naive());
+        assert!(tx.chain_profile().is_empty());
+    }
+}

@@ -92,9 +92,7 @@ pub fn noop_after(a: Transform, b: Transform) -> bool {
     }
     match (a, b) {
         // Nothing removeWhitespace leaves is whitespace.
-        (T::RemoveWhitespace, T::CompressWhitespace | T::Trim | T::TrimLeft | T::TrimRight) => {
-            true
-        }
+        (T::RemoveWhitespace, T::CompressWhitespace | T::Trim | T::TrimLeft | T::TrimRight) => true,
         // Both ends are already trimmed.
         (T::Trim, T::TrimLeft | T::TrimRight) => true,
         // No NUL is left for the other NUL transformation.

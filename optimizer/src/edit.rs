@@ -42,7 +42,13 @@ pub fn remove_item(src: &str, spans: &[Span], i: usize) -> Edit {
     if let Some(next) = spans.get(i + 1) {
         let between = gap(s.end, next.start);
         if !between.contains('\n') {
-            return replace(Span { end: next.start, ..s }, "");
+            return replace(
+                Span {
+                    end: next.start,
+                    ..s
+                },
+                "",
+            );
         }
         // `\<newline>` follows: drop the line if the item is alone on it.
         let line_start = src[..s.start as usize].rfind('\n').map_or(0, |p| p + 1);
@@ -64,11 +70,23 @@ pub fn remove_item(src: &str, spans: &[Span], i: usize) -> Edit {
     if i > 0 {
         let prev = spans[i - 1];
         if !gap(prev.end, s.start).contains('\n') || spans.get(i + 1).is_none() {
-            return replace(Span { start: prev.end, ..s }, "");
+            return replace(
+                Span {
+                    start: prev.end,
+                    ..s
+                },
+                "",
+            );
         }
     }
     match spans.get(i + 1) {
-        Some(next) => replace(Span { end: next.start, ..s }, ""),
+        Some(next) => replace(
+            Span {
+                end: next.start,
+                ..s
+            },
+            "",
+        ),
         None => replace(s, ""),
     }
 }
@@ -97,7 +115,9 @@ pub fn apply(sources: &SourceMap, suggestions: &[&Suggestion]) -> Applied {
             taken
                 .get(&e.span.file)
                 .is_some_and(|v| v.iter().any(|(o, _)| overlaps(*o, e.span)))
-                || s.edits.iter().any(|f| !std::ptr::eq(e, f) && overlaps(e.span, f.span))
+                || s.edits
+                    .iter()
+                    .any(|f| !std::ptr::eq(e, f) && overlaps(e.span, f.span))
         });
         if clash {
             conflicts.push(n);
@@ -140,7 +160,9 @@ pub fn apply(sources: &SourceMap, suggestions: &[&Suggestion]) -> Applied {
 fn overlaps(a: Span, b: Span) -> bool {
     a.file == b.file
         && if a.start == a.end || b.start == b.end {
-            a.start == b.start || (a.start > b.start && a.start < b.end) || (b.start > a.start && b.start < a.end)
+            a.start == b.start
+                || (a.start > b.start && a.start < b.end)
+                || (b.start > a.start && b.start < a.end)
         } else {
             a.start < b.end && b.start < a.end
         }

@@ -166,7 +166,10 @@ pub fn diagnostics(a: &Analysis, opts: &PerfOptions) -> Vec<Diagnostic> {
             out.push(
                 Diagnostic::warning(Code::PerfRedundantTransform, s.span, s.change.clone())
                     .with_label("changes nothing the rule can observe")
-                    .with_hint(format!("{} (`waf suggest --apply` makes this change)", s.why)),
+                    .with_hint(format!(
+                        "{} (`waf suggest --apply` makes this change)",
+                        s.why
+                    )),
             );
         }
     }

@@ -232,7 +232,12 @@ impl<'a> Cx<'a> {
             return;
         }
         let defaults = &at.chain[..at.chain.len() - own.len()];
-        let mut s = self.base(at, Kind::MissingTNone, Safety::NeedsReview, at.ast.actions_span);
+        let mut s = self.base(
+            at,
+            Kind::MissingTNone,
+            Safety::NeedsReview,
+            at.ast.actions_span,
+        );
         s.change = format!(
             "add `t:none` to drop the default transformations {}",
             chain_text(defaults)
@@ -309,7 +314,14 @@ impl<'a> Cx<'a> {
         let Some(j) = Self::deciding_lowercase(&at.chain) else {
             return false;
         };
-        if at.link.multi_match || at.chain.iter().filter(|&&t| t == Transform::Lowercase).count() != 1 {
+        if at.link.multi_match
+            || at
+                .chain
+                .iter()
+                .filter(|&&t| t == Transform::Lowercase)
+                .count()
+                != 1
+        {
             return false;
         }
         let op = &self.p.operators[at.link.operator.index()];
@@ -416,13 +428,13 @@ impl<'a> Cx<'a> {
         } else {
             Kind::SharePrefix
         };
-        let span = at.own.actions.first().map_or(at.ast.actions_span, |(a, _)| a.span);
+        let span = at
+            .own
+            .actions
+            .first()
+            .map_or(at.ast.actions_span, |(a, _)| a.span);
         let mut s = self.base(at, kind, Safety::Equivalent, span);
-        s.change = format!(
-            "{} → {}",
-            chain_text(&at.chain),
-            chain_text(&new_chain)
-        );
+        s.change = format!("{} → {}", chain_text(&at.chain), chain_text(&new_chain));
         s.why = if only_removals {
             format!(
                 "the dropped transformations change nothing next to their neighbours (a \
@@ -515,7 +527,12 @@ impl<'a> Cx<'a> {
         };
         let lowercase = Self::deciding_lowercase(&at.chain).filter(|_| {
             !at.link.multi_match
-                && at.chain.iter().filter(|&&t| t == Transform::Lowercase).count() == 1
+                && at
+                    .chain
+                    .iter()
+                    .filter(|&&t| t == Transform::Lowercase)
+                    .count()
+                    == 1
         });
         let all_lower = words
             .words
@@ -607,14 +624,19 @@ impl<'a> Cx<'a> {
         };
         let mut blamed = Vec::new();
         for b in &advice.branches {
-            let strong = b.literals.iter().map(Vec::len).min().is_some_and(|n| n >= MIN_SCAN_LEN);
+            let strong = b
+                .literals
+                .iter()
+                .map(Vec::len)
+                .min()
+                .is_some_and(|n| n >= MIN_SCAN_LEN);
             if strong {
                 continue;
             }
             let text = pattern.get(b.range.clone()).unwrap_or("");
             let what = if !b.literals.is_empty() {
                 format!(
-                    "only requires one of {} — shorter than {MIN_SCAN_LEN} bytes, found in most values",
+                    "only requires one of {} — shorter than {MIN_SCAN_LEN} bytes, so the prefilter can only check for their bytes, which many values contain",
                     literal_list(&b.literals)
                 )
             } else if b.matches_empty {
@@ -632,11 +654,7 @@ impl<'a> Cx<'a> {
         if blamed.is_empty() {
             return;
         }
-        let span = at
-            .ast
-            .operator
-            .as_ref()
-            .map_or(at.ast.span, |o| o.span);
+        let span = at.ast.operator.as_ref().map_or(at.ast.span, |o| o.span);
         let mut s = self.base(at, Kind::MissingLiteral, Safety::NeedsReview, span);
         s.change = format!(
             "give every branch a required literal: {}",
@@ -662,9 +680,7 @@ impl<'a> Cx<'a> {
         let ast_targets: Vec<&TargetAst> = at.ast.targets.iter().collect();
         let spans: Vec<Span> = ast_targets.iter().map(|t| t.span).collect();
         let src = &p.sources.file(at.ast.span.file).text;
-        let find_ast = |t: &Target| {
-            ast_targets.iter().rposition(|a| !a.exclude && ast_is(a, t))
-        };
+        let find_ast = |t: &Target| ast_targets.iter().rposition(|a| !a.exclude && ast_is(a, t));
         let per_match = "every matched value runs the statement's setvar actions (the anomaly \
                          score counts each one), so reading a value twice can count it twice";
         let has_excl = |v: Variable| at.link.exclusions.iter().any(|e| e.variable == v);
@@ -678,7 +694,10 @@ impl<'a> Cx<'a> {
                 ));
             } else if !t.count {
                 let covered_by = slots.iter().find(|(_, o)| {
-                    !std::ptr::eq(*o, t) && !o.count && o.selector == Selector::All && covers(o.variable, t)
+                    !std::ptr::eq(*o, t)
+                        && !o.count
+                        && o.selector == Selector::All
+                        && covers(o.variable, t)
                 });
                 if let Some((_, o)) = covered_by {
                     if !has_excl(o.variable) {
@@ -760,7 +779,10 @@ impl<'a> Cx<'a> {
     /// Nodes of `old`'s path that `new`'s path does not have and that no other
     /// link computes on the same variables: the work the rewrite removes.
     fn exclusive_nodes(&self, at: &At<'_>, old: &[Transform], new: &[Transform]) -> Vec<NodeId> {
-        let now = self.current.get(&(at.ri, at.li)).map_or(old, |c| c.as_slice());
+        let now = self
+            .current
+            .get(&(at.ri, at.li))
+            .map_or(old, |c| c.as_slice());
         self.walk(old)
             .into_iter()
             .enumerate()
@@ -888,7 +910,12 @@ fn laws_used(old: &[Transform], new: &[Transform]) -> String {
     let mut laws = Vec::new();
     for w in new.windows(2) {
         if algebra::absorbed_before(w[0], w[1]) && !old.windows(2).any(|o| o == w) {
-            laws.push(format!("{} after {} is {}", w[1].name(), w[0].name(), w[1].name()));
+            laws.push(format!(
+                "{} after {} is {}",
+                w[1].name(),
+                w[0].name(),
+                w[1].name()
+            ));
         }
     }
     let swapped = old.len() == new.len() && old != new;
@@ -984,7 +1011,9 @@ fn ast_is(a: &TargetAst, t: &Target) -> bool {
     }
     match (&a.selector, &t.selector) {
         (None, Selector::All) => true,
-        (Some(s), Selector::Key(k)) => s.kind == SelectorKind::Key && s.text.as_str().eq_ignore_ascii_case(k),
+        (Some(s), Selector::Key(k)) => {
+            s.kind == SelectorKind::Key && s.text.as_str().eq_ignore_ascii_case(k)
+        }
         (Some(s), Selector::Regex(_)) => s.kind == SelectorKind::Regex,
         (Some(s), Selector::XPath(x)) => s.text.as_str() == x,
         _ => false,
@@ -1025,7 +1054,11 @@ fn escaped(bytes: &[u8]) -> String {
 }
 
 fn literal_list(lits: &[Vec<u8>]) -> String {
-    let shown: Vec<String> = lits.iter().take(8).map(|l| format!("`{}`", escaped(l))).collect();
+    let shown: Vec<String> = lits
+        .iter()
+        .take(8)
+        .map(|l| format!("`{}`", escaped(l)))
+        .collect();
     let more = if lits.len() > 8 {
         format!(" and {} more", lits.len() - 8)
     } else {

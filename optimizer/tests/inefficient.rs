@@ -120,13 +120,62 @@ impl Rng {
 /// Pieces the rules look for, spelled in ways the transformations change:
 /// case, whitespace runs, percent-encoding, NULs.
 const PIECES: &[&str] = &[
-    "select", "SeLeCt", "union", "UNION", " ", "  ", "\t", "%20", "%09", "from", "FROM", "all",
-    "select from", "UNION  ALL", "Union%09All", "SELECT\tFrom", "unionall",
-    "<script", "<ScRiPt", "javascript:", "JavaScript:", "onerror=", "on error =", "onerror%3d",
-    "__proto__", "__PROTO__", "constructor", "[prototype]", "[PROTOTYPE]", "../", "..%2f",
-    "%00", "<?php", ".git/", "eval", "EVAL", "system", "passthru", "x=1--", "a = 12 --", "1<2",
-    "3 > 4", "abc", "%", "+", "'", "=", "nikto/2", "SQLMAP/1", "masscan", "ZGrab", "zmeu",
-    "Havij", "w3af", "%2e%2e/", "&#x41;",
+    "select",
+    "SeLeCt",
+    "union",
+    "UNION",
+    " ",
+    "  ",
+    "\t",
+    "%20",
+    "%09",
+    "from",
+    "FROM",
+    "all",
+    "select from",
+    "UNION  ALL",
+    "Union%09All",
+    "SELECT\tFrom",
+    "unionall",
+    "<script",
+    "<ScRiPt",
+    "javascript:",
+    "JavaScript:",
+    "onerror=",
+    "on error =",
+    "onerror%3d",
+    "__proto__",
+    "__PROTO__",
+    "constructor",
+    "[prototype]",
+    "[PROTOTYPE]",
+    "../",
+    "..%2f",
+    "%00",
+    "<?php",
+    ".git/",
+    "eval",
+    "EVAL",
+    "system",
+    "passthru",
+    "x=1--",
+    "a = 12 --",
+    "1<2",
+    "3 > 4",
+    "abc",
+    "%",
+    "+",
+    "'",
+    "=",
+    "nikto/2",
+    "SQLMAP/1",
+    "masscan",
+    "ZGrab",
+    "zmeu",
+    "Havij",
+    "w3af",
+    "%2e%2e/",
+    "&#x41;",
 ];
 
 fn value(rng: &mut Rng) -> String {
@@ -172,10 +221,10 @@ fn request(rng: &mut Rng) -> Request {
         ("Host".to_string(), "example.com".to_string()),
         ("User-Agent".to_string(), value(rng)),
     ];
-    if rng.next() % 2 == 0 {
+    if rng.next().is_multiple_of(2) {
         headers.push(("Referer".into(), format!(" {}", value(rng))));
     }
-    if rng.next() % 2 == 0 {
+    if rng.next().is_multiple_of(2) {
         headers.push(("Cookie".into(), format!("c={}", uri_escape(&value(rng)))));
     }
     let body = (0..rng.next() % 3)
@@ -224,7 +273,10 @@ fn replay_kind(kind: Kind) -> (usize, usize) {
         .iter()
         .filter(|s| s.kind == kind && s.safety == Safety::Equivalent && !s.edits.is_empty())
         .collect();
-    assert!(!chosen.is_empty(), "no equivalent `{kind}` suggestion to apply");
+    assert!(
+        !chosen.is_empty(),
+        "no equivalent `{kind}` suggestion to apply"
+    );
     let ids: Vec<u64> = chosen.iter().map(|s| s.rule_id).collect();
     let new = rewritten(&a, &chosen);
     assert_ne!(new, TEXT);
@@ -248,25 +300,37 @@ fn replay_kind(kind: Kind) -> (usize, usize) {
 #[test]
 fn regex_flag_rewrites_keep_decisions() {
     let (reached, n) = replay_kind(Kind::RegexFlag);
-    assert!(reached > n / 50, "only {reached} of {n} requests reached the rule");
+    assert!(
+        reached > n / 50,
+        "only {reached} of {n} requests reached the rule"
+    );
 }
 
 #[test]
 fn share_prefix_rewrites_keep_decisions() {
     let (reached, n) = replay_kind(Kind::SharePrefix);
-    assert!(reached > n / 50, "only {reached} of {n} requests reached the rules");
+    assert!(
+        reached > n / 50,
+        "only {reached} of {n} requests reached the rules"
+    );
 }
 
 #[test]
 fn redundant_transform_rewrites_keep_decisions() {
     let (reached, n) = replay_kind(Kind::RedundantTransform);
-    assert!(reached > n / 50, "only {reached} of {n} requests reached the rules");
+    assert!(
+        reached > n / 50,
+        "only {reached} of {n} requests reached the rules"
+    );
 }
 
 #[test]
 fn rx_to_pm_rewrites_keep_decisions() {
     let (reached, n) = replay_kind(Kind::RxToPm);
-    assert!(reached > n / 50, "only {reached} of {n} requests reached the rules");
+    assert!(
+        reached > n / 50,
+        "only {reached} of {n} requests reached the rules"
+    );
 }
 
 /// The kinds that need review are not equivalent in general, and the

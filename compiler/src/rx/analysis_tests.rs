@@ -413,10 +413,24 @@ fn literal_advice_examples() {
     let texts = |p: &'static str, adv: &LiteralAdvice| -> Vec<&'static str> {
         adv.branches.iter().map(|b| &p[b.range.clone()]).collect()
     };
-    // `=` and `<`/`>` are 1-byte required literals here (classes of up to 10
-    // bytes are expanded by literals.rs), so these can be prefiltered.
-    assert_eq!(literal_advice(r"\w+\s*=\s*\d"), None);
-    assert_eq!(literal_advice(r"(?:select.*from|\d+\s*[<>]\s*\d+)"), None);
+    // `=` and `<`/`>` are 1-2-byte required literals here (classes of up to
+    // 10 bytes are expanded by literals.rs): weak, so there is advice, and
+    // the branch with a strong literal is told apart from the weak one.
+    let adv = literal_advice(r"\w+\s*=\s*\d").unwrap();
+    assert_eq!(adv.branches.len(), 1);
+    assert!(adv.branches[0]
+        .literals
+        .iter()
+        .all(|l| l.len() < MIN_SCAN_LEN));
+    let p = r"(?:select.*from|\d+\s*[<>]\s*\d+)";
+    let adv = literal_advice(p).unwrap();
+    assert_eq!(adv.branches[0].literals, vec![bytes("select")]);
+    assert!(adv.branches[1]
+        .literals
+        .iter()
+        .all(|l| l.len() < MIN_SCAN_LEN));
+    // A strong literal in every match: nothing to advise.
+    assert_eq!(literal_advice(r"(?:union\s+select|select.*from)"), None);
 
     // One empty-matching branch spoils the prefilter of the whole.
     let p = r"(?:select.*from|\d+\s*[<>]\s*\d+|x*)";

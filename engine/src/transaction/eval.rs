@@ -27,6 +27,9 @@ impl<'r> Transaction<'r> {
         let program = self.program();
         if self.options.profile {
             self.profile.ensure(program.rules.len());
+            self.memo
+                .prof
+                .ensure(program.transforms.nodes.len(), program.slots.len());
         }
         let rules = &program.phase(phase).rules;
         let mut i = 0;
@@ -153,7 +156,7 @@ impl<'r> Transaction<'r> {
                 self.eval_slot_memo(lr, &mut arg, gate, slot)
             } else {
                 let target = &program.targets[info.target.index()];
-                self.eval_slot_direct(lr, &mut arg, gate, target)
+                self.eval_slot_direct(lr, &mut arg, gate, slot, target)
             };
         }
         self.scratch.arg = arg.buf;
@@ -181,6 +184,11 @@ impl<'r> Transaction<'r> {
         let (start, len) = list;
         self.memo.slot_touch(slot, target);
         self.stats.memo_hits += u64::from(len);
+        if self.memo.prof_on {
+            let p = &mut self.memo.prof;
+            p.lookups[node.index()] += u64::from(len);
+            p.slot_lookups[slot.index()] += u64::from(len);
+        }
         let scanner = self.rs.scanner();
         if gate != Gate::Always
             && !lr.pl.multi_match
@@ -220,6 +228,10 @@ impl<'r> Transaction<'r> {
             }
             let mut last = u32::MAX;
             for &(n, _) in &path {
+                // multiMatch also serves the chain's intermediate values.
+                if self.memo.prof_on && n != node.index() {
+                    self.memo.prof.lookups[n] += 1;
+                }
                 let e =
                     self.memo
                         .value(inst, NodeId(n as u32), &program.transforms, &mut self.stats);
@@ -300,6 +312,7 @@ impl<'r> Transaction<'r> {
         lr: LinkRef<'r>,
         arg: &mut Arg_,
         gate: Gate,
+        slot: SlotId,
         target: &'r Target,
     ) -> bool {
         let program = lr.program;
@@ -308,6 +321,19 @@ impl<'r> Transaction<'r> {
         vals.clear();
         self.collect_into(program, target, &mut vals);
         let chain = self.rs.chain(lr.pl.node);
+        // Profiling: the node of each transformation of the chain.
+        let prof = self.memo.prof_on;
+        let mut nodes = std::mem::take(&mut self.scratch.nodes);
+        nodes.clear();
+        if prof {
+            let mut n = lr.pl.node;
+            while let Some(parent) = program.transforms.nodes[n.index()].parent {
+                nodes.push(n.0);
+                n = parent;
+            }
+            nodes.reverse();
+            debug_assert_eq!(nodes.len(), chain.len());
+        }
         let scanner = self.rs.scanner();
         let (mut cur, mut tmp, mut multi) = (
             std::mem::take(&mut self.scratch.a),
@@ -333,8 +359,19 @@ impl<'r> Transaction<'r> {
                 multi.extend_from_slice(&cur);
                 ends.push((0, multi.len()));
             }
-            for &t in chain {
-                if crate::transform::apply(t, &cur, &mut tmp) {
+            for (k, &t) in chain.iter().enumerate() {
+                let changed = if prof {
+                    let t0 = Instant::now();
+                    let changed = crate::transform::apply(t, &cur, &mut tmp);
+                    let (p, n) = (&mut self.memo.prof, nodes[k] as usize);
+                    p.nanos[n] += t0.elapsed().as_nanos() as u64;
+                    p.computed[n] += 1;
+                    p.bytes_in[n] += cur.len() as u64;
+                    changed
+                } else {
+                    crate::transform::apply(t, &cur, &mut tmp)
+                };
+                if changed {
                     std::mem::swap(&mut cur, &mut tmp);
                     if multi_match {
                         let s = multi.len();
@@ -348,6 +385,24 @@ impl<'r> Transaction<'r> {
                 ends.push((0, multi.len()));
             }
             self.stats.memo_misses += 1;
+            if prof {
+                // Every value is read and transformed anew: each node it is
+                // tested at is a lookup and a miss.
+                let p = &mut self.memo.prof;
+                p.slot_lookups[slot.index()] += 1;
+                let node = lr.pl.node.index();
+                p.lookups[node] += 1;
+                p.misses[node] += 1;
+                if multi_match && node != 0 {
+                    // The root and the intermediate nodes (the last is `node`).
+                    p.lookups[0] += 1;
+                    p.misses[0] += 1;
+                    for &n in &nodes[..nodes.len() - 1] {
+                        p.lookups[n as usize] += 1;
+                        p.misses[n as usize] += 1;
+                    }
+                }
+            }
             for &(s, e) in ends.iter() {
                 let value = &multi[s..e];
                 if gate != Gate::Always {
@@ -381,6 +436,7 @@ impl<'r> Transaction<'r> {
         self.scratch.bits = bits;
         self.scratch.multi = ends;
         self.scratch.vals = vals;
+        self.scratch.nodes = nodes;
         any
     }
 

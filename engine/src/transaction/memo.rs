@@ -32,7 +32,7 @@
 use super::xcache::{NodeState, XCache, XCacheLimits};
 use crate::prefilter::{byte_mask, ByteMask, Scanner};
 use crate::ruleset::Ruleset;
-use crate::transaction::EvalStats;
+use crate::transaction::{ChainProfile, EvalStats};
 use crate::transform::{self, Transform};
 use waf_compiler::ir::{NodeId, SlotId, TargetId, TransformTree};
 use waf_compiler::names::Variable as V;
@@ -111,6 +111,10 @@ pub(super) struct Memo {
     /// The cross-transaction cache (kept by `clear`: it outlives transactions).
     pub x: XCache,
     pub x_on: bool,
+    /// Per-node counters (kept by `clear`; filled only when `prof_on`, after
+    /// the transaction sized them).
+    pub prof: ChainProfile,
+    pub prof_on: bool,
 }
 
 impl Memo {
@@ -143,6 +147,8 @@ impl Memo {
             inst_rec: Vec::new(),
             x: XCache::new(words, XCacheLimits::default()),
             x_on: true,
+            prof: ChainProfile::default(),
+            prof_on: false,
         }
     }
 
@@ -289,6 +295,9 @@ impl Memo {
             return e;
         }
         stats.memo_misses += 1;
+        if self.prof_on {
+            self.prof.misses[node.index()] += 1;
+        }
         self.path.clear();
         let mut n = node;
         while self.table[base + n.index()] == NONE {
@@ -323,8 +332,16 @@ impl Memo {
     ) -> u32 {
         if let Some(rec) = rec {
             match self.x.node(rec, node) {
-                NodeState::Same => return from,
+                NodeState::Same => {
+                    if self.prof_on {
+                        self.prof.xcache[node] += 1;
+                    }
+                    return from;
+                }
                 NodeState::Bytes { start, len } => {
+                    if self.prof_on {
+                        self.prof.xcache[node] += 1;
+                    }
                     let mut out = std::mem::take(&mut self.out);
                     out.clear();
                     out.extend_from_slice(self.x.bytes(start, len));
@@ -338,7 +355,18 @@ impl Memo {
         }
         let f = self.entries[from as usize];
         let mut out = std::mem::take(&mut self.out);
-        let changed = transform::apply(t, &self.arena[f.start..f.start + f.len], &mut out);
+        let input = &self.arena[f.start..f.start + f.len];
+        let changed = if self.prof_on {
+            let t0 = std::time::Instant::now();
+            let changed = transform::apply(t, input, &mut out);
+            let p = &mut self.prof;
+            p.nanos[node] += t0.elapsed().as_nanos() as u64;
+            p.computed[node] += 1;
+            p.bytes_in[node] += f.len as u64;
+            changed
+        } else {
+            transform::apply(t, input, &mut out)
+        };
         let e = if changed {
             let e = self.push_entry(&out, inst, node);
             if case_only(t) && f.scanned {
