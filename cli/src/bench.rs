@@ -92,17 +92,10 @@ pub fn run(args: Args) -> u8 {
         }
     };
     let load = load_start.elapsed();
-    let corpus = match corpus::load(&args.corpus) {
+    let corpus = match corpus::load_for("bench", &args.corpus) {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("waf bench: {e}");
-            return EXIT_USAGE;
-        }
+        Err(code) => return code,
     };
-    if corpus.requests.is_empty() {
-        eprintln!("waf bench: the corpus has no request");
-        return EXIT_USAGE;
-    }
     let threads = args.threads.max(1);
     let passes = args.passes.max(1);
     let fast_opts = args.engine.options();

@@ -200,6 +200,22 @@ pub fn load(paths: &[PathBuf]) -> Result<Corpus, CorpusError> {
     Ok(c)
 }
 
+/// [`load`] for a command: a corpus with at least one request, or the
+/// message printed (`waf CMD: ...`) and the usage exit code.
+pub fn load_for(cmd: &str, paths: &[PathBuf]) -> Result<Corpus, u8> {
+    match load(paths) {
+        Ok(c) if !c.requests.is_empty() => Ok(c),
+        Ok(_) => {
+            eprintln!("waf {cmd}: the corpus has no request");
+            Err(crate::EXIT_USAGE)
+        }
+        Err(e) => {
+            eprintln!("waf {cmd}: {e}");
+            Err(crate::EXIT_USAGE)
+        }
+    }
+}
+
 /// Loads one path, appending to `c`.
 pub fn load_into(path: &Path, c: &mut Corpus) -> Result<(), CorpusError> {
     if !path.exists() {

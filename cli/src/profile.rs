@@ -150,17 +150,10 @@ pub fn run(args: Args) -> u8 {
             return EXIT_FINDINGS;
         }
     };
-    let corpus = match corpus::load(&args.corpus) {
+    let corpus = match corpus::load_for("profile", &args.corpus) {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("waf profile: {e}");
-            return EXIT_USAGE;
-        }
+        Err(code) => return code,
     };
-    if corpus.requests.is_empty() {
-        eprintln!("waf profile: the corpus has no request");
-        return EXIT_USAGE;
-    }
     let passes = args.passes.max(1);
     let opts = args.engine.options();
     let run = collect(&rs, &corpus.requests, passes, opts);

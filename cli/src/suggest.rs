@@ -24,31 +24,6 @@ pub enum Format {
     Json,
 }
 
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum KindArg {
-    RegexFlag,
-    SharePrefix,
-    RedundantTransform,
-    MissingTNone,
-    CheaperTarget,
-    RxToPm,
-    MissingLiteral,
-}
-
-impl KindArg {
-    fn kind(self) -> Kind {
-        match self {
-            KindArg::RegexFlag => Kind::RegexFlag,
-            KindArg::SharePrefix => Kind::SharePrefix,
-            KindArg::RedundantTransform => Kind::RedundantTransform,
-            KindArg::MissingTNone => Kind::MissingTNone,
-            KindArg::CheaperTarget => Kind::CheaperTarget,
-            KindArg::RxToPm => Kind::RxToPm,
-            KindArg::MissingLiteral => Kind::MissingLiteral,
-        }
-    }
-}
-
 #[derive(clap::Args, Debug)]
 pub struct Args {
     #[command(flatten)]
@@ -56,9 +31,11 @@ pub struct Args {
     /// Request corpora (JSONL, HAR, go-ftw YAML) to measure each suggestion's gain on.
     #[arg(long, value_name = "FILE|DIR", num_args = 1..)]
     pub corpus: Vec<PathBuf>,
-    /// Only these kinds (repeatable).
-    #[arg(long, value_enum)]
-    pub kind: Vec<KindArg>,
+    /// Only these kinds (repeatable): regex-flag, share-prefix,
+    /// redundant-transform, missing-t-none, cheaper-target, rx-to-pm,
+    /// missing-literal.
+    #[arg(long, value_name = "KIND", value_parser = |s: &str| s.parse::<Kind>())]
+    pub kind: Vec<Kind>,
     /// Output format of the list.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -104,7 +81,7 @@ pub fn run(args: Args) -> u8 {
         );
         return EXIT_FINDINGS;
     };
-    let kinds: Vec<Kind> = args.kind.iter().map(|k| k.kind()).collect();
+    let kinds = &args.kind;
     let mut found: Vec<(Suggestion, Origin)> = analysis
         .suggestions()
         .into_iter()
@@ -112,7 +89,7 @@ pub fn run(args: Args) -> u8 {
         .collect();
 
     if !args.corpus.is_empty() {
-        let corpus = match load_corpus(&args.corpus) {
+        let corpus = match corpus::load_for("suggest", &args.corpus) {
             Ok(c) => c,
             Err(code) => return code,
         };
@@ -193,7 +170,7 @@ pub fn run(args: Args) -> u8 {
     if args.verify.is_empty() {
         return EXIT_OK;
     }
-    let corpus = match load_corpus(&args.verify) {
+    let corpus = match corpus::load_for("suggest", &args.verify) {
         Ok(c) => c,
         Err(code) => return code,
     };
@@ -220,20 +197,6 @@ fn measurements(run: &crate::profile::ProfileRun) -> waf_optimizer::Measurements
 /// compiled from memory).
 fn rule_files(input: &RuleInput) -> Vec<PathBuf> {
     input.files().unwrap_or_default()
-}
-
-fn load_corpus(paths: &[PathBuf]) -> Result<Corpus, u8> {
-    match corpus::load(paths) {
-        Ok(c) if !c.requests.is_empty() => Ok(c),
-        Ok(_) => {
-            eprintln!("waf suggest: the corpus has no request");
-            Err(EXIT_USAGE)
-        }
-        Err(e) => {
-            eprintln!("waf suggest: {e}");
-            Err(EXIT_USAGE)
-        }
-    }
 }
 
 fn counts_json(found: &[(Suggestion, Origin)]) -> serde_json::Value {

@@ -51,6 +51,17 @@ impl Kind {
     }
 }
 
+impl std::str::FromStr for Kind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Kind, String> {
+        Kind::ALL.iter().copied().find(|k| k.as_str() == s).ok_or_else(|| {
+            let names: Vec<&str> = Kind::ALL.iter().map(|k| k.as_str()).collect();
+            format!("unknown kind `{s}` (one of: {})", names.join(", "))
+        })
+    }
+}
+
 impl std::fmt::Display for Kind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())

@@ -38,8 +38,7 @@
 use super::literals::{required_literals, MIN_SCAN_LEN};
 use super::translate::{translate_mapped, OffsetMap, FLAGS_PREFIX};
 use super::{parse, CompiledRx, RxOptions};
-use regex_automata::dfa::{dense, Automaton, StartKind};
-use regex_automata::nfa::thompson::{self, WhichCaptures};
+use regex_automata::dfa::{dense, Automaton};
 use regex_automata::util::primitives::StateID;
 use regex_automata::util::start;
 use regex_automata::{Anchored, MatchKind};
@@ -67,26 +66,7 @@ const MAX_PAIRS: usize = 200_000;
 // ---------------------------------------------------------------------------
 
 fn build_dfa(h: &Hir) -> Option<dense::DFA<Vec<u32>>> {
-    let nfa = thompson::Compiler::new()
-        .configure(
-            thompson::Config::new()
-                .utf8(false)
-                .nfa_size_limit(Some(NFA_LIMIT))
-                .which_captures(WhichCaptures::None),
-        )
-        .build_from_hir(h)
-        .ok()?;
-    dense::Builder::new()
-        .configure(
-            dense::Config::new()
-                .match_kind(MatchKind::All)
-                .start_kind(StartKind::Unanchored)
-                .minimize(false)
-                .dfa_size_limit(Some(DFA_BUDGET))
-                .determinize_size_limit(Some(DFA_BUDGET)),
-        )
-        .build_from_nfa(&nfa)
-        .ok()
+    super::matcher::dense_dfa(h, MatchKind::All, NFA_LIMIT, DFA_BUDGET)
 }
 
 /// Whether `a` and `b` match (anywhere) in exactly the same haystacks:

@@ -252,6 +252,23 @@ fn build_error(e: &regex_automata::meta::BuildError) -> RxError {
 /// attempt on a pattern that does not fit gives up after using at most that
 /// much memory, and returns `None` (the meta regex's lazy DFA is used).
 fn build_dense(hir: &Hir, opts: &RxOptions) -> Option<dense::DFA<Vec<u32>>> {
+    dense_dfa(
+        hir,
+        MatchKind::LeftmostFirst,
+        opts.size_limit,
+        opts.dense_dfa_budget,
+    )
+}
+
+/// An unanchored dense DFA of `hir` in byte semantics, with `kind` matches,
+/// if its NFA and DFA fit the limits (also what `rx::analysis` compares
+/// patterns with, using [`MatchKind::All`]).
+pub(crate) fn dense_dfa(
+    hir: &Hir,
+    kind: MatchKind,
+    nfa_limit: usize,
+    dfa_budget: usize,
+) -> Option<dense::DFA<Vec<u32>>> {
     let nfa = thompson::Compiler::new()
         .configure(
             thompson::Config::new()
@@ -261,7 +278,7 @@ fn build_dense(hir: &Hir, opts: &RxOptions) -> Option<dense::DFA<Vec<u32>>> {
                 // binary input silently loses real matches (e.g.
                 // `^$|exi` on b"exi\x83").
                 .utf8(false)
-                .nfa_size_limit(Some(opts.size_limit))
+                .nfa_size_limit(Some(nfa_limit))
                 .which_captures(WhichCaptures::None),
         )
         .build_from_hir(hir)
@@ -269,11 +286,11 @@ fn build_dense(hir: &Hir, opts: &RxOptions) -> Option<dense::DFA<Vec<u32>>> {
     dense::Builder::new()
         .configure(
             dense::Config::new()
-                .match_kind(MatchKind::LeftmostFirst)
+                .match_kind(kind)
                 .start_kind(StartKind::Unanchored)
                 .minimize(false)
-                .dfa_size_limit(Some(opts.dense_dfa_budget))
-                .determinize_size_limit(Some(opts.dense_dfa_budget)),
+                .dfa_size_limit(Some(dfa_budget))
+                .determinize_size_limit(Some(dfa_budget)),
         )
         .build_from_nfa(&nfa)
         .ok()
