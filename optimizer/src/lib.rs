@@ -123,6 +123,11 @@ pub fn measure(suggestions: &mut [(Suggestion, Origin)], m: &Measurements) {
             parts.push(format!(
                 "{transforms_saved} transformations ({bytes_saved} bytes) no longer computed"
             ));
+        } else if matches!(
+            s.kind,
+            Kind::RegexFlag | Kind::SharePrefix | Kind::RedundantTransform
+        ) {
+            parts.push("no transformation saved here: other rules compute the same chain".into());
         }
         if values_dropped > 0 {
             parts.push(format!("{values_dropped} value tests no longer made"));

@@ -393,9 +393,11 @@ impl<'a> Cx<'a> {
                      the regex has no upper-case letter in any literal or class, so `(?i)` \
                      gives the same match on the value as it is.{observed_note}",
                     if o.freed_nodes.is_empty() {
-                        ""
+                        " (here other rules read the same copy, so this engine, which shares \
+                         it, saves little; engines that transform per rule, ModSecurity and \
+                         Coraza, save the copy)"
                     } else {
-                        " (no other rule reads that copy)"
+                        " and no other rule reads that copy"
                     }
                 );
                 let arg = at.ast.operator.as_ref().and_then(|op| op.argument.as_ref());
