@@ -28,6 +28,7 @@ use std::time::Instant;
 use waf_compiler::ir::{OpKind, PhraseSet, Prefilter, Program};
 use waf_compiler::rx::{CompiledRx, RequiredLiterals, RxOptions};
 use waf_compiler::{compile_files, Options};
+use waf_test_support::XorShift;
 
 // ------------------------------------------------------------------ CRS
 
@@ -67,32 +68,6 @@ fn load_crs() -> Option<Program> {
     Some(c.program.expect("program"))
 }
 
-// ------------------------------------------------------------------ PRNG
-
-/// xorshift64*, seeded per operator so results do not depend on order.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % (n.max(1) as u64)) as usize
-    }
-    /// True with probability 1/n.
-    fn one_in(&mut self, n: usize) -> bool {
-        self.below(n) == 0
-    }
-}
-
 // ------------------------------------------------------------ generation
 
 /// Generated strings stop growing beyond this (nested repetitions).
@@ -100,7 +75,7 @@ const MAX_LEN: usize = 2048;
 
 /// Appends a random string of `h`'s language to `out` (approximately: look
 /// assertions are not enforced; callers filter with the real matcher).
-fn generate(h: &Hir, rng: &mut Rng, out: &mut Vec<u8>) {
+fn generate(h: &Hir, rng: &mut XorShift, out: &mut Vec<u8>) {
     if out.len() > MAX_LEN {
         return;
     }
@@ -140,7 +115,7 @@ fn generate(h: &Hir, rng: &mut Rng, out: &mut Vec<u8>) {
 
 /// Helps `^`/`$` hold where they are written; word boundaries are left to
 /// chance (and to the context added around samples).
-fn look_hint(look: Look, rng: &mut Rng, out: &mut Vec<u8>) {
+fn look_hint(look: Look, rng: &mut XorShift, out: &mut Vec<u8>) {
     match look {
         Look::StartLF | Look::StartCRLF
             if out.last().is_some_and(|&b| b != b'\n') && rng.one_in(2) =>
@@ -155,7 +130,7 @@ fn look_hint(look: Look, rng: &mut Rng, out: &mut Vec<u8>) {
 /// A random member of the class: half the time uniformly among all members,
 /// half the time among its printable ASCII / whitespace members (if any), so
 /// negated classes like `[^>]` do not only give bytes >= 0x80.
-fn pick_byte(cls: &ClassBytes, rng: &mut Rng) -> Option<u8> {
+fn pick_byte(cls: &ClassBytes, rng: &mut XorShift) -> Option<u8> {
     let members: Vec<u8> = cls.iter().flat_map(|r| r.start()..=r.end()).collect();
     if members.is_empty() {
         return None;
@@ -173,7 +148,7 @@ fn pick_byte(cls: &ClassBytes, rng: &mut Rng) -> Option<u8> {
     Some(members[rng.below(members.len())])
 }
 
-fn pick_char(cls: &ClassUnicode, rng: &mut Rng) -> Option<char> {
+fn pick_char(cls: &ClassUnicode, rng: &mut XorShift) -> Option<char> {
     let total: u64 = cls
         .iter()
         .map(|r| u64::from(r.end()) - u64::from(r.start()) + 1)
@@ -181,7 +156,7 @@ fn pick_char(cls: &ClassUnicode, rng: &mut Rng) -> Option<char> {
     if total == 0 {
         return None;
     }
-    let mut k = rng.next() % total;
+    let mut k = rng.next_u64() % total;
     for r in cls.iter() {
         let len = u64::from(r.end()) - u64::from(r.start()) + 1;
         if k < len {
@@ -194,7 +169,7 @@ fn pick_char(cls: &ClassUnicode, rng: &mut Rng) -> Option<char> {
 }
 
 /// Flips the case of each ASCII letter with probability 1/2.
-fn flip_case(s: &[u8], rng: &mut Rng) -> Vec<u8> {
+fn flip_case(s: &[u8], rng: &mut XorShift) -> Vec<u8> {
     s.iter()
         .map(|&b| {
             if b.is_ascii_alphabetic() && rng.one_in(2) {
@@ -207,11 +182,11 @@ fn flip_case(s: &[u8], rng: &mut Rng) -> Vec<u8> {
 }
 
 /// 0 to 6 random bytes: any byte, newlines, spaces, printable ASCII.
-fn context(rng: &mut Rng) -> Vec<u8> {
+fn context(rng: &mut XorShift) -> Vec<u8> {
     let n = rng.below(7);
     (0..n)
         .map(|_| match rng.below(10) {
-            0..=2 => rng.next() as u8,
+            0..=2 => rng.byte(),
             3 | 4 => b'\n',
             5 | 6 => b' ',
             _ => 0x21 + rng.below(0x5e) as u8,
@@ -219,7 +194,7 @@ fn context(rng: &mut Rng) -> Vec<u8> {
         .collect()
 }
 
-fn embed(sample: &[u8], rng: &mut Rng) -> Vec<u8> {
+fn embed(sample: &[u8], rng: &mut XorShift) -> Vec<u8> {
     let mut out = context(rng);
     out.extend_from_slice(sample);
     out.extend(context(rng));
@@ -289,8 +264,8 @@ fn check(
     what: &str,
     literals: &[Vec<u8>],
     rounds: usize,
-    rng: &mut Rng,
-    mut gen: impl FnMut(&mut Rng, &mut Vec<Vec<u8>>),
+    rng: &mut XorShift,
+    mut gen: impl FnMut(&mut XorShift, &mut Vec<Vec<u8>>),
     is_match: impl Fn(&[u8]) -> bool,
 ) -> Result<Tally, Violation> {
     let mut t = Tally {
@@ -324,7 +299,7 @@ fn check(
 
 /// Candidates for a regex: a string of its language, as is, case-flipped,
 /// and embedded in context (case-flipped half the time).
-fn rx_candidates(hir: &Hir) -> impl FnMut(&mut Rng, &mut Vec<Vec<u8>>) + '_ {
+fn rx_candidates(hir: &Hir) -> impl FnMut(&mut XorShift, &mut Vec<Vec<u8>>) + '_ {
     move |rng, out| {
         let mut s = Vec::new();
         generate(hir, rng, &mut s);
@@ -342,7 +317,7 @@ fn check_rx(
     rx: &CompiledRx,
     literals: &[Vec<u8>],
     rounds: usize,
-    rng: &mut Rng,
+    rng: &mut XorShift,
 ) -> Result<Tally, Violation> {
     let hir = waf_compiler::rx::parse(rx.pattern()).expect("compiled pattern parses");
     check(what, literals, rounds, rng, rx_candidates(&hir), |h| {
@@ -358,10 +333,10 @@ fn check_pm(
     set: &PhraseSet,
     literals: &[Vec<u8>],
     rounds: usize,
-    rng: &mut Rng,
+    rng: &mut XorShift,
 ) -> Result<Tally, Violation> {
     let phrases = &set.phrases;
-    let gen = |rng: &mut Rng, out: &mut Vec<Vec<u8>>| {
+    let gen = |rng: &mut XorShift, out: &mut Vec<Vec<u8>>| {
         let mut s = context(rng);
         for i in 0..1 + rng.below(2) {
             if i > 0 {
@@ -395,7 +370,8 @@ fn check_program(p: &Program, rounds: usize) -> (Tally, Tally) {
             if op.negated {
                 continue;
             }
-            let mut rng = Rng::new(rule.id.wrapping_mul(31).wrapping_add(li as u64));
+            // Seeded per operator, so results do not depend on order.
+            let mut rng = XorShift::new(rule.id.wrapping_mul(31).wrapping_add(li as u64));
             let (res, tally) = match &op.kind {
                 OpKind::Rx(id) => {
                     let rx = &p.regexes[id.index()];
@@ -532,7 +508,7 @@ fn run_tricky(rounds: usize) {
             unfiltered.push(*p);
             continue;
         };
-        let mut rng = Rng::new(0xC0FFEE + i as u64);
+        let mut rng = XorShift::new(0xC0FFEE + i as u64);
         match check_rx(&format!("{p:?}"), &rx, lits, rounds, &mut rng) {
             Ok(t) => {
                 if t.never_matched > 0 {
@@ -566,7 +542,7 @@ fn checker_detects_an_unsound_literal_set() {
         rx.required_literals(),
         &RequiredLiterals::AnyOf(vec![b"abc".to_vec(), b"xyz".to_vec()])
     );
-    let mut rng = Rng::new(1);
+    let mut rng = XorShift::new(1);
     // The true set passes...
     check_rx(
         "abc|xyz",

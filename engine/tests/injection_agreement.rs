@@ -40,6 +40,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use waf_engine::injection::{Injection, Libinjection, LibinjectionRs};
+use waf_test_support::XorShift;
 
 // ---------------------------------------------------------------------------
 // Verdicts
@@ -525,32 +526,6 @@ fn crs_regression_payloads_agree() {
 // ---------------------------------------------------------------------------
 // Generated inputs
 
-/// xorshift64* PRNG: deterministic, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() >> 33) as usize % n
-    }
-
-    fn pick<'a>(&mut self, items: &[&'a [u8]]) -> &'a [u8] {
-        items[self.below(items.len())]
-    }
-}
-
 const SQL_WORDS: &[&[u8]] = &[
     b"SELECT",
     b"select",
@@ -824,57 +799,57 @@ const TEXT_WORDS: &[&[u8]] = &[
 
 /// One generated input: SQL-ish, HTML-ish, benign text, a mix, or random
 /// bytes biased towards syntax (non-UTF-8 included).
-fn generate(rng: &mut Rng) -> Vec<u8> {
+fn generate(rng: &mut XorShift) -> Vec<u8> {
     let mut out = Vec::new();
-    let flavour = rng.below(10);
-    let n = 1 + rng.below(if flavour == 9 { 40 } else { 12 });
+    let flavour = rng.below_high(10);
+    let n = 1 + rng.below_high(if flavour == 9 { 40 } else { 12 });
     for _ in 0..n {
         match flavour {
             0..=3 => {
-                let part = match rng.below(3) {
-                    0 => rng.pick(SQL_WORDS),
-                    1 => rng.pick(SQL_PUNCT),
-                    _ => rng.pick(&[b"1", b"0", b"42", b"9999", b"-1", b"3.5"]),
+                let part = match rng.below_high(3) {
+                    0 => *rng.pick_high(SQL_WORDS),
+                    1 => *rng.pick_high(SQL_PUNCT),
+                    _ => *rng.pick_high::<&[u8]>(&[b"1", b"0", b"42", b"9999", b"-1", b"3.5"]),
                 };
                 out.extend_from_slice(part);
-                if rng.below(3) != 0 {
-                    out.extend_from_slice(rng.pick(SQL_SPACE));
+                if rng.below_high(3) != 0 {
+                    out.extend_from_slice(rng.pick_high::<&[u8]>(SQL_SPACE));
                 }
             }
-            4..=6 => out.extend_from_slice(rng.pick(HTML_PARTS)),
+            4..=6 => out.extend_from_slice(rng.pick_high::<&[u8]>(HTML_PARTS)),
             7 => {
-                out.extend_from_slice(rng.pick(TEXT_WORDS));
+                out.extend_from_slice(rng.pick_high::<&[u8]>(TEXT_WORDS));
                 out.push(b' ');
             }
             8 => {
-                let part = match rng.below(4) {
-                    0 => rng.pick(SQL_WORDS),
-                    1 => rng.pick(SQL_PUNCT),
-                    2 => rng.pick(HTML_PARTS),
-                    _ => rng.pick(TEXT_WORDS),
+                let part = match rng.below_high(4) {
+                    0 => *rng.pick_high(SQL_WORDS),
+                    1 => *rng.pick_high(SQL_PUNCT),
+                    2 => *rng.pick_high(HTML_PARTS),
+                    _ => *rng.pick_high(TEXT_WORDS),
                 };
                 out.extend_from_slice(part);
             }
             _ => {
                 let special = b"'\"`\\/*-#=<>!|&:;(),.{}[]@$%^~+?0123456789abenqux \t\n\0\xa0";
-                if rng.below(3) == 0 {
-                    out.push(rng.next() as u8);
+                if rng.below_high(3) == 0 {
+                    out.push(rng.byte());
                 } else {
-                    out.push(special[rng.below(special.len())]);
+                    out.push(special[rng.below_high(special.len())]);
                 }
             }
         }
     }
-    if !out.is_empty() && rng.below(8) == 0 {
-        let i = rng.below(out.len());
-        out[i] = rng.next() as u8;
+    if !out.is_empty() && rng.below_high(8) == 0 {
+        let i = rng.below_high(out.len());
+        out[i] = rng.byte();
     }
     out
 }
 
 fn generated(n: usize, seed: u64, name: &str) {
     let clib = c::CLib::load();
-    let mut rng = Rng::new(seed);
+    let mut rng = XorShift::new(seed);
     let mut report = Report::default();
     for _ in 0..n {
         let input = generate(&mut rng);

@@ -9,29 +9,7 @@
 mod common;
 
 use waf_engine::{EvalOptions, Ruleset, Transaction};
-
-/// xorshift64*: deterministic, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-}
+use waf_test_support::XorShift;
 
 const BENIGN: &[&str] = &[
     "hello",
@@ -110,7 +88,7 @@ struct Request {
 }
 
 struct Gen {
-    rng: Rng,
+    rng: XorShift,
     attack: bool,
     /// Probability (percent) that a value is an attack fragment.
     attack_rate: u64,
@@ -118,7 +96,7 @@ struct Gen {
 
 impl Gen {
     fn value(&mut self) -> String {
-        let mut v = if self.attack_rate > 0 && self.rng.chance(self.attack_rate) {
+        let mut v = if self.attack_rate > 0 && self.rng.percent(self.attack_rate) {
             self.attack = true;
             let a = self.rng.pick(ATTACKS).to_string();
             match self.rng.below(4) {
@@ -129,7 +107,7 @@ impl Gen {
         } else {
             self.rng.pick(BENIGN).to_string()
         };
-        if self.rng.chance(5) {
+        if self.rng.percent(5) {
             // A long value.
             let n = 200 + self.rng.below(3000);
             let base = v.clone();
@@ -150,7 +128,7 @@ impl Gen {
             "q", "id", "page", "user", "name", "email", "search", "file", "url", "cmd", "redirect",
             "lang", "sort", "token", "data", "x", "filter[]", "a.b", "callback",
         ];
-        if self.attack_rate > 0 && self.rng.chance(3) {
+        if self.attack_rate > 0 && self.rng.percent(3) {
             self.attack = true;
             return self.rng.pick(ATTACKS).to_string();
         }
@@ -158,7 +136,7 @@ impl Gen {
     }
 
     fn args(&mut self) -> Vec<(String, String)> {
-        let n = if self.rng.chance(8) {
+        let n = if self.rng.percent(8) {
             20 + self.rng.below(60)
         } else {
             self.rng.below(5)
@@ -168,7 +146,7 @@ impl Gen {
 
     fn request(&mut self) -> Request {
         self.attack = false;
-        self.attack_rate = if self.rng.chance(40) { 0 } else { 25 };
+        self.attack_rate = if self.rng.percent(40) { 0 } else { 25 };
         let paths: &[&str] = &[
             "/",
             "/index.html",
@@ -180,7 +158,7 @@ impl Gen {
             "/a%20b/c",
         ];
         let mut path = self.rng.pick(paths).to_string();
-        if self.attack_rate > 0 && self.rng.chance(10) {
+        if self.attack_rate > 0 && self.rng.percent(10) {
             self.attack = true;
             let a = self.rng_attack();
             path = format!("/files/{}", url_encode(&mut self.rng, a));
@@ -188,11 +166,11 @@ impl Gen {
         let kind = self.rng.below(6); // 0,1: none; 2: urlencoded; 3: JSON; 4: multipart; 5: XML or text
         let method = match kind {
             // CRS PL1 allows GET HEAD POST OPTIONS: others are blocked (911100).
-            0 | 1 if self.rng.chance(90) => {
+            0 | 1 if self.rng.percent(90) => {
                 *self.rng.pick(&["GET", "GET", "GET", "HEAD", "OPTIONS"])
             }
             0 | 1 => "DELETE",
-            _ if self.rng.chance(90) => "POST",
+            _ if self.rng.percent(90) => "POST",
             _ => *self.rng.pick(&["PUT", "PATCH"]),
         };
         let query = self.args();
@@ -212,21 +190,21 @@ impl Gen {
         h("Accept-Language", "en-US,en;q=0.9");
         h("Accept-Encoding", "gzip, deflate");
         h("Connection", "keep-alive");
-        if self.rng.chance(30) {
+        if self.rng.percent(30) {
             let v = self.value();
             headers.push((
                 b"Referer".to_vec(),
                 format!("https://www.example.com/?r={v}").into(),
             ));
         }
-        if self.rng.chance(20) {
+        if self.rng.percent(20) {
             let v = self.value();
             headers.push((b"User-Agent".to_vec(), v.into()));
         }
-        if self.rng.chance(25) {
+        if self.rng.percent(25) {
             // Repeated headers.
             for _ in 0..2 + self.rng.below(3) {
-                let v = if self.rng.chance(70) {
+                let v = if self.rng.percent(70) {
                     format!("10.0.0.{}", self.rng.below(255))
                 } else {
                     self.value()
@@ -234,11 +212,11 @@ impl Gen {
                 headers.push((b"X-Forwarded-For".to_vec(), v.into()));
             }
         }
-        if self.rng.chance(20) {
+        if self.rng.percent(20) {
             let v = self.value();
             headers.push((b"X-Custom-Data".to_vec(), v.into()));
         }
-        if self.rng.chance(50) {
+        if self.rng.percent(50) {
             let n = 1 + self.rng.below(4);
             let cookies: Vec<String> = (0..n)
                 .map(|i| {
@@ -250,7 +228,7 @@ impl Gen {
                     let v = self.value();
                     format!(
                         "{name}={}",
-                        if self.rng.chance(50) {
+                        if self.rng.percent(50) {
                             url_encode(&mut self.rng, &v)
                         } else {
                             v
@@ -270,18 +248,18 @@ impl Gen {
             }
             3 => ("application/json".into(), self.json().into_bytes()),
             4 => self.multipart(),
-            5 if self.rng.chance(70) => ("text/xml".into(), self.xml().into_bytes()),
+            5 if self.rng.percent(70) => ("text/xml".into(), self.xml().into_bytes()),
             5 => ("text/plain".into(), self.value().into_bytes()),
             _ => (String::new(), Vec::new()),
         };
         if !ct.is_empty() {
             headers.push((b"Content-Type".to_vec(), ct.into()));
         }
-        if !body.is_empty() || method != "GET" && self.rng.chance(80) {
+        if !body.is_empty() || method != "GET" && self.rng.percent(80) {
             headers.push((b"Content-Length".to_vec(), body.len().to_string().into()));
         }
         // Shuffle the headers a little (order matters to REQUEST_HEADERS).
-        if self.rng.chance(30) && headers.len() > 2 {
+        if self.rng.percent(30) && headers.len() > 2 {
             let i = self.rng.below(headers.len());
             let j = self.rng.below(headers.len());
             headers.swap(i, j);
@@ -312,7 +290,7 @@ impl Gen {
             self.json_value(&mut s, 0);
         }
         s.push('}');
-        if self.rng.chance(3) {
+        if self.rng.percent(3) {
             s.truncate(s.len() / 2); // malformed
         }
         s
@@ -360,13 +338,13 @@ impl Gen {
     }
 
     fn multipart(&mut self) -> (String, Vec<u8>) {
-        let boundary = format!("----WebKitFormBoundary{:016x}", self.rng.next());
+        let boundary = format!("----WebKitFormBoundary{:016x}", self.rng.next_u64());
         let mut b = Vec::new();
         for _ in 0..1 + self.rng.below(4) {
             b.extend_from_slice(format!("--{boundary}\r\n").as_bytes());
             let name = self.name();
-            if self.rng.chance(30) {
-                let filename = if self.rng.chance(70) {
+            if self.rng.percent(30) {
+                let filename = if self.rng.percent(70) {
                     let ext = *self.rng.pick(&["jpg", "pdf", "txt", "php"]);
                     // A PHP upload is an attack for CRS (933110).
                     self.attack |= ext == "php";
@@ -388,14 +366,14 @@ impl Gen {
             b.extend_from_slice(self.value().as_bytes());
             b.extend_from_slice(b"\r\n");
         }
-        if self.rng.chance(90) {
+        if self.rng.percent(90) {
             b.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
         }
         (format!("multipart/form-data; boundary={boundary}"), b)
     }
 
     fn xml(&mut self) -> String {
-        let mut s = String::from(if self.rng.chance(70) {
+        let mut s = String::from(if self.rng.percent(70) {
             "<?xml version=\"1.0\"?>\n<order>"
         } else {
             "<order>"
@@ -403,7 +381,7 @@ impl Gen {
         for _ in 0..1 + self.rng.below(4) {
             let attr = self.value();
             let text = self.value();
-            let escape = self.rng.chance(80);
+            let escape = self.rng.percent(80);
             let (attr, text) = if escape {
                 (xml_escape(&attr), xml_escape(&text))
             } else {
@@ -416,10 +394,10 @@ impl Gen {
     }
 }
 
-fn mixed_case(rng: &mut Rng, s: &str) -> String {
+fn mixed_case(rng: &mut XorShift, s: &str) -> String {
     s.chars()
         .map(|c| {
-            if rng.chance(50) {
+            if rng.percent(50) {
                 c.to_ascii_uppercase()
             } else {
                 c.to_ascii_lowercase()
@@ -430,7 +408,7 @@ fn mixed_case(rng: &mut Rng, s: &str) -> String {
 
 /// Percent-encodes: minimally (what a query needs), everything special, or
 /// not at all.
-fn url_encode(rng: &mut Rng, s: &str) -> String {
+fn url_encode(rng: &mut XorShift, s: &str) -> String {
     let mode = rng.below(4);
     let mut out = String::new();
     for &b in s.as_bytes() {
@@ -451,7 +429,7 @@ fn url_encode(rng: &mut Rng, s: &str) -> String {
     out
 }
 
-fn encode_args(rng: &mut Rng, args: &[(String, String)]) -> Vec<u8> {
+fn encode_args(rng: &mut XorShift, args: &[(String, String)]) -> Vec<u8> {
     let parts: Vec<String> = args
         .iter()
         .map(|(k, v)| format!("{}={}", url_encode(rng, k), url_encode(rng, v)))
@@ -460,14 +438,14 @@ fn encode_args(rng: &mut Rng, args: &[(String, String)]) -> Vec<u8> {
 }
 
 /// A JSON string literal; some characters escaped as `\u00XX` at random.
-fn json_str(rng: &mut Rng, s: &str) -> String {
+fn json_str(rng: &mut XorShift, s: &str) -> String {
     let mut out = String::from("\"");
     for c in s.chars() {
         match c {
             '"' => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),
             c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            '\'' | '<' | '>' if rng.chance(50) => out.push_str(&format!("\\u{:04x}", c as u32)),
+            '\'' | '<' | '>' if rng.percent(50) => out.push_str(&format!("\\u{:04x}", c as u32)),
             c => out.push(c),
         }
     }
@@ -485,7 +463,7 @@ fn xml_escape(s: &str) -> String {
 
 fn requests() -> Vec<Request> {
     let mut g = Gen {
-        rng: Rng(0x9e37_79b9_7f4a_7c15),
+        rng: XorShift::from_state(0x9e37_79b9_7f4a_7c15),
         attack: false,
         attack_rate: 0,
     };

@@ -55,10 +55,14 @@ impl std::str::FromStr for Kind {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Kind, String> {
-        Kind::ALL.iter().copied().find(|k| k.as_str() == s).ok_or_else(|| {
-            let names: Vec<&str> = Kind::ALL.iter().map(|k| k.as_str()).collect();
-            format!("unknown kind `{s}` (one of: {})", names.join(", "))
-        })
+        Kind::ALL
+            .iter()
+            .copied()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Kind::ALL.iter().map(|k| k.as_str()).collect();
+                format!("unknown kind `{s}` (one of: {})", names.join(", "))
+            })
     }
 }
 

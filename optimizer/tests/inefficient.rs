@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use waf_compiler::Options;
 use waf_engine::Ruleset;
 use waf_optimizer::{edit, Analysis, Kind, Safety, Suggestion};
+use waf_test_support::XorShift;
 
 const NAME: &str = "rulesets/inefficient.conf";
 const TEXT: &str = include_str!("../../rulesets/inefficient.conf");
@@ -103,20 +104,6 @@ fn applying_every_equivalent_suggestion_diff_snapshot() {
 // ---------------------------------------------------------------------------
 // Decision preservation on generated requests.
 
-/// A small xorshift generator: the inputs are reproducible.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
-        xs[(self.next() % xs.len() as u64) as usize]
-    }
-}
-
 /// Pieces the rules look for, spelled in ways the transformations change:
 /// case, whitespace runs, percent-encoding, NULs.
 const PIECES: &[&str] = &[
@@ -178,9 +165,9 @@ const PIECES: &[&str] = &[
     "&#x41;",
 ];
 
-fn value(rng: &mut Rng) -> String {
-    let n = 1 + rng.next() % 5;
-    (0..n).map(|_| rng.pick(PIECES)).collect()
+fn value(rng: &mut XorShift) -> String {
+    let n = 1 + rng.next_u64() % 5;
+    (0..n).map(|_| *rng.pick(PIECES)).collect()
 }
 
 /// Percent-encodes what cannot go raw into a URI.
@@ -199,8 +186,8 @@ struct Request {
     body: String,
 }
 
-fn request(rng: &mut Rng) -> Request {
-    let path = rng.pick(&[
+fn request(rng: &mut XorShift) -> Request {
+    let path = *rng.pick(&[
         "/",
         "/index.php",
         "/.git/config",
@@ -209,7 +196,7 @@ fn request(rng: &mut Rng) -> Request {
         "/x.PHP",
     ]);
     let mut q = Vec::new();
-    for i in 0..rng.next() % 3 {
+    for i in 0..rng.next_u64() % 3 {
         q.push(format!("p{i}={}", uri_escape(&value(rng))));
     }
     let uri = if q.is_empty() {
@@ -221,13 +208,13 @@ fn request(rng: &mut Rng) -> Request {
         ("Host".to_string(), "example.com".to_string()),
         ("User-Agent".to_string(), value(rng)),
     ];
-    if rng.next().is_multiple_of(2) {
+    if rng.next_u64().is_multiple_of(2) {
         headers.push(("Referer".into(), format!(" {}", value(rng))));
     }
-    if rng.next().is_multiple_of(2) {
+    if rng.next_u64().is_multiple_of(2) {
         headers.push(("Cookie".into(), format!("c={}", uri_escape(&value(rng)))));
     }
-    let body = (0..rng.next() % 3)
+    let body = (0..rng.next_u64() % 3)
         .map(|i| format!("{}{i}={}", uri_escape(&value(rng)), uri_escape(&value(rng))))
         .collect::<Vec<_>>()
         .join("&");
@@ -281,7 +268,7 @@ fn replay_kind(kind: Kind) -> (usize, usize) {
     let new = rewritten(&a, &chosen);
     assert_ne!(new, TEXT);
     let (before, after) = (ruleset(TEXT), ruleset(&new));
-    let mut rng = Rng(0x2545_f491_4f6c_dd1d ^ kind as u64);
+    let mut rng = XorShift::plain(0x2545_f491_4f6c_dd1d ^ kind as u64);
     let mut reached = 0;
     let n = 3000;
     for i in 0..n {
@@ -349,7 +336,7 @@ fn review_kinds_can_change_decisions() {
         assert!(chosen.iter().all(|s| s.safety == Safety::NeedsReview));
         let new = rewritten(&a, &chosen);
         let (before, after) = (ruleset(TEXT), ruleset(&new));
-        let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ kind as u64);
+        let mut rng = XorShift::plain(0x9e37_79b9_7f4a_7c15 ^ kind as u64);
         let d = (0..3000).any(|_| {
             let r = request(&mut rng);
             outcome(&before, &r) != outcome(&after, &r)

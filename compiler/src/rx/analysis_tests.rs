@@ -1,27 +1,5 @@
 use super::*;
-
-/// xorshift64* PRNG: deterministic, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn chance(&mut self, one_in: usize) -> bool {
-        self.below(one_in) == 0
-    }
-}
+use waf_test_support::XorShift;
 
 fn compile(p: &str) -> CompiledRx {
     CompiledRx::compile(p, &RxOptions::default()).unwrap_or_else(|e| panic!("{p}: {e}"))
@@ -69,18 +47,18 @@ fn vocabulary(pattern: &str, extra: &[&str]) -> Vec<Vec<u8>> {
     v
 }
 
-fn random_input(rng: &mut Rng, vocab: &[Vec<u8>]) -> Vec<u8> {
+fn random_input(rng: &mut XorShift, vocab: &[Vec<u8>]) -> Vec<u8> {
     let mut out = Vec::new();
     let n = rng.below(7);
     for _ in 0..n {
         match rng.below(10) {
-            0 => out.push(rng.next() as u8),
+            0 => out.push(rng.byte()),
             1 => out.push(b"AZaz09 _-=<>\n\xff\x80"[rng.below(15)]),
             _ => {
                 let w = &vocab[rng.below(vocab.len())];
                 for &b in w {
                     // Random case flips.
-                    let b = if b.is_ascii_alphabetic() && rng.chance(3) {
+                    let b = if b.is_ascii_alphabetic() && rng.one_in(3) {
                         b ^ 0x20
                     } else {
                         b
@@ -232,7 +210,7 @@ fn case_flag_rewrite_none_cases_are_really_different() {
 
 #[test]
 fn case_flag_rewrite_differential() {
-    let mut rng = Rng::new(0xCA5E);
+    let mut rng = XorShift::new(0xCA5E);
     let mut checked = 0;
     for p in CASE_SOME {
         let rewritten = case_flag_rewrite(p).unwrap();
@@ -256,7 +234,7 @@ fn case_flag_rewrite_differential() {
 /// but shows the test inputs are good enough to find real differences).
 #[test]
 fn case_flag_rewrite_differential_finds_refused_differences() {
-    let mut rng = Rng::new(0xD1FF);
+    let mut rng = XorShift::new(0xD1FF);
     for p in [r"[A-Z]", "Select", r"\x41", r"[^A-Z]", r"(?-i)ABC", "x|Y"] {
         let (orig, new) = (compile(p), compile(&format!("(?i){p}")));
         let vocab = vocabulary(p, &[]);
@@ -346,7 +324,7 @@ fn word_alternation_negative() {
 
 #[test]
 fn word_alternation_differential() {
-    let mut rng = Rng::new(0x0A1E);
+    let mut rng = XorShift::new(0x0A1E);
     for p in [
         "foo|bar",
         "(?:foo|bar)",
@@ -550,7 +528,7 @@ const ADVICE_PATTERNS: &[&str] = &[
 /// branch with `matches_empty == false` never matches "".
 #[test]
 fn literal_advice_differential() {
-    let mut rng = Rng::new(0xADF1CE);
+    let mut rng = XorShift::new(0xADF1CE);
     let mut hits = 0;
     for p in ADVICE_PATTERNS {
         let adv = literal_advice(p).unwrap_or_else(|| panic!("{p}: expected advice"));
