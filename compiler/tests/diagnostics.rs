@@ -23,6 +23,7 @@ use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use waf_compiler::diag::Code;
 use waf_compiler::{compile_files, compile_str, Options};
+use waf_test_support::XorShift;
 
 /// Relative to the crate directory (the working directory of `cargo test`),
 /// so that the file names in rendered diagnostics are stable.
@@ -159,32 +160,13 @@ fn fixtures_render_expected_diagnostics() {
     );
 }
 
-/// xorshift64*: small, deterministic, good enough to pick mutations.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// A number in `0..n` (`n` > 0).
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
 /// Bytes that are meaningful to SecLang's tokenizer and sub-parsers.
 const SPECIAL: &[&[u8]] = &[
     b"\"", b"'", b"\\", b"\n", b"\r\n", b"\\\n", b"%{", b"}", b"|", b",", b":", b"!", b"&", b"@",
     b"/", b"(", b"[", b"{", b"#", b" ", b"\t", b"=", b";",
 ];
 
-fn mutate(rng: &mut Rng, text: &mut Vec<u8>) {
+fn mutate(rng: &mut XorShift, text: &mut Vec<u8>) {
     let len = text.len();
     match rng.below(7) {
         // Delete a run of bytes.
@@ -196,7 +178,7 @@ fn mutate(rng: &mut Rng, text: &mut Vec<u8>) {
         // Insert a random byte.
         1 => {
             let at = rng.below(len + 1);
-            text.insert(at, rng.next() as u8);
+            text.insert(at, rng.byte());
         }
         // Duplicate a run of bytes.
         2 if len > 0 => {
@@ -233,7 +215,7 @@ fn corrupted_fixtures_never_panic() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(200);
     let opts = Options::default();
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = XorShift::from_state(0x9e37_79b9_7f4a_7c15);
     let mut failures = Vec::new();
     for path in fixtures() {
         let name = fixture_name(&path);

@@ -518,37 +518,6 @@ pub(crate) mod testutil {
             self.root_text = Some(s(text));
         }
     }
-
-    /// Seeded xorshift64* for reproducible random inputs.
-    pub struct XorShift(pub u64);
-
-    impl XorShift {
-        pub fn next(&mut self) -> u64 {
-            let mut x = self.0;
-            x ^= x >> 12;
-            x ^= x << 25;
-            x ^= x >> 27;
-            self.0 = x;
-            x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-        }
-        pub fn below(&mut self, n: usize) -> usize {
-            (self.next() % n.max(1) as u64) as usize
-        }
-        /// A random byte string of up to `max` bytes, drawn mostly from
-        /// `alphabet` so that the parsers' interesting paths are hit.
-        pub fn bytes_from(&mut self, alphabet: &[&[u8]], max: usize) -> Vec<u8> {
-            let n = self.below(max + 1);
-            let mut v = Vec::with_capacity(n);
-            while v.len() < n {
-                if self.below(8) == 0 {
-                    v.push(self.next() as u8);
-                } else {
-                    v.extend_from_slice(alphabet[self.below(alphabet.len())]);
-                }
-            }
-            v
-        }
-    }
 }
 
 #[cfg(test)]

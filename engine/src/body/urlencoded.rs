@@ -101,8 +101,9 @@ fn has_invalid_escape(src: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::body::testutil::{Rec, XorShift};
+    use crate::body::testutil::Rec;
     use std::time::{Duration, Instant};
+    use waf_test_support::XorShift;
 
     fn run(input: &[u8], sep: u8, max: Option<usize>) -> (Vec<(String, String)>, UrlencodedStats) {
         let mut rec = Rec::default();
@@ -270,7 +271,7 @@ mod tests {
     #[test]
     fn decode_matches_reference() {
         // Property: our decoder against a straightforward model.
-        let mut rng = XorShift(0x1234_5678);
+        let mut rng = XorShift::from_state(0x1234_5678);
         let alphabet: &[&[u8]] = &[b"%", b"+", b"a", b"F", b"0", b"9", b"g", b"%4", b"%41"];
         let mut out = Vec::new();
         for _ in 0..5000 {
@@ -309,7 +310,7 @@ mod tests {
 
     #[test]
     fn random_inputs_do_not_panic() {
-        let mut rng = XorShift(42);
+        let mut rng = XorShift::from_state(42);
         let alphabet: &[&[u8]] = &[b"&", b"=", b"%", b"+", b"a", b"%2", b"%41", b";"];
         let mut scratch = Scratch::default();
         for i in 0..5000 {

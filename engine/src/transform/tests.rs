@@ -8,6 +8,7 @@
 //! same bytes; the few exceptions say so in a comment.
 
 use super::{apply, apply_with_map, full, Transform, UnicodeMap};
+use waf_test_support::XorShift;
 
 /// Lower-case hex of `bytes`, for readable assertion messages.
 pub(super) fn hex(bytes: &[u8]) -> String {
@@ -71,21 +72,6 @@ fn reference(t: Transform, input: &[u8]) -> Vec<u8> {
     out
 }
 
-/// xorshift64*: small, seeded, reproducible.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
 /// Bytes and fragments that mean something to some transformation.
 const ALPHABET: &[u8] = b"%+uUxX0123456789aAbBcdefFgG&#;\\/.*-<!>'\"^ ,;\t\r\n\x0b\x0c\0=?~qlmnopstvw:9\xa0\xc2\xc3\xa9\x80\xbf\xed\xf0\xf5\xff";
 const FRAGMENTS: &[&[u8]] = &[
@@ -124,7 +110,7 @@ const FRAGMENTS: &[&[u8]] = &[
     b"\\\\",
 ];
 
-fn gen_input(rng: &mut Rng, buf: &mut Vec<u8>) {
+fn gen_input(rng: &mut XorShift, buf: &mut Vec<u8>) {
     buf.clear();
     let len = match rng.below(20) {
         0 => 0,
@@ -136,7 +122,7 @@ fn gen_input(rng: &mut Rng, buf: &mut Vec<u8>) {
     while buf.len() < len {
         match mode {
             // Uniform random bytes.
-            0 => buf.push(rng.next() as u8),
+            0 => buf.push(rng.byte()),
             // Interesting bytes.
             1 => buf.push(ALPHABET[rng.below(ALPHABET.len())]),
             // Mostly fragments.
@@ -156,7 +142,7 @@ fn gen_input(rng: &mut Rng, buf: &mut Vec<u8>) {
 /// is right: it may only say "unchanged" when the result is the input).
 #[test]
 fn contract_and_no_panic_on_random_inputs() {
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = XorShift::from_state(0x9e37_79b9_7f4a_7c15);
     let mut input = Vec::new();
     let mut out = Vec::new();
     for &t in Transform::ALL {
@@ -246,7 +232,7 @@ fn none() {
 /// says are the identity on `[a-z0-9]*` are, and the others are not.
 #[test]
 fn identity_on_lowercase_alnum_matches_names() {
-    let mut rng = Rng(42);
+    let mut rng = XorShift::from_state(42);
     let mut out = Vec::new();
     const ALNUM: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
     let samples: Vec<Vec<u8>> = (0..2000)

@@ -1,6 +1,7 @@
 use super::*;
-use crate::body::testutil::{Rec, XorShift};
+use crate::body::testutil::Rec;
 use std::time::{Duration, Instant};
+use waf_test_support::XorShift;
 
 const CT: &str = "multipart/form-data; boundary=x";
 
@@ -1298,7 +1299,7 @@ fn scratch_reuse_gives_same_results() {
 
 #[test]
 fn random_inputs_do_not_panic() {
-    let mut rng = XorShift(0x5eed_0001);
+    let mut rng = XorShift::from_state(0x5eed_0001);
     let alphabet: &[&[u8]] = &[
         b"--x",
         b"--x--",

@@ -1,6 +1,7 @@
 use super::*;
-use crate::body::testutil::{Rec, XorShift};
+use crate::body::testutil::Rec;
 use std::time::{Duration, Instant};
+use waf_test_support::XorShift;
 
 fn run_depth(body: &[u8], depth: usize) -> (Rec, BodyResult) {
     let mut rec = Rec::default();
@@ -252,7 +253,7 @@ fn scratch_reuse() {
 
 #[test]
 fn random_inputs_do_not_panic() {
-    let mut rng = XorShift(0x0bad_cafe);
+    let mut rng = XorShift::from_state(0x0bad_cafe);
     let alphabet: &[&[u8]] = &[
         b"<a>",
         b"</a>",
