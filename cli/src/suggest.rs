@@ -14,6 +14,7 @@ use serde_json::json;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use waf_compiler::ir::Program;
 use waf_compiler::Options;
 use waf_engine::{EvalOptions, EvalStats, Ruleset};
 use waf_optimizer::{edit, Analysis, Kind, Origin, Safety, Suggestion};
@@ -144,6 +145,7 @@ pub fn run(args: Args) -> u8 {
         }
     );
     if args.diff {
+        let rel = relative_paths(program);
         for (path, new) in &applied.files {
             let old = program
                 .sources
@@ -153,7 +155,7 @@ pub fn run(args: Args) -> u8 {
                 .unwrap_or("");
             print!(
                 "{}",
-                edit::unified_diff(&path.display().to_string(), old, new)
+                edit::unified_diff(&rel(path).display().to_string(), old, new)
             );
         }
     }
@@ -267,26 +269,12 @@ fn print_table(found: &[(Suggestion, Origin)], rules: usize) {
 /// directory all the configuration's files share.
 fn write_out(
     out: &Path,
-    program: &waf_compiler::ir::Program,
+    program: &Program,
     files: &BTreeMap<PathBuf, String>,
 ) -> Result<(), String> {
-    let all: Vec<PathBuf> = program
-        .sources
-        .files()
-        .map(|(_, f)| f.path.canonicalize().unwrap_or_else(|_| f.path.clone()))
-        .collect();
-    let base = common_dir(&all);
+    let rel = relative_paths(program);
     for (path, text) in files {
-        let canon = path.canonicalize().unwrap_or_else(|_| path.clone());
-        let rel = match &base {
-            Some(b) => canon.strip_prefix(b).unwrap_or(&canon).to_path_buf(),
-            None => PathBuf::from(canon.file_name().unwrap_or_default()),
-        };
-        let rel: PathBuf = rel
-            .components()
-            .filter(|c| matches!(c, std::path::Component::Normal(_)))
-            .collect();
-        let dest = out.join(rel);
+        let dest = out.join(rel(path));
         if let Some(d) = dest.parent() {
             std::fs::create_dir_all(d)
                 .map_err(|e| format!("cannot create `{}`: {e}", d.display()))?;
@@ -296,6 +284,27 @@ fn write_out(
         eprintln!("wrote {}", dest.display());
     }
     Ok(())
+}
+
+/// A file's path relative to the directory all the configuration's files
+/// share (what `--out` and `--diff` show).
+fn relative_paths(program: &Program) -> impl Fn(&Path) -> PathBuf {
+    let all: Vec<PathBuf> = program
+        .sources
+        .files()
+        .map(|(_, f)| f.path.canonicalize().unwrap_or_else(|_| f.path.clone()))
+        .collect();
+    let base = common_dir(&all);
+    move |path: &Path| {
+        let canon = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+        let rel = match &base {
+            Some(b) => canon.strip_prefix(b).unwrap_or(&canon).to_path_buf(),
+            None => PathBuf::from(canon.file_name().unwrap_or_default()),
+        };
+        rel.components()
+            .filter(|c| matches!(c, std::path::Component::Normal(_)))
+            .collect()
+    }
 }
 
 fn common_dir(paths: &[PathBuf]) -> Option<PathBuf> {
