@@ -51,8 +51,6 @@ use std::ops::Range;
 #[path = "analysis_tests.rs"]
 mod tests;
 
-/// Parser nesting limit, as in `matcher.rs`.
-const NEST_LIMIT: u32 = 250;
 /// Size budget (bytes) for each DFA built by [`equivalent`], and for the
 /// memory used while determinizing it.
 const DFA_BUDGET: usize = 8 * 1024 * 1024;
@@ -150,16 +148,7 @@ pub(crate) fn distinguishing_input(a: &Hir, b: &Hir) -> Option<Option<Vec<u8>>> 
 
 /// Parses already translated text exactly as `matcher.rs` does.
 fn parse_translated_text(translated: &str) -> Option<Hir> {
-    regex_syntax::ParserBuilder::new()
-        .unicode(false)
-        .utf8(false)
-        .dot_matches_new_line(true)
-        .multi_line(true)
-        .octal(false)
-        .nest_limit(NEST_LIMIT)
-        .build()
-        .parse(translated)
-        .ok()
+    super::matcher::hir_parser().parse(translated).ok()
 }
 
 fn compiles(pattern: &str) -> bool {
@@ -618,7 +607,7 @@ fn byte_set(h: &Hir) -> Option<ByteSet> {
 fn parse_ast(translated: &str) -> Option<Ast> {
     ast::parse::ParserBuilder::new()
         .octal(false)
-        .nest_limit(NEST_LIMIT)
+        .nest_limit(super::matcher::NEST_LIMIT)
         .build()
         .parse(translated)
         .ok()

@@ -15,7 +15,7 @@ use std::ops::Range;
 /// Parser nesting limit (groups, repetitions, classes), as PCRE's default
 /// parenthesis nesting limit. It also bounds the recursion depth of everything
 /// that walks the HIR.
-const NEST_LIMIT: u32 = 250;
+pub(crate) const NEST_LIMIT: u32 = 250;
 
 /// Translates and parses a pattern with ModSecurity semantics (see
 /// [`super::translate`]); the HIR is in byte mode (`(?sm-u)`).
@@ -25,6 +25,14 @@ pub fn parse(pattern: &str) -> Result<Hir, RxError> {
 }
 
 fn parse_translated(translated: &str, map: &OffsetMap) -> Result<Hir, RxError> {
+    hir_parser()
+        .parse(translated)
+        .map_err(|e| syntax_error(&e, map))
+}
+
+/// The parser of translated text, as [`parse`] uses it (`rx::analysis`
+/// parses pieces of patterns with it too).
+pub(crate) fn hir_parser() -> regex_syntax::Parser {
     // The flags are also in the text (`(?sm-u)`); setting them here too keeps
     // the parser's defaults from mattering.
     regex_syntax::ParserBuilder::new()
@@ -35,8 +43,6 @@ fn parse_translated(translated: &str, map: &OffsetMap) -> Result<Hir, RxError> {
         .octal(false)
         .nest_limit(NEST_LIMIT)
         .build()
-        .parse(translated)
-        .map_err(|e| syntax_error(&e, map))
 }
 
 /// Maps a regex-syntax error (whose span is in the translated text) back to
