@@ -242,21 +242,7 @@ fn bar_chart(bars: &[Bar], ticks: &[(f64, String)], label_left: bool, gradient: 
                 y + 28.0,
                 esc(&b.sub)
             );
-            let _ = write!(
-                s,
-                r##"<rect x="{left}" y="{bar_y:.1}" width="{plot:.1}" height="18" rx="4" fill="#f3f4f9"/>"##
-            );
-            let _ = write!(
-                s,
-                r#"<rect x="{left}" y="{bar_y:.1}" width="{w:.1}" height="18" rx="4" fill="{fill}"/>"#
-            );
-            let _ = write!(
-                s,
-                r##"<text x="{:.1}" y="{:.1}" font-size="12.5" fill="#1c2033" class="mono">{}</text>"##,
-                left + plot + 10.0,
-                bar_y + 13.5,
-                esc(&b.value)
-            );
+            bar(&mut s, (left, bar_y, plot, w, 18.0), &fill, &b.value);
         } else {
             bar_y = y + 19.0;
             let _ = write!(
@@ -266,26 +252,25 @@ fn bar_chart(bars: &[Bar], ticks: &[(f64, String)], label_left: bool, gradient: 
                 esc(&b.label),
                 esc(&b.sub)
             );
-            let _ = write!(
-                s,
-                r##"<rect x="{left}" y="{bar_y:.1}" width="{plot:.1}" height="14" rx="4" fill="#f3f4f9"/>"##
-            );
-            let _ = write!(
-                s,
-                r#"<rect x="{left}" y="{bar_y:.1}" width="{w:.1}" height="14" rx="4" fill="{fill}"/>"#
-            );
-            let _ = write!(
-                s,
-                r##"<text x="{:.1}" y="{:.1}" font-size="12.5" fill="#1c2033" class="mono">{}</text>"##,
-                left + plot + 10.0,
-                bar_y + 11.5,
-                esc(&b.value)
-            );
+            bar(&mut s, (left, bar_y, plot, w, 14.0), &fill, &b.value);
         }
         s.push_str("</g>");
     }
     s.push_str("</svg>");
     s
+}
+
+/// One bar of a chart: the track, the filled part and its value to the right.
+/// `geom` is (left, top, track width, filled width, height).
+fn bar(s: &mut String, geom: (f64, f64, f64, f64, f64), fill: &str, value: &str) {
+    let (left, y, plot, w, h) = geom;
+    let _ = write!(
+        s,
+        r##"<rect x="{left}" y="{y:.1}" width="{plot:.1}" height="{h}" rx="4" fill="#f3f4f9"/><rect x="{left}" y="{y:.1}" width="{w:.1}" height="{h}" rx="4" fill="{fill}"/><text x="{:.1}" y="{:.1}" font-size="12.5" fill="#1c2033" class="mono">{}</text>"##,
+        left + plot + 10.0,
+        y + h / 2.0 + 4.5,
+        esc(value)
+    );
 }
 
 fn pct_ticks() -> Vec<(f64, String)> {
