@@ -820,7 +820,10 @@ impl<'a> Cx<'a> {
 /// equivalent chain), then the links left may insert or reorder steps to
 /// reach a chain the others compute. Each decision updates `uses`, so a
 /// later link sees where the earlier ones went, and two links are never sent
-/// towards each other's old chain.
+/// towards each other's old chain. (A link whose `t:lowercase` a `regex-flag`
+/// or `rx-to-pm` rewrite takes over instead keeps its planned chain in these
+/// counts: that changes how much another link's rewrite would share, never
+/// whether it is equivalent.)
 fn plan_chains(
     uses: &mut Uses,
     current: &mut HashMap<(usize, usize), Vec<Transform>>,
