@@ -15,7 +15,7 @@
 
 use crate::corpus::{self, Corpus, CorpusRequest};
 use crate::input::{EngineFlags, RuleInput};
-use crate::{EXIT_FINDINGS, EXIT_OK, EXIT_USAGE};
+use crate::{EXIT_FINDINGS, EXIT_OK};
 use serde_json::json;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -77,19 +77,9 @@ struct Measured {
 pub fn run(args: Args) -> u8 {
     let opts = Options::default();
     let load_start = Instant::now();
-    let compiled = match args.input.compile(&opts) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("waf bench: {e}");
-            return EXIT_USAGE;
-        }
-    };
-    let rs = match crate::input::ruleset_or_report(compiled) {
+    let rs = match args.input.ruleset_for("bench", &opts) {
         Ok(rs) => rs,
-        Err(e) => {
-            eprintln!("waf bench: {e}");
-            return EXIT_FINDINGS;
-        }
+        Err(code) => return code,
     };
     let load = load_start.elapsed();
     let corpus = match corpus::load_for("bench", &args.corpus) {

@@ -2,7 +2,7 @@
 //! decisions compare with Coraza's and ModSecurity's via `compare.py`).
 
 use crate::input::RuleInput;
-use crate::{EXIT_FINDINGS, EXIT_OK, EXIT_USAGE};
+use crate::{EXIT_OK, EXIT_USAGE};
 use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::json;
@@ -126,19 +126,9 @@ pub fn decide(rs: &Ruleset, req: &Request, id: &str) -> Result<serde_json::Value
 }
 
 pub fn run(args: Args) -> u8 {
-    let compiled = match args.input.compile(&Options::default()) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("waf eval: {e}");
-            return EXIT_USAGE;
-        }
-    };
-    let rs = match crate::input::ruleset_or_report(compiled) {
+    let rs = match args.input.ruleset_for("eval", &Options::default()) {
         Ok(rs) => rs.with_eval_options(args.engine.options()),
-        Err(e) => {
-            eprintln!("waf eval: {e}");
-            return EXIT_FINDINGS;
-        }
+        Err(code) => return code,
     };
     let out: Box<dyn Write> = match &args.out {
         Some(p) => match std::fs::File::create(p) {

@@ -103,6 +103,22 @@ impl EngineFlags {
     }
 }
 
+impl RuleInput {
+    /// The engine's ruleset for a command: on failure the message is printed
+    /// (`waf CMD: ...`, with the diagnostics) and the exit code returned
+    /// (usage for a missing path, findings for rules that do not compile).
+    pub fn ruleset_for(&self, cmd: &str, opts: &Options) -> Result<Ruleset, u8> {
+        let compiled = self.compile(opts).map_err(|e| {
+            eprintln!("waf {cmd}: {e}");
+            crate::EXIT_USAGE
+        })?;
+        ruleset_or_report(compiled).map_err(|e| {
+            eprintln!("waf {cmd}: {e}");
+            crate::EXIT_FINDINGS
+        })
+    }
+}
+
 /// The engine's ruleset, or the rendered diagnostics on stderr and an error
 /// message when the rules do not compile.
 pub fn ruleset_or_report(mut compiled: Compiled) -> Result<Ruleset, String> {

@@ -47,7 +47,7 @@
 
 use crate::corpus::{self, CorpusRequest};
 use crate::input::{EngineFlags, RuleInput};
-use crate::{EXIT_FINDINGS, EXIT_OK, EXIT_USAGE};
+use crate::{EXIT_OK, EXIT_USAGE};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -136,19 +136,9 @@ pub fn collect(
 }
 
 pub fn run(args: Args) -> u8 {
-    let compiled = match args.input.compile(&Options::default()) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("waf profile: {e}");
-            return EXIT_USAGE;
-        }
-    };
-    let rs = match crate::input::ruleset_or_report(compiled) {
+    let rs = match args.input.ruleset_for("profile", &Options::default()) {
         Ok(rs) => rs,
-        Err(e) => {
-            eprintln!("waf profile: {e}");
-            return EXIT_FINDINGS;
-        }
+        Err(code) => return code,
     };
     let corpus = match corpus::load_for("profile", &args.corpus) {
         Ok(c) => c,

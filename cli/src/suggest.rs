@@ -94,15 +94,10 @@ pub fn run(args: Args) -> u8 {
             Ok(c) => c,
             Err(code) => return code,
         };
-        // The engine takes the program; the listing keeps the first one.
-        let rs = match args
-            .input
-            .analyse(&opts)
-            .ok()
-            .and_then(|a| a.compiled.program)
-        {
-            Some(p) => Ruleset::new(p),
-            None => return EXIT_FINDINGS,
+        // The engine takes a program of its own; the listing keeps the first.
+        let rs = match args.input.ruleset_for("suggest", &opts) {
+            Ok(rs) => rs,
+            Err(code) => return code,
         };
         let run = crate::profile::collect(&rs, &corpus.requests, 1, EvalOptions::default());
         waf_optimizer::measure(&mut found, &measurements(&run));
