@@ -1,18 +1,9 @@
 //! The `waf` binary: exit codes and output formats.
 
+mod common;
+
+use common::{assert_success, stdout, waf};
 use std::process::{Command, Output};
-
-fn waf(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_waf"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run waf")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 #[test]
 fn lint_exit_codes() {
@@ -100,12 +91,7 @@ fn lint_sarif() {
 #[test]
 fn compile_stats_and_dump_of_the_default_ruleset() {
     let o = waf(&["compile", "--stats"]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert_success(&o);
     let text = stdout(&o);
     assert!(text.contains("rules "), "{text}");
     assert!(text.contains("transform chains"), "{text}");
@@ -180,12 +166,7 @@ fn eval_one_request_and_a_corpus() {
         "--out",
         out.to_str().expect("path"),
     ]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert_success(&o);
     let text = std::fs::read_to_string(&out).expect("decisions");
     let d: Vec<serde_json::Value> = text
         .lines()

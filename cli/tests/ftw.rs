@@ -2,19 +2,10 @@
 //! `tests/fixtures/ftw/`: a tiny rules file, YAML tests that pass and fail,
 //! overrides, and a stand-in CRS directory for `--crs`).
 
+mod common;
+
+use common::{stdout, waf};
 use std::process::{Command, Output};
-
-fn waf(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_waf"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run waf")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 fn last_line(o: &Output) -> String {
     stdout(o).lines().last().unwrap_or_default().to_string()

@@ -2,19 +2,9 @@
 //! shared transform-chain prefix, and (when a CRS checkout is there) on CRS.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-fn waf(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_waf"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run waf")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+use common::{assert_success, stdout, waf};
 
 /// Rules 1 and 2 share the `urlDecodeUni` prefix; rule 3 has no prefilter;
 /// rule 4 never matches. Rule 1's msg and rule 2's file name carry markup.
@@ -50,12 +40,7 @@ fn table_names_chains_targets_and_rules() {
     let (rules, corpus) = (dir.join("rules.conf"), dir.join("corpus.jsonl"));
     let o = waf(&["profile", "-c", s(&rules), "--corpus", s(&corpus)]);
     let text = stdout(&o);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{text}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert_success(&o);
     assert!(text.contains("waf profile: 3 requests"), "{text}");
     assert!(
         text.contains("memo hit ratio per transform chain"),
@@ -124,12 +109,7 @@ fn json_has_chain_hit_ratios_and_rule_fields() {
         "--passes",
         "2",
     ]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert_success(&o);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
     assert_eq!(v["requests"], 6);
     assert_eq!(v["corpus_requests"], 3);
@@ -254,12 +234,7 @@ fn html_is_self_contained_with_charts_and_escapes_untrusted_text() {
         "--top",
         "50",
     ]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert_success(&o);
     // The table still goes to stdout.
     assert!(stdout(&o).contains("hot entries"));
     let page = std::fs::read_to_string(&html).expect("HTML written");
@@ -323,12 +298,7 @@ fn crs_profile() {
         "--html",
         s(&dir.join("crs.html")),
     ]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert_success(&o);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
     let sum = &v["summary"];
     assert!(sum["rules_evaluated"].as_u64().unwrap_or(0) > 100, "{sum}");
