@@ -363,13 +363,13 @@ impl<'a> Cx<'a> {
             }
             OpKind::Rx(rx) => {
                 let pattern = self.p.regexes[rx.index()].pattern();
-                if wholly_case_insensitive(pattern) {
+                if analysis::ignores_lowercasing(pattern) {
                     let mut s = self.base(at, Kind::RedundantTransform, safety, lower_action.span);
                     s.change = "remove `t:lowercase`".into();
                     s.why = format!(
-                        "the pattern is case-insensitive throughout (`(?i)` at its start, never \
-                         turned off), so it matches a value exactly when it matches the value \
-                         lowercased.{observed_note}"
+                        "the pattern ignores case (`(?i)` throughout, or classes that already \
+                         hold both cases), so it matches a value exactly when it matches the \
+                         value lowercased.{observed_note}"
                     );
                     s.edits = vec![remove];
                     out.push((s, o));
@@ -970,32 +970,6 @@ fn is_subsequence(small: &[Transform], big: &[Transform]) -> bool {
 pub(crate) fn chain_text(c: &[Transform]) -> String {
     let names: Vec<&str> = c.iter().map(|t| t.name()).collect();
     format!("[{}]", names.join(", "))
-}
-
-/// `(?i)` at the start (alone or with other flags) and no later flag group
-/// that turns a flag off (`(?-i)`, `(?s-i:`...). With ASCII case folding a
-/// case-insensitive pattern accepts a byte exactly when it accepts its
-/// lowercase, so it matches `x` exactly when it matches `lowercase(x)`.
-fn wholly_case_insensitive(pattern: &str) -> bool {
-    let Some(rest) = pattern.strip_prefix("(?") else {
-        return false;
-    };
-    let Some(end) = rest.find(')') else {
-        return false;
-    };
-    let flags = &rest[..end];
-    if !(flags.chars().all(|c| c.is_ascii_alphabetic()) && flags.contains('i')) {
-        return false;
-    }
-    // Any later `(?flags-flags)` or `(?flags-flags:` could turn `i` off.
-    let tail = &rest[end..];
-    !tail.match_indices("(?").any(|(i, _)| {
-        let group: String = tail[i + 2..]
-            .chars()
-            .take_while(|c| c.is_ascii_alphabetic() || *c == '-')
-            .collect();
-        group.contains('-')
-    })
 }
 
 /// Whether the values of `t` are among the values of collection `v` (read whole).

@@ -325,6 +325,41 @@ pub fn case_flag_rewrite(pattern: &str) -> Option<String> {
     }
 }
 
+/// Whether `P` matches `x` exactly when it matches `lowercase(x)`, so that
+/// a `t:lowercase` deciding the case of the value it reads changes nothing.
+///
+/// # Soundness
+///
+/// Either the pattern starts with a flag group that turns `i` on and no
+/// later flag group turns a flag off (with ASCII case folding such a pattern
+/// accepts a byte exactly when it accepts its lowercase) — a syntactic check
+/// that also covers patterns too big for the DFA check — or the exact DFA
+/// check proves `P` equivalent to its lowercase pre-image, which matches `x`
+/// iff `P` matches `lower(x)` (see [`lowercase_preimage`]).
+pub fn ignores_lowercasing(pattern: &str) -> bool {
+    if starts_case_insensitive(pattern) && !turns_a_flag_off_later(pattern) {
+        return true;
+    }
+    let Ok(h) = parse(pattern) else {
+        return false;
+    };
+    match lowercase_preimage(&h) {
+        Some(reference) => equivalent(&reference, &h) == Some(true),
+        None => false,
+    }
+}
+
+/// Any flag group after the first (`(?-i)`, `(?s-i:`...) that turns a flag off.
+fn turns_a_flag_off_later(pattern: &str) -> bool {
+    let tail = pattern.get(2..).unwrap_or("");
+    tail.match_indices("(?").any(|(i, _)| {
+        tail[i + 2..]
+            .bytes()
+            .take_while(|b| b.is_ascii_alphabetic() || *b == b'-')
+            .any(|b| b == b'-')
+    })
+}
+
 // ---------------------------------------------------------------------------
 // 2. word_alternation
 // ---------------------------------------------------------------------------

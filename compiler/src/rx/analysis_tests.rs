@@ -573,3 +573,41 @@ fn literal_advice_differential() {
     }
     assert!(hits > 1000, "too few matching inputs: {hits}");
 }
+
+#[test]
+fn ignores_lowercasing_examples() {
+    for p in [
+        "(?i)select",
+        "(?is)union.*select",
+        r"[a-zA-Z]+\d",
+        r"\d+\s*=",
+        "(?i)(?:a|b)c",
+    ] {
+        assert!(ignores_lowercasing(p), "{p}");
+    }
+    for p in [
+        "select",
+        "[a-z]+",
+        "(?i)a(?-i)b",
+        "(?i)x(?s-i:y)",
+        "[A-Z]",
+        "(?i",
+    ] {
+        assert!(!ignores_lowercasing(p), "{p}");
+    }
+    // What it claims, checked on the engine: P(x) == P(lower(x)).
+    let mut rng = XorShift::new(7);
+    for p in ["(?i)select", r"[a-zA-Z]+\d", r"\d+\s*="] {
+        let rx = CompiledRx::compile(p, &RxOptions::default()).unwrap();
+        for _ in 0..2000 {
+            let x: Vec<u8> = (0..rng.below(8))
+                .map(|_| *rng.pick(b"sSeElLcCtT1= aZ".as_slice()))
+                .collect();
+            assert_eq!(
+                rx.is_match(&x),
+                rx.is_match(&x.to_ascii_lowercase()),
+                "{p} {x:?}"
+            );
+        }
+    }
+}
