@@ -7,9 +7,10 @@ use waf_compiler::{compile_files, compile_str, Compiled, Options};
 use waf_engine::Ruleset;
 use waf_optimizer::Analysis;
 
-/// Our default ruleset, compiled into the binary.
-pub const DEFAULT_RULESET: &str = include_str!("../../rulesets/default.conf");
-pub const DEFAULT_RULESET_NAME: &str = "rulesets/default.conf";
+/// Our default ruleset, compiled into the binary (the engine embeds it).
+pub use waf_engine::{
+    DEFAULT_RULES as DEFAULT_RULESET, DEFAULT_RULES_NAME as DEFAULT_RULESET_NAME,
+};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct RuleInput {
@@ -121,13 +122,9 @@ impl RuleInput {
 
 /// The engine's ruleset, or the rendered diagnostics on stderr and an error
 /// message when the rules do not compile.
-pub fn ruleset_or_report(mut compiled: Compiled) -> Result<Ruleset, String> {
-    match compiled.program.take() {
-        Some(p) => Ok(Ruleset::new(p)),
-        None => {
-            let d = &compiled.diagnostics;
-            eprint!("{}", d.render(compiled.sources()));
-            Err(format!("the rules have {} error(s)", d.error_count()))
-        }
-    }
+pub fn ruleset_or_report(compiled: Compiled) -> Result<Ruleset, String> {
+    Ruleset::from_compiled(compiled).map_err(|e| {
+        eprint!("{}", e.diagnostics().render(e.sources()));
+        format!("the rules have {} error(s)", e.error_count())
+    })
 }

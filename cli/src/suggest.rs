@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use waf_compiler::ir::Program;
 use waf_compiler::Options;
-use waf_engine::{EvalOptions, EvalStats, Ruleset};
+use waf_engine::{EvalOptions, EvalStats};
 use waf_optimizer::{edit, Analysis, Kind, Origin, Safety, Suggestion};
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -330,14 +330,8 @@ fn verify(
     }
     let compile = |ov: &HashMap<PathBuf, String>, what: &str| {
         let a = Analysis::files(&files, ov, opts);
-        match a.compiled.program {
-            Some(p) => Ok(Ruleset::new(p)),
-            None => {
-                let c = &a.compiled;
-                eprint!("{}", c.diagnostics.render(c.sources()));
-                Err(format!("the {what} rules do not compile"))
-            }
-        }
+        crate::input::ruleset_or_report(a.compiled)
+            .map_err(|e| format!("the {what} rules do not compile: {e}"))
     };
     let (before, after) = match (
         compile(&HashMap::new(), "original"),

@@ -19,7 +19,7 @@ pub mod rx;
 pub mod source;
 pub mod stats;
 
-pub use lower::{Compiled, Options, Timings};
+pub use lower::{CompileError, Compiled, Options, Timings};
 use std::path::PathBuf;
 
 /// Compiles configuration files, in order, as one configuration.

@@ -29,10 +29,11 @@ pub mod ruleset;
 pub mod transaction;
 pub mod transform;
 
-pub use ruleset::Ruleset;
+pub use ruleset::{Ruleset, DEFAULT_RULES, DEFAULT_RULES_NAME};
 pub use transaction::{
     ChainProfile, EvalOptions, EvalStats, Intervention, MatchedRule, RuleProfile, Transaction,
 };
+pub use waf_compiler::CompileError;
 
 /// The example of `docs/embedding.md`, run as a doctest so the document stays true.
 #[cfg(doctest)]

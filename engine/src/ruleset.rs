@@ -7,7 +7,7 @@ use crate::transform::Transform;
 use std::path::PathBuf;
 use std::sync::Arc;
 use waf_compiler::ir::Program;
-use waf_compiler::{compile_files, compile_str, Compiled, Options};
+use waf_compiler::{compile_files, compile_str, CompileError, Compiled, Options};
 
 /// An immutable compiled configuration (`Send + Sync`): create one, share it
 /// (e.g. in an `Arc`), and create a [`Transaction`] per request.
@@ -76,8 +76,19 @@ pub(crate) struct RuleMeta {
     pub location: Arc<str>,
 }
 
+/// The project's default ruleset (`rulesets/default.conf`), embedded in the
+/// library: what `waf eval` and `waf serve` use when given no rules.
+pub const DEFAULT_RULES: &str = include_str!("../../rulesets/default.conf");
+
+/// The name [`DEFAULT_RULES`] is compiled under (what its diagnostics and
+/// match locations show).
+pub const DEFAULT_RULES_NAME: &str = "rulesets/default.conf";
+
 impl Ruleset {
-    pub fn new(program: Program) -> Ruleset {
+    /// Builds the evaluation plan of a compiled program. Crate-private: a
+    /// [`Program`] only comes from a compilation without errors, so the
+    /// public ways in go through [`Ruleset::from_compiled`].
+    pub(crate) fn new(program: Program) -> Ruleset {
         let scanner = Scanner::new(&program);
         let chains = (0..program.transforms.nodes.len())
             .map(|n| program.transforms.chain(waf_compiler::ir::NodeId(n as u32)))
@@ -145,22 +156,27 @@ impl Ruleset {
         self
     }
 
-    /// Compiles configuration files; on errors, returns the compilation (with
-    /// its diagnostics) instead.
-    pub fn from_files(paths: &[PathBuf]) -> Result<Ruleset, Box<Compiled>> {
+    /// Compiles configuration files, in order, as one configuration. On
+    /// errors, the [`CompileError`] renders every diagnostic (`Display`).
+    pub fn from_files(paths: &[PathBuf]) -> Result<Ruleset, CompileError> {
         Self::from_compiled(compile_files(paths, &Options::default()))
     }
 
-    /// Compiles configuration text (`name` is the base of relative paths).
-    pub fn from_str(name: &str, text: &str) -> Result<Ruleset, Box<Compiled>> {
+    /// Compiles configuration text (`name` is the base of relative `Include`
+    /// and data-file paths, and what diagnostics call the text).
+    pub fn from_str(name: &str, text: &str) -> Result<Ruleset, CompileError> {
         Self::from_compiled(compile_str(name, text, &Options::default()))
     }
 
-    fn from_compiled(mut c: Compiled) -> Result<Ruleset, Box<Compiled>> {
-        match c.program.take() {
-            Some(p) => Ok(Ruleset::new(p)),
-            None => Err(Box::new(c)),
-        }
+    /// The embedded default ruleset ([`DEFAULT_RULES`]).
+    pub fn default_rules() -> Result<Ruleset, CompileError> {
+        Self::from_str(DEFAULT_RULES_NAME, DEFAULT_RULES)
+    }
+
+    /// The ruleset of a compilation made with the compiler's own API (e.g.
+    /// with non-default [`Options`] or loader overrides), or its error.
+    pub fn from_compiled(c: Compiled) -> Result<Ruleset, CompileError> {
+        c.into_program().map(Ruleset::new)
     }
 
     pub fn program(&self) -> &Program {

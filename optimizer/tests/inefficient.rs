@@ -248,7 +248,7 @@ fn outcome(rs: &Ruleset, r: &Request) -> Outcome {
 }
 
 fn ruleset(text: &str) -> Ruleset {
-    Ruleset::new(analysis(text).compiled.program.expect("compiled"))
+    Ruleset::from_compiled(analysis(text).compiled).expect("compiled")
 }
 
 /// Applies the equivalent suggestions of `kind`, replays generated requests

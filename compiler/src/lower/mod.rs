@@ -57,6 +57,57 @@ impl Compiled {
     }
 }
 
+impl Compiled {
+    /// The program, or a [`CompileError`] carrying every diagnostic (and the
+    /// sources to render them) when the configuration has errors.
+    pub fn into_program(mut self) -> Result<Program, CompileError> {
+        match self.program.take() {
+            Some(p) => Ok(p),
+            None => Err(CompileError(Box::new(self))),
+        }
+    }
+}
+
+/// A configuration that does not compile: its diagnostics (errors and
+/// warnings), with the sources needed to render them.
+///
+/// `Display` renders every diagnostic as a terminal would show it
+/// (`file:line:col`, the source line, a caret and a hint), so
+/// `eprintln!("{err}")` is the whole report.
+#[derive(Debug)]
+pub struct CompileError(Box<Compiled>);
+
+impl CompileError {
+    /// Every diagnostic of the compilation (errors first-class, warnings too).
+    pub fn diagnostics(&self) -> &Diagnostics {
+        &self.0.diagnostics
+    }
+
+    /// The sources the diagnostics point into.
+    pub fn sources(&self) -> &SourceMap {
+        self.0.sources()
+    }
+
+    /// The number of errors (at least one).
+    pub fn error_count(&self) -> usize {
+        self.0.diagnostics.error_count()
+    }
+
+    /// The whole compilation (timings, diagnostics, sources).
+    pub fn into_compiled(self) -> Compiled {
+        *self.0
+    }
+}
+
+impl std::fmt::Display for CompileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.diagnostics().render(self.sources()))?;
+        write!(f, "the rules have {} error(s)", self.error_count())
+    }
+}
+
+impl std::error::Error for CompileError {}
+
 fn unreachable_sources() -> &'static SourceMap {
     static EMPTY: std::sync::OnceLock<SourceMap> = std::sync::OnceLock::new();
     EMPTY.get_or_init(SourceMap::new)

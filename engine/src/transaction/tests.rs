@@ -3,7 +3,7 @@ use crate::Ruleset;
 fn ruleset(rules: &str) -> Ruleset {
     match Ruleset::from_str("t.conf", rules) {
         Ok(r) => r,
-        Err(c) => panic!("{}", c.diagnostics.render(c.sources())),
+        Err(e) => panic!("{e}"),
     }
 }
 
