@@ -24,15 +24,21 @@ pub mod body;
 pub mod collection;
 pub mod injection;
 pub mod operator;
+mod options;
+mod outcome;
+mod plan;
 pub mod prefilter;
 pub mod ruleset;
+mod sources;
+mod stats;
 pub mod transaction;
 pub mod transform;
 
 pub use ruleset::{Ruleset, DEFAULT_RULES, DEFAULT_RULES_NAME};
-pub use transaction::{
-    ChainProfile, EvalOptions, EvalStats, Intervention, MatchedRule, RuleProfile, Transaction,
-};
+pub use options::EvalOptions;
+pub use outcome::{Intervention, MatchedRule};
+pub use stats::{ChainProfile, EvalStats, RuleProfile};
+pub use transaction::Transaction;
 pub use waf_compiler::CompileError;
 
 /// The example of `docs/embedding.md`, run as a doctest so the document stays true.

@@ -28,353 +28,24 @@ mod memo;
 mod vars;
 mod xcache;
 
-pub(crate) use vars::{is_volatile, stable_coll};
 
 use crate::body::{
     self, ArgLimit, ArgSource, BodyParser, BodyResult, BodySink, FileInfo, Processor,
 };
 use crate::collection::Collection;
+use crate::options::EvalOptions;
+use crate::outcome::{Intervention, MatchedRule};
+use crate::stats::{ChainProfile, EvalStats, RuleProfile};
 use crate::operator::Captures;
 use crate::ruleset::Ruleset;
 use crate::transform::{is_hex, x2c};
 use memo::Memo;
 use std::io::Write as _;
-use std::sync::Arc;
+
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use vars::ValList;
 use waf_compiler::ir::*;
-use waf_compiler::names::{Severity, Variable as V};
-
-/// What the server should do with the transaction.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Intervention {
-    pub status: u16,
-    /// `deny`, `drop`, `redirect` or `proxy`.
-    pub action: &'static str,
-    pub rule_id: u64,
-    pub phase: u8,
-    pub url: Option<String>,
-}
-
-/// A rule that matched, with its metadata macro-expanded at match time.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct MatchedRule {
-    pub id: u64,
-    pub phase: u8,
-    pub msg: String,
-    pub logdata: String,
-    pub severity: Option<Severity>,
-    /// Shared with the ruleset (no copy per match).
-    pub tags: Arc<[String]>,
-    pub ver: Option<Arc<str>>,
-    pub matched_var_name: String,
-    pub matched_var: String,
-    /// False for `nolog` rules: they matched but write no alert.
-    pub log: bool,
-    /// The rule's disruptive action fired (not `pass`), whatever the engine mode.
-    pub disruptive: bool,
-    pub location: Arc<str>,
-}
-
-impl MatchedRule {
-    /// A ModSecurity-style error-log line (what go-ftw's `[id "..."]` and
-    /// `match_regex` checks read). Always one line: control bytes, `\`, `"`
-    /// and non-ASCII bytes of request data are written as `\xHH`, as Apache's
-    /// error log does, so attacker text can neither break the line nor forge a
-    /// `[id "..."]` field.
-    pub fn log_line(&self, uri: &str, unique_id: &str) -> String {
-        let e = escape_log;
-        let mut s = format!(
-            "ModSecurity: Warning. Matched Data: {} found within {}. [file \"{}\"] [id \"{}\"] [msg \"{}\"] [data \"{}\"]",
-            e(&self.matched_var),
-            e(&self.matched_var_name),
-            e(&self.location),
-            self.id,
-            e(&self.msg),
-            e(&self.logdata)
-        );
-        if let Some(sev) = self.severity {
-            s.push_str(&format!(" [severity \"{}\"]", sev.number()));
-        }
-        if let Some(v) = &self.ver {
-            s.push_str(&format!(" [ver \"{}\"]", e(v)));
-        }
-        for t in self.tags.iter() {
-            s.push_str(&format!(" [tag \"{}\"]", e(t)));
-        }
-        s.push_str(&format!(
-            " [uri \"{}\"] [unique_id \"{}\"]",
-            e(uri),
-            e(unique_id)
-        ));
-        s
-    }
-}
-
-/// Escapes a log field: printable ASCII except `\` and `"` is kept, every
-/// other byte becomes `\xHH`.
-fn escape_log(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for &b in s.as_bytes() {
-        if (0x20..0x7f).contains(&b) && b != b'\\' && b != b'"' {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("\\x{b:02x}"));
-        }
-    }
-    out
-}
-
-/// Switches of the fast path. Every combination gives the same decisions;
-/// turning both off is the "naive" interpreter (`waf bench --compare naive`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EvalOptions {
-    /// Memoize transformed values per (variable instance, transform node).
-    pub memo: bool,
-    /// Skip operators whose prefilter literals do not occur in a value.
-    pub prefilter: bool,
-    /// Measure time per rule (costs two clock reads per rule evaluated) and
-    /// count work per transform chain ([`Transaction::chain_profile`]).
-    pub profile: bool,
-    /// Reuse what earlier transactions learnt about identical values
-    /// (transform outputs, scan results, operator results): see
-    /// [`Transaction::clear_cache`]. Only with `memo`.
-    pub xcache: bool,
-}
-
-impl Default for EvalOptions {
-    fn default() -> Self {
-        EvalOptions {
-            memo: true,
-            prefilter: true,
-            profile: false,
-            xcache: true,
-        }
-    }
-}
-
-impl EvalOptions {
-    /// No memoization, no prefilter: every rule transforms and tests every value.
-    pub fn naive() -> Self {
-        EvalOptions {
-            memo: false,
-            prefilter: false,
-            profile: false,
-            xcache: false,
-        }
-    }
-}
-
-/// Counters of the evaluation, accumulated until [`Transaction::reset_stats`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct EvalStats {
-    /// Transformed values served from the memo table.
-    pub memo_hits: u64,
-    /// Transformed values computed (and stored) by the memo table.
-    pub memo_misses: u64,
-    /// Values on which an operator ran.
-    pub op_runs: u64,
-    /// Values skipped because the operator's prefilter did not pass (counting
-    /// the values of a whole target skipped at once).
-    pub prefilter_skips: u64,
-    /// `@rx` (and `@verify*`) evaluations.
-    pub regex_evals: u64,
-    /// Prefilter scans of a value (one per distinct transformed value).
-    pub scans: u64,
-    /// Rules evaluated (links of a chain count once per rule).
-    pub rules_evaluated: u64,
-    /// Values found in / missing from the cross-transaction cache.
-    pub xcache_hits: u64,
-    pub xcache_misses: u64,
-    /// Operator results taken from the cross-transaction cache.
-    pub xcache_op_hits: u64,
-}
-
-impl EvalStats {
-    pub fn add(&mut self, o: &EvalStats) {
-        self.memo_hits += o.memo_hits;
-        self.memo_misses += o.memo_misses;
-        self.op_runs += o.op_runs;
-        self.prefilter_skips += o.prefilter_skips;
-        self.regex_evals += o.regex_evals;
-        self.scans += o.scans;
-        self.rules_evaluated += o.rules_evaluated;
-        self.xcache_hits += o.xcache_hits;
-        self.xcache_misses += o.xcache_misses;
-        self.xcache_op_hits += o.xcache_op_hits;
-    }
-
-    /// Cross-transaction cache hits / lookups; 0 when nothing was asked.
-    pub fn xcache_hit_ratio(&self) -> f64 {
-        ratio(self.xcache_hits, self.xcache_hits + self.xcache_misses)
-    }
-
-    /// Memo hits / (hits + misses); 0 when nothing was asked.
-    pub fn memo_hit_ratio(&self) -> f64 {
-        ratio(self.memo_hits, self.memo_hits + self.memo_misses)
-    }
-
-    /// Skipped / (skipped + run): the share of value tests the prefilter saved.
-    pub fn prefilter_skip_rate(&self) -> f64 {
-        ratio(self.prefilter_skips, self.prefilter_skips + self.op_runs)
-    }
-}
-
-fn ratio(a: u64, b: u64) -> f64 {
-    if b == 0 {
-        0.0
-    } else {
-        a as f64 / b as f64
-    }
-}
-
-/// Per-rule measurements (with [`EvalOptions::profile`]), indexed like
-/// `Program::rules`.
-#[derive(Clone, Debug, Default)]
-pub struct RuleProfile {
-    pub nanos: Vec<u64>,
-    /// Times the rule was evaluated.
-    pub evals: Vec<u64>,
-    /// Times it matched.
-    pub matches: Vec<u64>,
-    /// Values its operators ran on / were skipped on by the prefilter.
-    pub op_runs: Vec<u64>,
-    pub skips: Vec<u64>,
-}
-
-impl RuleProfile {
-    fn ensure(&mut self, n: usize) {
-        if self.nanos.len() != n {
-            *self = RuleProfile {
-                nanos: vec![0; n],
-                evals: vec![0; n],
-                matches: vec![0; n],
-                op_runs: vec![0; n],
-                skips: vec![0; n],
-            };
-        }
-    }
-
-    pub fn clear(&mut self) {
-        for v in [
-            &mut self.nanos,
-            &mut self.evals,
-            &mut self.matches,
-            &mut self.op_runs,
-            &mut self.skips,
-        ] {
-            v.fill(0);
-        }
-    }
-
-    pub fn add(&mut self, o: &RuleProfile) {
-        self.ensure(o.nanos.len());
-        for (a, b) in [
-            (&mut self.nanos, &o.nanos),
-            (&mut self.evals, &o.evals),
-            (&mut self.matches, &o.matches),
-            (&mut self.op_runs, &o.op_runs),
-            (&mut self.skips, &o.skips),
-        ] {
-            for (x, y) in a.iter_mut().zip(b) {
-                *x += y;
-            }
-        }
-    }
-}
-
-/// Per transform-chain measurements (with [`EvalOptions::profile`]).
-///
-/// The node vectors are indexed by `NodeId::index()` (the nodes of
-/// `Program::transforms`: node 0 is the empty chain), `slot_lookups` by
-/// `SlotId::index()`. Both the memoized and the direct path count, so with
-/// memoization off every lookup is a miss and computes its whole chain.
-#[derive(Clone, Debug, Default)]
-pub struct ChainProfile {
-    /// Values served to rules at this node (memo hits included).
-    pub lookups: Vec<u64>,
-    /// Lookups that found no value at this node and had it computed (the
-    /// memo misses of this node).
-    pub misses: Vec<u64>,
-    /// Applications of this node's transformation (also on the way to a
-    /// deeper node; 0 for the root).
-    pub computed: Vec<u64>,
-    /// Outputs of this node taken from the cross-transaction cache instead
-    /// of computed.
-    pub xcache: Vec<u64>,
-    /// Input bytes of this node's transformation (summed over `computed`).
-    pub bytes_in: Vec<u64>,
-    /// Time spent in this node's transformation, ns.
-    pub nanos: Vec<u64>,
-    /// Values served to rules through each value slot (target, node).
-    pub slot_lookups: Vec<u64>,
-}
-
-impl ChainProfile {
-    fn ensure(&mut self, nodes: usize, slots: usize) {
-        if self.lookups.len() != nodes || self.slot_lookups.len() != slots {
-            *self = ChainProfile {
-                lookups: vec![0; nodes],
-                misses: vec![0; nodes],
-                computed: vec![0; nodes],
-                xcache: vec![0; nodes],
-                bytes_in: vec![0; nodes],
-                nanos: vec![0; nodes],
-                slot_lookups: vec![0; slots],
-            };
-        }
-    }
-
-    /// Whether nothing was collected (profiling never on).
-    pub fn is_empty(&self) -> bool {
-        self.lookups.is_empty()
-    }
-
-    pub fn clear(&mut self) {
-        for v in [
-            &mut self.lookups,
-            &mut self.misses,
-            &mut self.computed,
-            &mut self.xcache,
-            &mut self.bytes_in,
-            &mut self.nanos,
-            &mut self.slot_lookups,
-        ] {
-            v.fill(0);
-        }
-    }
-
-    pub fn add(&mut self, o: &ChainProfile) {
-        self.ensure(o.lookups.len(), o.slot_lookups.len());
-        for (a, b) in [
-            (&mut self.lookups, &o.lookups),
-            (&mut self.misses, &o.misses),
-            (&mut self.computed, &o.computed),
-            (&mut self.xcache, &o.xcache),
-            (&mut self.bytes_in, &o.bytes_in),
-            (&mut self.nanos, &o.nanos),
-            (&mut self.slot_lookups, &o.slot_lookups),
-        ] {
-            for (x, y) in a.iter_mut().zip(b) {
-                *x += y;
-            }
-        }
-    }
-
-    /// Share of the lookups at `node` served without computing:
-    /// `1 - misses / lookups`; 0 when the node was never looked up.
-    pub fn hit_ratio(&self, node: usize) -> f64 {
-        let (l, m) = (self.lookups[node], self.misses[node]);
-        ratio(l.saturating_sub(m), l)
-    }
-
-    /// [`ChainProfile::hit_ratio`] over every node.
-    pub fn total_hit_ratio(&self) -> f64 {
-        let l: u64 = self.lookups.iter().sum();
-        let m: u64 = self.misses.iter().sum();
-        ratio(l.saturating_sub(m), l)
-    }
-}
+use waf_compiler::names::Variable as V;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Allow {
@@ -499,6 +170,18 @@ struct Scratch {
     vals: ValList,
     multi: Vec<(usize, usize)>,
     bits: Vec<u64>,
+}
+
+impl Ruleset {
+    /// A new transaction with this ruleset's evaluation options.
+    pub fn transaction(&self) -> Transaction<'_> {
+        Transaction::with_options(self, self.eval_options())
+    }
+
+    /// A transaction with non-default evaluation options (e.g. the naive mode).
+    pub fn transaction_with(&self, options: EvalOptions) -> Transaction<'_> {
+        Transaction::with_options(self, options)
+    }
 }
 
 impl<'r> Transaction<'r> {

@@ -1,13 +1,14 @@
 //! Rule evaluation: phases, links, operators on (memoized) values, actions.
 
 use super::memo::{Inst, Origin};
-use super::vars::{selector_matches, stable_coll};
+use super::vars::selector_matches;
+use crate::sources::stable_coll;
 use super::{Allow, Intervention, MatchedRule, RuleSel, Transaction};
 use crate::body::Processor;
 use crate::collection::Collection;
 use crate::operator;
 use crate::prefilter::{byte_mask, Gate, Scanner};
-use crate::ruleset::PlanLink;
+use crate::plan::PlanLink;
 use std::time::Instant;
 use waf_compiler::ir::*;
 use waf_compiler::names::Variable as V;
@@ -110,7 +111,7 @@ impl<'r> Transaction<'r> {
     fn eval_rule(&mut self, program: &'r Program, ri: RuleIdx) -> bool {
         self.stats.rules_evaluated += 1;
         self.matched_vars.clear();
-        let pr = self.rs.plan_rule(ri);
+        let pr = self.rs.plan().rule(ri);
         if pr.unconditional {
             self.matched_var.clear();
             self.matched_var_name.clear();
@@ -120,7 +121,7 @@ impl<'r> Transaction<'r> {
                 let lr = LinkRef {
                     program,
                     ri,
-                    pl: self.rs.plan_link(li),
+                    pl: self.rs.plan().link(li),
                 };
                 if !self.eval_link(lr) {
                     return false;
@@ -150,8 +151,8 @@ impl<'r> Transaction<'r> {
         };
         let mut any = false;
         let rs = self.rs;
-        for &slot in rs.plan_slots(&lr.pl) {
-            let info = rs.slot_info(slot);
+        for &slot in rs.plan().slots(&lr.pl) {
+            let info = rs.plan().slot_info(slot);
             any |= if self.options.memo && !info.direct {
                 self.eval_slot_memo(lr, &mut arg, gate, slot)
             } else {
@@ -174,9 +175,9 @@ impl<'r> Transaction<'r> {
     ) -> bool {
         let program = lr.program;
         let node = lr.pl.node;
-        let info = self.rs.slot_info(slot);
+        let info = self.rs.plan().slot_info(slot);
         let target = info.target;
-        let src_len = info.coll.map(|id| self.coll_by_id(id).len() as u32);
+        let src_len = info.coll.map(|id| self.coll(id).len() as u32);
         let list = match self.memo.target(target, self.generation, src_len) {
             Some(r) => r,
             None => self.build_target(program, target, src_len),
@@ -631,7 +632,7 @@ impl<'r> Transaction<'r> {
         }
         self.scratch.text = buf;
         m.severity = rule.meta.severity;
-        if let Some(meta) = self.rs.rule_meta(ri.index()) {
+        if let Some(meta) = self.rs.plan().rule_meta(ri.index()) {
             m.tags.clone_from(&meta.tags);
             m.ver.clone_from(&meta.ver);
             m.location.clone_from(&meta.location);

@@ -32,7 +32,8 @@
 use super::xcache::{NodeState, XCache, XCacheLimits};
 use crate::prefilter::{byte_mask, ByteMask, Scanner};
 use crate::ruleset::Ruleset;
-use crate::transaction::{ChainProfile, EvalStats};
+use crate::sources::Coll;
+use crate::stats::{ChainProfile, EvalStats};
 use crate::transform::{self, Transform};
 use waf_compiler::ir::{NodeId, SlotId, TargetId, TransformTree};
 use waf_compiler::names::Variable as V;
@@ -43,7 +44,7 @@ pub(super) const NONE: u32 = u32::MAX;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Origin {
     /// Entry `idx` of a collection (`names`: its key rather than its value).
-    Coll { coll: u8, names: bool, idx: u32 },
+    Coll { coll: Coll, names: bool, idx: u32 },
     /// A scalar variable (or `XML:/*`).
     Scalar(V),
 }
@@ -67,8 +68,8 @@ struct Entry {
     node: u32,
 }
 
-/// Number of distinct `(collection, names)` origins (see `vars::Coll`).
-pub(super) const ORIGIN_KINDS: usize = 32;
+/// Number of distinct `(collection, names)` origins.
+const ORIGIN_KINDS: usize = Coll::ALL.len() * 2;
 
 #[derive(Default)]
 pub(super) struct Memo {
@@ -185,7 +186,7 @@ impl Memo {
     pub fn instance(&mut self, var: V, origin: Origin, raw: &[u8], generation: u32) -> u32 {
         match origin {
             Origin::Coll { coll, names, idx } => {
-                let k = usize::from(coll) * 2 + usize::from(names);
+                let k = coll.index() * 2 + usize::from(names);
                 let list = &mut self.coll_insts[k];
                 let i = idx as usize;
                 if list.len() <= i {
@@ -552,7 +553,7 @@ mod tests {
         let mut m = Memo::new(&rs);
         let mut stats = EvalStats::default();
         let origin = Origin::Coll {
-            coll: 0,
+            coll: Coll::Args,
             names: false,
             idx: 0,
         };
@@ -568,7 +569,7 @@ mod tests {
         let b = m.instance(
             V::Args,
             Origin::Coll {
-                coll: 0,
+                coll: Coll::Args,
                 names: false,
                 idx: 1,
             },

@@ -4,6 +4,7 @@ use super::memo::Origin;
 use super::{civil, push_i64, Transaction};
 use crate::body::Processor;
 use crate::collection::Collection;
+use crate::sources::{is_volatile, stable_coll, Coll};
 use std::io::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 use waf_compiler::ir::{Program, Selector, Target};
@@ -68,53 +69,6 @@ impl ValList {
     }
 }
 
-/// Collections whose entries can be memoized (they only grow while rules run).
-pub(super) mod coll {
-    pub const ARGS: u8 = 0;
-    pub const ARGS_GET: u8 = 1;
-    pub const ARGS_POST: u8 = 2;
-    pub const HEADERS: u8 = 3;
-    pub const COOKIES: u8 = 4;
-    pub const RESPONSE_HEADERS: u8 = 5;
-    pub const FILES: u8 = 6;
-    pub const FILES_SIZES: u8 = 7;
-    pub const MULTIPART_PART_HEADERS: u8 = 8;
-    pub const MULTIPART_NAMES: u8 = 9;
-    pub const MULTIPART_FILENAMES: u8 = 10;
-    pub const XML_ATTRS: u8 = 11;
-}
-
-/// Whether a variable's values may change while the rules of one phase run
-/// (rule actions write them, or they are clocks): such values are read
-/// afresh for every rule, never memoized.
-pub(crate) fn is_volatile(var: V) -> bool {
-    use V::*;
-    matches!(
-        var,
-        Tx | Env
-            | Ip
-            | Session
-            | User
-            | Global
-            | Resource
-            | MatchedVar
-            | MatchedVarName
-            | MatchedVars
-            | MatchedVarsNames
-            | HighestSeverity
-            | Duration
-            | Time
-            | TimeEpoch
-            | TimeYear
-            | TimeMon
-            | TimeDay
-            | TimeHour
-            | TimeMin
-            | TimeSec
-            | TimeWday
-    )
-}
-
 /// Whether a key passes a target's selector.
 pub(super) fn selector_matches(program: &Program, sel: &Selector, key: &[u8]) -> bool {
     match sel {
@@ -125,48 +79,21 @@ pub(super) fn selector_matches(program: &Program, sel: &Selector, key: &[u8]) ->
     }
 }
 
-/// The memoizable collection of a variable: (collection id, names?).
-pub(crate) fn stable_coll(var: V) -> Option<(u8, bool)> {
-    use coll::*;
-    Some(match var {
-        V::Args => (ARGS, false),
-        V::ArgsNames => (ARGS, true),
-        V::ArgsGet => (ARGS_GET, false),
-        V::ArgsGetNames => (ARGS_GET, true),
-        V::ArgsPost => (ARGS_POST, false),
-        V::ArgsPostNames => (ARGS_POST, true),
-        V::RequestHeaders => (HEADERS, false),
-        V::RequestHeadersNames => (HEADERS, true),
-        V::RequestCookies => (COOKIES, false),
-        V::RequestCookiesNames => (COOKIES, true),
-        V::ResponseHeaders => (RESPONSE_HEADERS, false),
-        V::ResponseHeadersNames => (RESPONSE_HEADERS, true),
-        V::Files => (FILES, false),
-        V::FilesNames => (FILES, true),
-        V::FilesSizes => (FILES_SIZES, false),
-        V::MultipartPartHeaders => (MULTIPART_PART_HEADERS, false),
-        V::MultipartName => (MULTIPART_NAMES, false),
-        V::MultipartFilename => (MULTIPART_FILENAMES, false),
-        _ => return None,
-    })
-}
-
 impl Transaction<'_> {
-    pub(super) fn coll_by_id(&self, id: u8) -> &Collection {
-        use coll::*;
-        match id {
-            ARGS => &self.args,
-            ARGS_GET => &self.args_get,
-            ARGS_POST => &self.args_post,
-            HEADERS => &self.headers,
-            COOKIES => &self.cookies,
-            RESPONSE_HEADERS => &self.response_headers,
-            FILES => &self.files,
-            FILES_SIZES => &self.files_sizes,
-            MULTIPART_PART_HEADERS => &self.multipart_part_headers,
-            MULTIPART_NAMES => &self.multipart_names,
-            MULTIPART_FILENAMES => &self.multipart_filenames,
-            _ => &self.xml_attrs,
+    pub(super) fn coll(&self, c: Coll) -> &Collection {
+        match c {
+            Coll::Args => &self.args,
+            Coll::ArgsGet => &self.args_get,
+            Coll::ArgsPost => &self.args_post,
+            Coll::RequestHeaders => &self.headers,
+            Coll::RequestCookies => &self.cookies,
+            Coll::ResponseHeaders => &self.response_headers,
+            Coll::Files => &self.files,
+            Coll::FilesSizes => &self.files_sizes,
+            Coll::MultipartPartHeaders => &self.multipart_part_headers,
+            Coll::MultipartNames => &self.multipart_names,
+            Coll::MultipartFilenames => &self.multipart_filenames,
+            Coll::XmlAttrs => &self.xml_attrs,
         }
     }
 
@@ -174,13 +101,13 @@ impl Transaction<'_> {
     pub(super) fn origin_key(&self, var: V, origin: Origin) -> &[u8] {
         match origin {
             Origin::Coll { coll, idx, .. } => {
-                if coll == coll::XML_ATTRS {
+                if coll == Coll::XmlAttrs {
                     return b"//@*";
                 }
                 if matches!(var, V::MultipartName | V::MultipartFilename) {
                     return b"";
                 }
-                self.coll_by_id(coll)
+                self.coll(coll)
                     .entries()
                     .get(idx as usize)
                     .map_or(&b""[..], |e| e.key.as_slice())
@@ -196,13 +123,13 @@ impl Transaction<'_> {
         &'a self,
         program: &Program,
         target: &Target,
-        id: u8,
+        id: Coll,
         names: bool,
         mut f: impl FnMut(Origin, &'a [u8], &'a [u8]),
     ) {
         // MULTIPART_NAME/FILENAME have no keys: the selector does not apply.
-        let keyless = id == coll::MULTIPART_NAMES || id == coll::MULTIPART_FILENAMES;
-        for (i, e) in self.coll_by_id(id).iter().enumerate() {
+        let keyless = id.keyless();
+        for (i, e) in self.coll(id).iter().enumerate() {
             if keyless || selector_matches(program, &target.selector, &e.key) {
                 let origin = Origin::Coll {
                     coll: id,
@@ -285,7 +212,7 @@ impl Transaction<'_> {
                         "//@*" => {
                             for (i, e) in self.xml_attrs.iter().enumerate() {
                                 let origin = Origin::Coll {
-                                    coll: coll::XML_ATTRS,
+                                    coll: Coll::XmlAttrs,
                                     names: false,
                                     idx: i as u32,
                                 };
@@ -329,8 +256,8 @@ impl Transaction<'_> {
             }
         };
         if let Some((id, names)) = stable_coll(var) {
-            let c = self.coll_by_id(id);
-            if id == coll::MULTIPART_NAMES || id == coll::MULTIPART_FILENAMES {
+            let c = self.coll(id);
+            if id.keyless() {
                 if let Some(e) = c.iter().next() {
                     out.extend_from_slice(&e.value);
                 }

@@ -1,0 +1,41 @@
+//! Switches of the evaluation's fast path.
+
+/// Switches of the fast path. Every combination gives the same decisions;
+/// turning both off is the "naive" interpreter (`waf bench --compare naive`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EvalOptions {
+    /// Memoize transformed values per (variable instance, transform node).
+    pub memo: bool,
+    /// Skip operators whose prefilter literals do not occur in a value.
+    pub prefilter: bool,
+    /// Measure time per rule (costs two clock reads per rule evaluated) and
+    /// count work per transform chain ([`crate::Transaction::chain_profile`]).
+    pub profile: bool,
+    /// Reuse what earlier transactions learnt about identical values
+    /// (transform outputs, scan results, operator results): see
+    /// [`crate::Transaction::clear_cache`]. Only with `memo`.
+    pub xcache: bool,
+}
+
+impl Default for EvalOptions {
+    fn default() -> Self {
+        EvalOptions {
+            memo: true,
+            prefilter: true,
+            profile: false,
+            xcache: true,
+        }
+    }
+}
+
+impl EvalOptions {
+    /// No memoization, no prefilter: every rule transforms and tests every value.
+    pub fn naive() -> Self {
+        EvalOptions {
+            memo: false,
+            prefilter: false,
+            profile: false,
+            xcache: false,
+        }
+    }
+}

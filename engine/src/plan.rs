@@ -1,0 +1,160 @@
+//! The evaluation plan: the program's rules, links and value slots in the
+//! dense form the rule loop reads, built once at load and owned by the
+//! [`crate::Ruleset`].
+//!
+//! The IR (`waf_compiler::ir`) is shaped for compilation and reporting; the
+//! rule loop reads a few fields of every rule, link and slot on every
+//! request, so those are copied here into compact arrays. The IR's `Rule`
+//! and `Link` are only reached when a rule matches, has exclusions, or is
+//! removed by a `ctl`.
+
+use crate::prefilter::Scanner;
+use crate::sources::{is_volatile, stable_coll, Coll};
+use crate::transform::Transform;
+use std::sync::Arc;
+use waf_compiler::ir::{NodeId, Program, RuleIdx, SlotId};
+
+/// A rule's hot fields, dense (the rule loop reads these for every rule;
+/// the IR's `Rule` is only touched when a rule matches or is removed).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PlanRule {
+    /// `plan_links[links..links + n_links]`.
+    pub links: u32,
+    pub n_links: u32,
+    pub unconditional: bool,
+}
+
+/// A link's hot fields.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PlanLink {
+    pub op: waf_compiler::ir::OpId,
+    pub gate: crate::prefilter::Gate,
+    pub node: NodeId,
+    /// `plan_slots[slots..slots + n_slots]`.
+    pub slots: u32,
+    pub n_slots: u32,
+    /// Index of the link in its rule.
+    pub index: u32,
+    pub multi_match: bool,
+    pub capture: bool,
+    pub has_exclusions: bool,
+}
+
+/// A slot's target and how its values are read.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SlotInfo {
+    pub target: waf_compiler::ir::TargetId,
+    /// Read afresh by every rule (a count, or a variable rules change).
+    pub direct: bool,
+    /// The request collection the target reads, if any.
+    pub coll: Option<Coll>,
+}
+
+/// A rule's metadata that match reports share rather than copy.
+#[derive(Debug)]
+pub(crate) struct RuleMeta {
+    pub tags: Arc<[String]>,
+    pub ver: Option<Arc<str>>,
+    pub location: Arc<str>,
+}
+
+/// The plan of one program.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    rules: Vec<PlanRule>,
+    links: Vec<PlanLink>,
+    slots: Vec<SlotId>,
+    /// Per value slot, what evaluation needs in a few bytes (read for every
+    /// slot of every rule: kept dense instead of chasing the IR's structs).
+    slot_info: Vec<SlotInfo>,
+    /// Per rule: tags, version and location, shared by every match report.
+    rule_meta: Vec<RuleMeta>,
+    /// The transformations of each transform-tree node, first to last
+    /// (built once: rules read them on every value they test directly).
+    chains: Vec<Vec<Transform>>,
+}
+
+impl Plan {
+    /// The plan of `program`, with the prefilter gates of `scanner`.
+    pub(crate) fn new(program: &Program, scanner: &Scanner) -> Plan {
+        let chains = (0..program.transforms.nodes.len())
+            .map(|n| program.transforms.chain(NodeId(n as u32)))
+            .collect();
+        let rule_meta = program
+            .rules
+            .iter()
+            .map(|r| RuleMeta {
+                tags: r.meta.tags.iter().cloned().collect(),
+                ver: r.meta.ver.as_deref().map(Arc::from),
+                location: Arc::from(r.location.as_str()),
+            })
+            .collect();
+        let slot_info = program
+            .slots
+            .iter()
+            .map(|s| {
+                let t = &program.targets[s.target.index()];
+                SlotInfo {
+                    target: s.target,
+                    direct: t.count || is_volatile(t.variable),
+                    coll: stable_coll(t.variable).map(|(c, _)| c),
+                }
+            })
+            .collect();
+        let (mut plan_rules, mut plan_links, mut plan_slots) = (Vec::new(), Vec::new(), Vec::new());
+        for r in &program.rules {
+            plan_rules.push(PlanRule {
+                links: plan_links.len() as u32,
+                n_links: r.links.len() as u32,
+                unconditional: r.unconditional,
+            });
+            for (k, l) in r.links.iter().enumerate() {
+                plan_links.push(PlanLink {
+                    op: l.operator,
+                    gate: scanner.gate(l.operator),
+                    node: l.transforms,
+                    slots: plan_slots.len() as u32,
+                    n_slots: l.targets.len() as u32,
+                    index: k as u32,
+                    multi_match: l.multi_match,
+                    capture: l.capture,
+                    has_exclusions: !l.exclusions.is_empty(),
+                });
+                plan_slots.extend_from_slice(&l.targets);
+            }
+        }
+        Plan {
+            rules: plan_rules,
+            links: plan_links,
+            slots: plan_slots,
+            slot_info,
+            rule_meta,
+            chains,
+        }
+    }
+
+    pub(crate) fn rule(&self, ri: RuleIdx) -> PlanRule {
+        self.rules[ri.index()]
+    }
+
+    pub(crate) fn link(&self, i: u32) -> PlanLink {
+        self.links[i as usize]
+    }
+
+    pub(crate) fn slots(&self, l: &PlanLink) -> &[SlotId] {
+        &self.slots[l.slots as usize..(l.slots + l.n_slots) as usize]
+    }
+
+    pub(crate) fn slot_info(&self, slot: SlotId) -> SlotInfo {
+        self.slot_info[slot.index()]
+    }
+
+    pub(crate) fn rule_meta(&self, rule: usize) -> Option<&RuleMeta> {
+        self.rule_meta.get(rule)
+    }
+
+    /// The transformations of transform-tree node `node`, first to last.
+    pub(crate) fn chain(&self, node: NodeId) -> &[Transform] {
+        self.chains.get(node.index()).map_or(&[], Vec::as_slice)
+    }
+}
