@@ -34,9 +34,9 @@ mod stats;
 pub mod transaction;
 pub mod transform;
 
-pub use ruleset::{Ruleset, DEFAULT_RULES, DEFAULT_RULES_NAME};
 pub use options::EvalOptions;
-pub use outcome::{Intervention, MatchedRule};
+pub use outcome::{Cause, Intervention, MatchedRule};
+pub use ruleset::{Ruleset, DEFAULT_RULES, DEFAULT_RULES_NAME};
 pub use stats::{ChainProfile, EvalStats, RuleProfile};
 pub use transaction::Transaction;
 pub use waf_compiler::CompileError;

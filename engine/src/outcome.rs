@@ -4,16 +4,112 @@
 use std::sync::Arc;
 use waf_compiler::names::Severity;
 
-
 /// What the server should do with the transaction.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Intervention {
+    /// The HTTP status to answer with (for `drop`, the status a log should
+    /// show; the connection is closed instead).
     pub status: u16,
     /// `deny`, `drop`, `redirect` or `proxy`.
     pub action: &'static str,
+    /// The rule whose disruptive action fired; 0 when the cause is not a
+    /// rule (see [`Intervention::cause`]).
     pub rule_id: u64,
+    /// The phase in which it happened (1-5).
     pub phase: u8,
+    /// `redirect`'s location or `proxy`'s upstream, macro-expanded.
     pub url: Option<String>,
+    /// Why the transaction was interrupted.
+    pub cause: Cause,
+}
+
+/// Why a transaction was interrupted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Cause {
+    /// A rule's disruptive action (`deny`, `drop`, `redirect`, `proxy`).
+    Rule,
+    /// The request body grew past `SecRequestBodyLimit` (bytes) with
+    /// `SecRequestBodyLimitAction Reject`.
+    RequestBodyLimit {
+        /// The limit crossed.
+        limit: u64,
+    },
+    /// The request body without files grew past `SecRequestBodyNoFilesLimit`
+    /// with `SecRequestBodyLimitAction Reject`.
+    RequestBodyNoFilesLimit {
+        /// The limit crossed.
+        limit: u64,
+    },
+    /// The inspected response body grew past `SecResponseBodyLimit` with
+    /// `SecResponseBodyLimitAction Reject`.
+    ResponseBodyLimit {
+        /// The limit crossed.
+        limit: u64,
+    },
+}
+
+impl Intervention {
+    /// A rejection by a body limit (no rule: `rule_id` 0).
+    pub(crate) fn limit(status: u16, phase: u8, cause: Cause) -> Intervention {
+        Intervention {
+            status,
+            action: "deny",
+            rule_id: 0,
+            phase,
+            url: None,
+            cause,
+        }
+    }
+
+    /// Why, in words (what an error log or a 413 page says).
+    pub fn reason(&self) -> String {
+        match self.cause {
+            Cause::Rule => format!("rule {} ({})", self.rule_id, self.action),
+            Cause::RequestBodyLimit { limit } => {
+                format!("request body is larger than the configured limit ({limit} bytes)")
+            }
+            Cause::RequestBodyNoFilesLimit { limit } => format!(
+                "request body excluding files is larger than the configured limit ({limit} bytes)"
+            ),
+            Cause::ResponseBodyLimit { limit } => {
+                format!("response body is larger than the configured limit ({limit} bytes)")
+            }
+        }
+    }
+
+    /// A ModSecurity-style error-log line for the intervention itself
+    /// (`Access denied with code 403 (phase 2). ...`), one line, request data
+    /// escaped as in [`MatchedRule::log_line`].
+    pub fn log_line(&self, uri: &str, unique_id: &str) -> String {
+        let what = match self.action {
+            "redirect" => format!(
+                "Access denied with redirection to {} using status {}",
+                escape_log(self.url.as_deref().unwrap_or("")),
+                self.status
+            ),
+            "drop" => "Access denied with connection close".to_string(),
+            "proxy" => format!(
+                "Access denied using proxy to {}",
+                escape_log(self.url.as_deref().unwrap_or(""))
+            ),
+            _ => format!("Access denied with code {}", self.status),
+        };
+        let mut s = format!(
+            "ModSecurity: {what} (phase {}). {}.",
+            self.phase,
+            escape_log(&self.reason())
+        );
+        if self.rule_id != 0 {
+            s.push_str(&format!(" [id \"{}\"]", self.rule_id));
+        }
+        s.push_str(&format!(
+            " [uri \"{}\"] [unique_id \"{}\"]",
+            escape_log(uri),
+            escape_log(unique_id)
+        ));
+        s
+    }
 }
 
 /// A rule that matched, with its metadata macro-expanded at match time.

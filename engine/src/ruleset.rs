@@ -1,9 +1,9 @@
 //! A compiled ruleset, shared by all threads.
 
 use crate::injection::{Injection, Libinjection};
-use crate::prefilter::Scanner;
 use crate::options::EvalOptions;
 use crate::plan::Plan;
+use crate::prefilter::Scanner;
 use crate::transform::Transform;
 use std::path::PathBuf;
 use waf_compiler::ir::Program;

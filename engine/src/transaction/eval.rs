@@ -1,14 +1,16 @@
 //! Rule evaluation: phases, links, operators on (memoized) values, actions.
 
+use super::fmt::push_i64;
 use super::memo::{Inst, Origin};
-use super::vars::selector_matches;
-use crate::sources::stable_coll;
-use super::{Allow, Intervention, MatchedRule, RuleSel, Transaction};
+use super::state::{Allow, RuleSel};
+use super::vars::{for_each_stable, origin_key, selector_matches, Vars};
+use super::Transaction;
 use crate::body::Processor;
-use crate::collection::Collection;
 use crate::operator;
-use crate::prefilter::{byte_mask, Gate, Scanner};
+use crate::outcome::{Cause, Intervention, MatchedRule};
 use crate::plan::PlanLink;
+use crate::prefilter::{byte_mask, Gate, Scanner};
+use crate::sources::stable_coll;
 use std::time::Instant;
 use waf_compiler::ir::*;
 use waf_compiler::names::Variable as V;
@@ -18,32 +20,35 @@ const CAPTURE_NAMES: [&[u8]; 10] = [b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"
 
 impl<'r> Transaction<'r> {
     pub(super) fn run_phase(&mut self, phase: u8) {
-        if self.mode == EngineMode::Off {
+        if self.state.mode == EngineMode::Off {
             return;
         }
-        if phase == 2 && !self.body_done {
+        if phase == 2 && !self.inputs.body_done {
             self.parse_body();
         }
         self.next_generation();
         let program = self.program();
         if self.options.profile {
             self.profile.ensure(program.rules.len());
-            self.memo
+            self.cache
+                .memo
                 .prof
                 .ensure(program.transforms.nodes.len(), program.slots.len());
         }
         let rules = &program.phase(phase).rules;
         let mut i = 0;
         while i < rules.len() {
-            if self.intervention.is_some() || self.allow == Allow::All || self.allow == Allow::Phase
+            if self.state.intervention.is_some()
+                || self.state.allow == Allow::All
+                || self.state.allow == Allow::Phase
             {
                 break;
             }
-            if self.allow == Allow::Request && phase <= 2 {
+            if self.state.allow == Allow::Request && phase <= 2 {
                 break;
             }
             let ri = rules[i];
-            if self.any_removed() && self.is_removed(program.rule(ri)) {
+            if self.state.any_removed() && self.state.is_removed(program.rule(ri)) {
                 i += 1;
                 continue;
             }
@@ -69,52 +74,28 @@ impl<'r> Transaction<'r> {
             }
             i += 1;
         }
-        if self.allow == Allow::Phase {
-            self.allow = Allow::None;
+        if self.state.allow == Allow::Phase {
+            self.state.allow = Allow::None;
         }
     }
 
     /// Invalidates slot states and scalar values (a new phase, or a `ctl`
     /// that changes what variables hold).
     fn next_generation(&mut self) {
-        self.generation = self.generation.wrapping_add(1);
-        if self.generation == 0 {
-            self.memo.forget_generations();
-            self.generation = 1;
+        self.cache.generation = self.cache.generation.wrapping_add(1);
+        if self.cache.generation == 0 {
+            self.cache.memo.forget_generations();
+            self.cache.generation = 1;
         }
-    }
-
-    /// Whether some `ctl:ruleRemove*` is in effect (else no rule needs checking).
-    fn any_removed(&self) -> bool {
-        !(self.removed_ids.is_empty()
-            && self.removed_tags.is_empty()
-            && self.removed_msgs.is_empty())
-    }
-
-    fn is_removed(&self, rule: &Rule) -> bool {
-        self.removed_ids
-            .iter()
-            .any(|&(a, b)| a <= rule.id && rule.id <= b)
-            || self
-                .removed_tags
-                .iter()
-                .any(|t| rule.meta.tags.iter().any(|rt| rt == t))
-            || (!self.removed_msgs.is_empty()
-                && rule
-                    .meta
-                    .msg
-                    .as_ref()
-                    .and_then(|m| m.as_literal())
-                    .is_some_and(|m| self.removed_msgs.contains(&m)))
     }
 
     fn eval_rule(&mut self, program: &'r Program, ri: RuleIdx) -> bool {
         self.stats.rules_evaluated += 1;
-        self.matched_vars.clear();
+        self.state.matched_vars.clear();
         let pr = self.rs.plan().rule(ri);
         if pr.unconditional {
-            self.matched_var.clear();
-            self.matched_var_name.clear();
+            self.state.matched_var.clear();
+            self.state.matched_var_name.clear();
             self.per_match_actions(&program.rule(ri).links[0]);
         } else {
             for li in pr.links..pr.links + pr.n_links {
@@ -141,7 +122,7 @@ impl<'r> Transaction<'r> {
         // The argument is expanded only if the operator runs at all (most
         // links are ruled out by the prefilter first).
         let mut arg = Arg_ {
-            buf: std::mem::take(&mut self.scratch.arg),
+            buf: std::mem::take(&mut self.cache.scratch.arg),
             ready: false,
         };
         let gate = if self.options.prefilter {
@@ -160,7 +141,7 @@ impl<'r> Transaction<'r> {
                 self.eval_slot_direct(lr, &mut arg, gate, slot, target)
             };
         }
-        self.scratch.arg = arg.buf;
+        self.cache.scratch.arg = arg.buf;
         any
     }
 
@@ -177,23 +158,27 @@ impl<'r> Transaction<'r> {
         let node = lr.pl.node;
         let info = self.rs.plan().slot_info(slot);
         let target = info.target;
-        let src_len = info.coll.map(|id| self.coll(id).len() as u32);
-        let list = match self.memo.target(target, self.generation, src_len) {
+        let src_len = info.coll.map(|id| self.inputs.coll(id).len() as u32);
+        let list = match self
+            .cache
+            .memo
+            .target(target, self.cache.generation, src_len)
+        {
             Some(r) => r,
             None => self.build_target(program, target, src_len),
         };
         let (start, len) = list;
-        self.memo.slot_touch(slot, target);
+        self.cache.memo.slot_touch(slot, target);
         self.stats.memo_hits += u64::from(len);
-        if self.memo.prof_on {
-            let p = &mut self.memo.prof;
+        if self.cache.memo.prof_on {
+            let p = &mut self.cache.memo.prof;
             p.lookups[node.index()] += u64::from(len);
             p.slot_lookups[slot.index()] += u64::from(len);
         }
         let scanner = self.rs.scanner();
         if gate != Gate::Always
             && !lr.pl.multi_match
-            && !self.memo.slot_passes(
+            && !self.cache.memo.slot_passes(
                 slot,
                 node,
                 list,
@@ -208,14 +193,14 @@ impl<'r> Transaction<'r> {
         }
         let mut any = false;
         for k in start..start + len {
-            let inst = self.memo.list_inst(k);
-            let info = self.memo.inst(inst);
+            let inst = self.cache.memo.list_inst(k);
+            let info = self.cache.memo.inst(inst);
             if self.excluded_inst(lr, info) {
                 continue;
             }
             // The values to test: the node's, or with multiMatch every
             // distinct value along the chain (the original first).
-            let mut path = std::mem::take(&mut self.scratch.multi);
+            let mut path = std::mem::take(&mut self.cache.scratch.multi);
             path.clear();
             if lr.pl.multi_match {
                 let mut n = Some(node);
@@ -230,19 +215,24 @@ impl<'r> Transaction<'r> {
             let mut last = u32::MAX;
             for &(n, _) in &path {
                 // multiMatch also serves the chain's intermediate values.
-                if self.memo.prof_on && n != node.index() {
-                    self.memo.prof.lookups[n] += 1;
+                if self.cache.memo.prof_on && n != node.index() {
+                    self.cache.memo.prof.lookups[n] += 1;
                 }
-                let e =
-                    self.memo
-                        .value(inst, NodeId(n as u32), &program.transforms, &mut self.stats);
+                let e = self.cache.memo.value(
+                    inst,
+                    NodeId(n as u32),
+                    &program.transforms,
+                    &mut self.stats,
+                );
                 if e == last {
                     continue;
                 }
                 last = e;
                 if gate != Gate::Always {
-                    self.memo.ensure_gate_data(e, scanner, &mut self.stats);
-                    let (bits, mask) = self.memo.gate_data(e);
+                    self.cache
+                        .memo
+                        .ensure_gate_data(e, scanner, &mut self.stats);
+                    let (bits, mask) = self.cache.memo.gate_data(e);
                     if !scanner.passes(gate, bits, mask) {
                         self.stats.prefilter_skips += 1;
                         continue;
@@ -251,16 +241,21 @@ impl<'r> Transaction<'r> {
                 let hit = self.run_operator(lr, arg, Source::Memo(e));
                 if hit {
                     any = true;
-                    let mut name = std::mem::take(&mut self.matched_var_name);
+                    let name = &mut self.state.matched_var_name;
                     name.clear();
-                    push_name(&mut name, info.var, self.origin_key(info.var, info.origin));
-                    self.matched_var_name = name;
-                    self.matched_var.clear();
-                    self.matched_var.extend_from_slice(self.memo.bytes(e));
+                    push_name(
+                        name,
+                        info.var,
+                        origin_key(&self.inputs, info.var, info.origin),
+                    );
+                    self.state.matched_var.clear();
+                    self.state
+                        .matched_var
+                        .extend_from_slice(self.cache.memo.bytes(e));
                     self.record_match(lr.link());
                 }
             }
-            self.scratch.multi = path;
+            self.cache.scratch.multi = path;
         }
         any
     }
@@ -279,19 +274,31 @@ impl<'r> Transaction<'r> {
     ) -> (u32, u32) {
         let target = &program.targets[tid.index()];
         let var = target.variable;
-        let generation = self.generation;
-        // The memo is moved out so the collections can be read while it grows.
-        let mut memo = std::mem::take(&mut self.memo);
+        let generation = self.cache.generation;
+        // The collections are read while the memo grows: two parts of the
+        // transaction, borrowed apart.
+        let memo = &mut self.cache.memo;
         let start = memo.list_begin();
         if let Some((id, names)) = stable_coll(var) {
-            self.for_each_stable(program, target, id, names, |origin, _, raw| {
-                let inst = memo.instance(var, origin, raw, generation);
-                memo.list_push(inst);
-            });
+            for_each_stable(
+                &self.inputs,
+                program,
+                target,
+                id,
+                names,
+                |origin, _, raw| {
+                    let inst = memo.instance(var, origin, raw, generation);
+                    memo.list_push(inst);
+                },
+            );
         } else {
-            let mut vals = std::mem::take(&mut self.scratch.vals);
+            let vals = &mut self.cache.scratch.vals;
             vals.clear();
-            self.collect_into(program, target, &mut vals);
+            Vars {
+                i: &self.inputs,
+                s: &self.state,
+            }
+            .collect_into(program, target, vals);
             for i in 0..vals.items.len() {
                 let item = vals.items[i];
                 // Stable targets only yield memoizable values.
@@ -299,11 +306,8 @@ impl<'r> Transaction<'r> {
                 let inst = memo.instance(item.var, origin, vals.value(i), generation);
                 memo.list_push(inst);
             }
-            self.scratch.vals = vals;
         }
-        let r = memo.list_end(tid, start, generation, src_len);
-        self.memo = memo;
-        r
+        memo.list_end(tid, start, generation, src_len)
     }
 
     /// A slot read directly (volatile variables, counts, or memo off): the
@@ -318,13 +322,13 @@ impl<'r> Transaction<'r> {
     ) -> bool {
         let program = lr.program;
         let multi_match = lr.pl.multi_match;
-        let mut vals = std::mem::take(&mut self.scratch.vals);
+        let mut vals = std::mem::take(&mut self.cache.scratch.vals);
         vals.clear();
-        self.collect_into(program, target, &mut vals);
+        self.vars().collect_into(program, target, &mut vals);
         let chain = self.rs.chain(lr.pl.node);
         // Profiling: the node of each transformation of the chain.
-        let prof = self.memo.prof_on;
-        let mut nodes = std::mem::take(&mut self.scratch.nodes);
+        let prof = self.cache.memo.prof_on;
+        let mut nodes = std::mem::take(&mut self.cache.scratch.nodes);
         nodes.clear();
         if prof {
             let mut n = lr.pl.node;
@@ -337,13 +341,13 @@ impl<'r> Transaction<'r> {
         }
         let scanner = self.rs.scanner();
         let (mut cur, mut tmp, mut multi) = (
-            std::mem::take(&mut self.scratch.a),
-            std::mem::take(&mut self.scratch.b),
-            std::mem::take(&mut self.scratch.c),
+            std::mem::take(&mut self.cache.scratch.a),
+            std::mem::take(&mut self.cache.scratch.b),
+            std::mem::take(&mut self.cache.scratch.c),
         );
-        let mut bits = std::mem::take(&mut self.scratch.bits);
+        let mut bits = std::mem::take(&mut self.cache.scratch.bits);
         bits.resize(scanner.words(), 0);
-        let mut ends = std::mem::take(&mut self.scratch.multi);
+        let mut ends = std::mem::take(&mut self.cache.scratch.multi);
         let mut any = false;
         for i in 0..vals.items.len() {
             let item = vals.items[i];
@@ -364,7 +368,7 @@ impl<'r> Transaction<'r> {
                 let changed = if prof {
                     let t0 = Instant::now();
                     let changed = crate::transform::apply(t, &cur, &mut tmp);
-                    let (p, n) = (&mut self.memo.prof, nodes[k] as usize);
+                    let (p, n) = (&mut self.cache.memo.prof, nodes[k] as usize);
                     p.nanos[n] += t0.elapsed().as_nanos() as u64;
                     p.computed[n] += 1;
                     p.bytes_in[n] += cur.len() as u64;
@@ -389,7 +393,7 @@ impl<'r> Transaction<'r> {
             if prof {
                 // Every value is read and transformed anew: each node it is
                 // tested at is a lookup and a miss.
-                let p = &mut self.memo.prof;
+                let p = &mut self.cache.memo.prof;
                 p.slot_lookups[slot.index()] += 1;
                 let node = lr.pl.node.index();
                 p.lookups[node] += 1;
@@ -421,23 +425,22 @@ impl<'r> Transaction<'r> {
                 let hit = self.run_operator(lr, arg, Source::Bytes(value));
                 if hit {
                     any = true;
-                    let mut name = std::mem::take(&mut self.matched_var_name);
+                    let name = &mut self.state.matched_var_name;
                     name.clear();
-                    push_name(&mut name, item.var, vals.key(i));
-                    self.matched_var_name = name;
-                    self.matched_var.clear();
-                    self.matched_var.extend_from_slice(value);
+                    push_name(name, item.var, vals.key(i));
+                    self.state.matched_var.clear();
+                    self.state.matched_var.extend_from_slice(value);
                     self.record_match(lr.link());
                 }
             }
         }
-        self.scratch.a = cur;
-        self.scratch.b = tmp;
-        self.scratch.c = multi;
-        self.scratch.bits = bits;
-        self.scratch.multi = ends;
-        self.scratch.vals = vals;
-        self.scratch.nodes = nodes;
+        self.cache.scratch.a = cur;
+        self.cache.scratch.b = tmp;
+        self.cache.scratch.c = multi;
+        self.cache.scratch.bits = bits;
+        self.cache.scratch.multi = ends;
+        self.cache.scratch.vals = vals;
+        self.cache.scratch.nodes = nodes;
         any
     }
 
@@ -460,17 +463,17 @@ impl<'r> Transaction<'r> {
         // value: its result may come from the cross-transaction cache.
         let cache_key = match value {
             Source::Memo(e) if !matches!(op.kind.argument(), Some(Arg::Macro(_))) => {
-                self.memo.op_key(e)
+                self.cache.memo.op_key(e)
             }
             _ => None,
         };
         let opid = lr.pl.op.0;
-        let cached = cache_key.and_then(|(rec, node)| self.memo.x.op(rec, node, opid));
+        let cached = cache_key.and_then(|(rec, node)| self.cache.memo.x.op(rec, node, opid));
         let matched = match cached {
             // Only results that need no captures are stored.
             Some(r) => {
                 self.stats.xcache_op_hits += 1;
-                self.caps.clear();
+                self.state.caps.clear();
                 r
             }
             None => {
@@ -478,7 +481,7 @@ impl<'r> Transaction<'r> {
                     self.stats.regex_evals += 1;
                 }
                 let value = match value {
-                    Source::Memo(e) => self.memo.bytes(e),
+                    Source::Memo(e) => self.cache.memo.bytes(e),
                     Source::Bytes(b) => b,
                 };
                 let r = operator::matches(
@@ -488,11 +491,11 @@ impl<'r> Transaction<'r> {
                     value,
                     self.rs.injection(),
                     capture,
-                    &mut self.caps,
+                    &mut self.state.caps,
                 );
                 if let Some((rec, node)) = cache_key {
                     if !(r && capture) {
-                        self.memo.x.set_op(rec, node, opid, r);
+                        self.cache.memo.x.set_op(rec, node, opid, r);
                     }
                 }
                 r
@@ -501,8 +504,8 @@ impl<'r> Transaction<'r> {
         let hit = matched != op.negated;
         if hit && capture {
             for (i, name) in CAPTURE_NAMES.iter().enumerate() {
-                if let Some(g) = self.caps.get(i) {
-                    self.tx.set(name, g);
+                if let Some(g) = self.state.caps.get(i) {
+                    self.state.tx.set(name, g);
                 }
             }
         }
@@ -511,8 +514,10 @@ impl<'r> Transaction<'r> {
 
     /// A value matched: MATCHED_VARS grows and the link's setvars run.
     fn record_match(&mut self, link: &Link) {
-        self.matched_vars
-            .push(self.matched_var_name.as_bytes(), &self.matched_var);
+        self.state.matched_vars.push(
+            self.state.matched_var_name.as_bytes(),
+            &self.state.matched_var,
+        );
         self.per_match_actions(link);
     }
 
@@ -521,18 +526,19 @@ impl<'r> Transaction<'r> {
         let by_link =
             lr.pl.has_exclusions && lr.link().exclusions.iter().any(|e| e.variable == info.var);
         let by_ctl = self
+            .state
             .removed_targets
             .iter()
             .any(|(_, e)| e.variable == info.var);
         if !by_link && !by_ctl {
             return false;
         }
-        let key = self.origin_key(info.var, info.origin);
+        let key = origin_key(&self.inputs, info.var, info.origin);
         self.excluded(lr.program, lr.rule(), lr.link(), info.var, key)
     }
 
     fn excluded_lr(&self, lr: LinkRef<'r>, var: V, key: &[u8]) -> bool {
-        if !lr.pl.has_exclusions && self.removed_targets.is_empty() {
+        if !lr.pl.has_exclusions && self.state.removed_targets.is_empty() {
             return false;
         }
         self.excluded(lr.program, lr.rule(), lr.link(), var, key)
@@ -541,7 +547,7 @@ impl<'r> Transaction<'r> {
     fn excluded(&self, program: &Program, rule: &Rule, link: &Link, var: V, key: &[u8]) -> bool {
         let hit = |e: &Exclusion| e.variable == var && selector_matches(program, &e.selector, key);
         link.exclusions.iter().any(hit)
-            || self.removed_targets.iter().any(|(sel, e)| {
+            || self.state.removed_targets.iter().any(|(sel, e)| {
                 if e.variable != var {
                     return false;
                 }
@@ -568,89 +574,81 @@ impl<'r> Transaction<'r> {
         for a in &link.actions {
             match a {
                 LinkAction::Ctl(c) => self.ctl(c),
-                LinkAction::InitCol { collection, .. } => self.init_collection(*collection),
+                LinkAction::InitCol { collection, .. } => self.state.init_collection(*collection),
                 LinkAction::SetEnv { name, value } => {
-                    let (mut n, mut v) = (
-                        std::mem::take(&mut self.scratch.name),
-                        std::mem::take(&mut self.scratch.value),
-                    );
+                    let scratch = &mut self.cache.scratch;
+                    let (n, v) = (&mut scratch.name, &mut scratch.value);
                     n.clear();
                     v.clear();
-                    self.expand_into(name, &mut n);
-                    self.expand_into(value, &mut v);
-                    self.env.set(&n, &v);
-                    self.scratch.name = n;
-                    self.scratch.value = v;
+                    let vars = Vars {
+                        i: &self.inputs,
+                        s: &self.state,
+                    };
+                    vars.expand_into(name, n);
+                    vars.expand_into(value, v);
+                    self.state.env.set(n, v);
                 }
                 _ => {}
             }
         }
     }
 
-    /// `initcol`: the collection exists (empty) for the rest of the
-    /// transaction; persistence across transactions is not implemented.
-    fn init_collection(&mut self, collection: V) {
-        if self.persistent[..self.persistent_len]
-            .iter()
-            .any(|(v, _)| *v == collection)
-        {
-            return;
-        }
-        if self.persistent_len == self.persistent.len() {
-            self.persistent.push((collection, Collection::default()));
-        }
-        let slot = &mut self.persistent[self.persistent_len];
-        slot.0 = collection;
-        slot.1.clear();
-        self.persistent_len += 1;
-    }
-
     fn full_match(&mut self, rule: &Rule, ri: RuleIdx) {
         if let Some(sev) = rule.meta.severity {
             let n = sev.number();
-            self.highest_severity = Some(self.highest_severity.map_or(n, |h| h.min(n)));
+            self.state.highest_severity = Some(self.state.highest_severity.map_or(n, |h| h.min(n)));
         }
         let disruptive = !matches!(rule.disruptive, Disruptive::Pass);
-        if self.match_count == self.matches.len() {
-            self.matches.push(MatchedRule::default());
+        if self.state.match_count == self.state.matches.len() {
+            self.state.matches.push(MatchedRule::default());
         }
-        // Reuse a pooled record: its strings keep their capacity.
-        let mut m = std::mem::take(&mut self.matches[self.match_count]);
-        m.id = rule.id;
-        m.phase = rule.phase;
-        let mut buf = std::mem::take(&mut self.scratch.text);
-        for (field, src) in [
-            (&mut m.msg, &rule.meta.msg),
-            (&mut m.logdata, &rule.meta.logdata),
+        // Reuse a pooled record: its strings keep their capacity (taken out
+        // while the macros are expanded from the rest of the state).
+        let (mut msg, mut logdata) = {
+            let m = &mut self.state.matches[self.state.match_count];
+            (std::mem::take(&mut m.msg), std::mem::take(&mut m.logdata))
+        };
+        let vars = Vars {
+            i: &self.inputs,
+            s: &self.state,
+        };
+        let buf = &mut self.cache.scratch.text;
+        for (src, field) in [
+            (&rule.meta.msg, &mut msg),
+            (&rule.meta.logdata, &mut logdata),
         ] {
             field.clear();
             if let Some(src) = src {
                 buf.clear();
-                self.expand_into(src, &mut buf);
-                push_lossy(field, &buf);
+                vars.expand_into(src, buf);
+                push_lossy(field, buf);
             }
         }
-        self.scratch.text = buf;
+        let st = &mut self.state;
+        let m = &mut st.matches[st.match_count];
+        m.msg = msg;
+        m.logdata = logdata;
+        m.id = rule.id;
+        m.phase = rule.phase;
         m.severity = rule.meta.severity;
         if let Some(meta) = self.rs.plan().rule_meta(ri.index()) {
             m.tags.clone_from(&meta.tags);
             m.ver.clone_from(&meta.ver);
             m.location.clone_from(&meta.location);
         }
-        m.matched_var_name.clone_from(&self.matched_var_name);
+        m.matched_var_name.clone_from(&st.matched_var_name);
         m.matched_var.clear();
-        push_lossy(&mut m.matched_var, &self.matched_var);
+        push_lossy(&mut m.matched_var, &st.matched_var);
 
         m.log = rule.log;
         m.disruptive = disruptive;
-        self.matches[self.match_count] = m;
-        self.match_count += 1;
-        let enforce = self.mode == EngineMode::On;
+        st.match_count += 1;
+        let enforce = self.state.mode == EngineMode::On;
         match &rule.disruptive {
             Disruptive::Pass | Disruptive::Pause(_) => {}
             Disruptive::Allow(scope) => {
                 if enforce {
-                    self.allow = match scope {
+                    self.state.allow = match scope {
                         AllowScope::All => Allow::All,
                         AllowScope::Phase => Allow::Phase,
                         AllowScope::Request => Allow::Request,
@@ -659,7 +657,7 @@ impl<'r> Transaction<'r> {
             }
             Disruptive::Deny | Disruptive::Drop => {
                 if enforce {
-                    self.intervention = Some(Intervention {
+                    self.state.intervention = Some(Intervention {
                         status: rule.status.unwrap_or(403),
                         action: if rule.disruptive == Disruptive::Drop {
                             "drop"
@@ -669,6 +667,7 @@ impl<'r> Transaction<'r> {
                         rule_id: rule.id,
                         phase: rule.phase,
                         url: None,
+                        cause: Cause::Rule,
                     });
                 }
             }
@@ -677,12 +676,13 @@ impl<'r> Transaction<'r> {
                     let redirect = matches!(rule.disruptive, Disruptive::Redirect(_));
                     let mut buf = Vec::new();
                     self.expand_into(url, &mut buf);
-                    self.intervention = Some(Intervention {
+                    self.state.intervention = Some(Intervention {
                         status: rule.status.unwrap_or(if redirect { 302 } else { 200 }),
                         action: if redirect { "redirect" } else { "proxy" },
                         rule_id: rule.id,
                         phase: rule.phase,
                         url: Some(String::from_utf8_lossy(&buf).into_owned()),
+                        cause: Cause::Rule,
                     });
                 }
             }
@@ -690,74 +690,70 @@ impl<'r> Transaction<'r> {
     }
 
     fn setvar(&mut self, sv: &SetVar) {
-        let mut name = std::mem::take(&mut self.scratch.name);
-        let mut value = std::mem::take(&mut self.scratch.value);
+        let scratch = &mut self.cache.scratch;
+        let (name, value) = (&mut scratch.name, &mut scratch.value);
         name.clear();
         value.clear();
-        self.expand_into(&sv.name, &mut name);
+        let vars = Vars {
+            i: &self.inputs,
+            s: &self.state,
+        };
+        vars.expand_into(&sv.name, name);
         name.make_ascii_lowercase();
         if let SetVarOp::Set(v) | SetVarOp::Add(v) | SetVarOp::Sub(v) = &sv.op {
-            self.expand_into(v, &mut value);
+            vars.expand_into(v, value);
         }
-        let coll = match sv.collection {
-            V::Tx => Some(&mut self.tx),
-            other => self.persistent[..self.persistent_len]
-                .iter_mut()
-                .find(|(v, _)| *v == other)
-                // ModSecurity ignores setvar on a collection that initcol did not open.
-                .map(|(_, c)| c),
+        // ModSecurity ignores setvar on a collection that initcol did not open.
+        let Some(coll) = self.state.writable(sv.collection) else {
+            return;
         };
-        if let Some(coll) = coll {
-            match &sv.op {
-                SetVarOp::Set(_) => coll.set(&name, &value),
-                SetVarOp::Delete => coll.remove(&name),
-                SetVarOp::Add(_) | SetVarOp::Sub(_) => {
-                    let cur = coll.get(&name).map(operator::stoi).unwrap_or(0);
-                    let delta = operator::stoi(&value);
-                    let n = if matches!(sv.op, SetVarOp::Add(_)) {
-                        cur.saturating_add(delta)
-                    } else {
-                        cur.saturating_sub(delta)
-                    };
-                    value.clear();
-                    super::push_i64(&mut value, n);
-                    coll.set(&name, &value);
-                }
+        match &sv.op {
+            SetVarOp::Set(_) => coll.set(name, value),
+            SetVarOp::Delete => coll.remove(name),
+            SetVarOp::Add(_) | SetVarOp::Sub(_) => {
+                let cur = coll.get(name).map(operator::stoi).unwrap_or(0);
+                let delta = operator::stoi(value);
+                let n = if matches!(sv.op, SetVarOp::Add(_)) {
+                    cur.saturating_add(delta)
+                } else {
+                    cur.saturating_sub(delta)
+                };
+                value.clear();
+                push_i64(value, n);
+                coll.set(name, value);
             }
         }
-        self.scratch.name = name;
-        self.scratch.value = value;
     }
 
     fn ctl(&mut self, c: &'r Ctl) {
         match c {
-            Ctl::RuleEngine(m) => self.mode = *m,
-            Ctl::RuleRemoveById(r) => self.removed_ids.extend_from_slice(r),
-            Ctl::RuleRemoveByTag(t) => self.removed_tags.push(t),
-            Ctl::RuleRemoveByMsg(m) => self.removed_msgs.push(m),
+            Ctl::RuleEngine(m) => self.state.mode = *m,
+            Ctl::RuleRemoveById(r) => self.state.removed_ids.extend_from_slice(r),
+            Ctl::RuleRemoveByTag(t) => self.state.removed_tags.push(t),
+            Ctl::RuleRemoveByMsg(m) => self.state.removed_msgs.push(m),
             Ctl::RuleRemoveTargetById { ids, target } => {
-                self.removed_targets.push((RuleSel::Ids(ids), target))
+                self.state.removed_targets.push((RuleSel::Ids(ids), target))
             }
             Ctl::RuleRemoveTargetByTag { tag, target } => {
-                self.removed_targets.push((RuleSel::Tag(tag), target))
+                self.state.removed_targets.push((RuleSel::Tag(tag), target))
             }
             Ctl::RuleRemoveTargetByMsg { msg, target } => {
-                self.removed_targets.push((RuleSel::Msg(msg), target))
+                self.state.removed_targets.push((RuleSel::Msg(msg), target))
             }
             Ctl::RequestBodyProcessor(p) => {
                 if let Some(p) = Processor::from_name(p) {
-                    self.processor = Some(p);
+                    self.inputs.processor = Some(p);
                     // REQBODY_PROCESSOR (a memoized scalar) changed.
                     self.next_generation();
                 }
             }
             Ctl::RequestBodyAccess(b) => {
-                self.request_body_access = *b;
+                self.state.request_body_access = *b;
                 self.next_generation();
             }
-            Ctl::ResponseBodyAccess(b) => self.response_body_access = *b,
+            Ctl::ResponseBodyAccess(b) => self.state.response_body_access = *b,
             Ctl::ForceRequestBodyVariable(b) => {
-                self.force_request_body_variable = *b;
+                self.state.force_request_body_variable = *b;
                 self.next_generation();
             }
             Ctl::RequestBodyLimit(_) | Ctl::ResponseBodyLimit(_) => {}
@@ -765,17 +761,17 @@ impl<'r> Transaction<'r> {
         }
     }
 
-    /// Appends `m` with its `%{...}` macros expanded (the first value of the
-    /// named variable) to `out`.
-    pub(super) fn expand_into(&self, m: &MacroString, out: &mut Vec<u8>) {
-        for p in &m.parts {
-            match p {
-                MacroPart::Literal(s) => out.extend_from_slice(s.as_bytes()),
-                MacroPart::Var { variable, key } => {
-                    self.first_value_into(*variable, key.as_deref(), out)
-                }
-            }
+    /// A read-only view of the variables.
+    pub(super) fn vars(&self) -> Vars<'_, 'r> {
+        Vars {
+            i: &self.inputs,
+            s: &self.state,
         }
+    }
+
+    /// Appends `m` with its `%{...}` macros expanded to `out`.
+    pub(super) fn expand_into(&self, m: &MacroString, out: &mut Vec<u8>) {
+        self.vars().expand_into(m, out)
     }
 }
 

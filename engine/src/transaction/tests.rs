@@ -1,4 +1,4 @@
-use crate::Ruleset;
+use crate::{Cause, Ruleset};
 
 fn ruleset(rules: &str) -> Ruleset {
     match Ruleset::from_str("t.conf", rules) {
@@ -167,17 +167,179 @@ fn request_body_variable_by_processor() {
     assert_eq!(post("application/xml", b"<a>secret</a>"), [3]);
 }
 
+/// A POST with `content_type`, its body fed in `chunks`; returns the
+/// transaction after phase 2 (or after the chunk that was rejected).
+fn post_chunks<'r>(
+    rs: &'r Ruleset,
+    content_type: &str,
+    chunks: &[&[u8]],
+) -> crate::Transaction<'r> {
+    let mut tx = rs.transaction();
+    tx.process_uri(b"/", b"POST", b"HTTP/1.1");
+    tx.add_request_header(b"Content-Type", content_type.as_bytes());
+    tx.process_request_headers();
+    for c in chunks {
+        if !tx.append_request_body(c) {
+            break;
+        }
+    }
+    if tx.intervention().is_none() {
+        tx.process_request_body();
+    }
+    tx
+}
+
+const LIMITS: &str = "SecRuleEngine On\nSecRequestBodyAccess On\n\
+    SecRequestBodyLimit 10\nSecRequestBodyNoFilesLimit 6\n\
+    SecRule INBOUND_DATA_ERROR \"@eq 1\" \"id:1,phase:2,pass\"\n\
+    SecRule REQUEST_BODY \"@rx ^\" \"id:2,phase:2,pass,logdata:'%{REQUEST_BODY}'\"\n";
+
 #[test]
-fn request_body_limit_reject() {
-    let rs = ruleset(
-        "SecRuleEngine On\nSecRequestBodyAccess On\nSecRequestBodyLimit 4\nSecRequestBodyLimitAction Reject\n\
-         SecRule INBOUND_DATA_ERROR \"@eq 1\" \"id:1,phase:2,pass\"\n",
-    );
+fn request_body_limit_rejects_with_413_and_a_reason_as_the_chunk_arrives() {
+    let rs = ruleset(&format!("{LIMITS}SecRequestBodyLimitAction Reject\n"));
+    // Under both limits: inspected whole.
+    let tx = post_chunks(&rs, "text/plain", &[b"123", b"456"]);
+    assert!(tx.intervention().is_none());
+    assert_eq!(ids(&tx), [2]);
+    // Over the no-files limit (a body without files): rejected by the chunk
+    // that crosses it; later chunks are not wanted.
     let mut tx = rs.transaction();
     tx.process_uri(b"/", b"POST", b"HTTP/1.1");
     tx.process_request_headers();
-    tx.append_request_body(b"123456");
-    assert_eq!(tx.intervention().map(|i| i.status), Some(403));
+    assert!(tx.append_request_body(b"1234"));
+    assert!(!tx.append_request_body(b"567"));
+    let i = tx.intervention().cloned().expect("rejected");
+    assert_eq!((i.status, i.rule_id, i.phase), (413, 0, 2));
+    assert_eq!(i.cause, Cause::RequestBodyNoFilesLimit { limit: 6 });
+    assert!(i.reason().contains("excluding files"), "{}", i.reason());
+    let line = i.log_line("/", "u1");
+    assert!(
+        line.starts_with("ModSecurity: Access denied with code 413 (phase 2)."),
+        "{line}"
+    );
+    assert!(!tx.append_request_body(b"more"));
+    assert_eq!(tx.request_body_received(), 11);
+}
+
+#[test]
+fn multipart_bodies_count_files_against_the_total_limit_only() {
+    let rs = ruleset(
+        "SecRuleEngine On\nSecRequestBodyAccess On\n\
+         SecRequestBodyLimit 300\nSecRequestBodyNoFilesLimit 120\nSecRequestBodyLimitAction Reject\n",
+    );
+    let ct = "multipart/form-data; boundary=b";
+    let part = |disposition: &str, content: &[u8]| {
+        let mut p =
+            format!("--b\r\nContent-Disposition: form-data; {disposition}\r\n\r\n").into_bytes();
+        p.extend_from_slice(content);
+        p.extend_from_slice(b"\r\n--b--\r\n");
+        p
+    };
+    let big = [b'x'; 150];
+    // A 150-byte file: over the no-files limit as raw bytes, but files only
+    // count against the total limit.
+    let file = part("name=\"f\"; filename=\"a.txt\"", &big);
+    let tx = post_chunks(&rs, ct, &[&file]);
+    assert!(tx.intervention().is_none(), "{:?}", tx.intervention());
+    // The same 150 bytes as a form field: over the no-files limit once parsed.
+    let field = part("name=\"f\"", &big);
+    let tx = post_chunks(&rs, ct, &[&field]);
+    assert_eq!(
+        tx.intervention().map(|i| (i.status, i.cause)),
+        Some((413, Cause::RequestBodyNoFilesLimit { limit: 120 }))
+    );
+    // Over the total limit: rejected as the bytes arrive.
+    let tx = post_chunks(&rs, ct, &[&file, &big]);
+    assert_eq!(
+        tx.intervention().map(|i| (i.status, i.cause)),
+        Some((413, Cause::RequestBodyLimit { limit: 300 }))
+    );
+}
+
+#[test]
+fn process_partial_inspects_the_first_bytes() {
+    let rs = ruleset(&format!(
+        "{LIMITS}SecRequestBodyLimitAction ProcessPartial\n"
+    ));
+    let tx = post_chunks(&rs, "text/plain", &[b"1234", b"5678"]);
+    assert!(tx.intervention().is_none());
+    assert_eq!(ids(&tx), [1, 2]);
+    assert_eq!(tx.matched_rules()[1].logdata, "123456");
+}
+
+#[test]
+fn detection_only_never_rejects_on_a_limit() {
+    let rs = ruleset(&format!(
+        "{LIMITS}SecRequestBodyLimitAction Reject\nSecRuleEngine DetectionOnly\n"
+    ));
+    let tx = post_chunks(&rs, "text/plain", &[b"123456789"]);
+    assert!(tx.intervention().is_none());
+    assert_eq!(ids(&tx), [1, 2]);
+}
+
+/// Response phases: headers, then the body in chunks.
+fn respond<'r>(rs: &'r Ruleset, content_type: &str, chunks: &[&[u8]]) -> crate::Transaction<'r> {
+    let mut tx = get(rs, "/", &[]);
+    tx.add_response_header(b"Content-Type", content_type.as_bytes());
+    tx.process_response_headers(200, b"HTTP/1.1");
+    for c in chunks {
+        if !tx.append_response_body(c) {
+            break;
+        }
+    }
+    if tx.intervention().is_none() {
+        tx.process_response_body();
+    }
+    tx
+}
+
+#[test]
+fn response_bodies_are_inspected_only_for_configured_types_and_within_the_limit() {
+    let base = "SecRuleEngine On\nSecResponseBodyAccess On\nSecResponseBodyMimeType text/html\n\
+        SecResponseBodyLimit 8\n\
+        SecRule RESPONSE_BODY \"@rx secret\" \"id:40,phase:4,deny,status:502\"\n\
+        SecRule OUTBOUND_DATA_ERROR \"@eq 1\" \"id:41,phase:4,pass\"\n";
+    let rs = ruleset(&format!(
+        "{base}SecResponseBodyLimitAction ProcessPartial\n"
+    ));
+    // A phase-4 block, decided before the body would be sent.
+    let tx = respond(&rs, "text/html; charset=utf-8", &[b"a sec", b"ret"]);
+    assert_eq!(
+        tx.intervention().map(|i| (i.status, i.rule_id, i.phase)),
+        Some((502, 40, 4))
+    );
+    // Another type: not buffered, not inspected.
+    let mut tx = get(&rs, "/", &[]);
+    tx.add_response_header(b"Content-Type", b"application/octet-stream");
+    tx.process_response_headers(200, b"HTTP/1.1");
+    assert!(!tx.inspects_response_body());
+    assert!(!tx.append_response_body(b"secret"));
+    tx.process_response_body();
+    assert!(tx.intervention().is_none());
+    // Past the limit with ProcessPartial: the first 8 bytes are inspected.
+    let tx = respond(&rs, "text/html", &[b"12345678", b"secret"]);
+    assert!(tx.intervention().is_none());
+    // OUTBOUND_DATA_ERROR is not an anchored variable set here (v3 keeps it 0);
+    // nothing else matched.
+    let rs = ruleset(&format!("{base}SecResponseBodyLimitAction Reject\n"));
+    let tx = respond(&rs, "text/html", &[b"12345678", b"9"]);
+    assert_eq!(
+        tx.intervention().map(|i| (i.status, i.phase, i.cause)),
+        Some((500, 4, Cause::ResponseBodyLimit { limit: 8 }))
+    );
+}
+
+#[test]
+fn the_logging_phase_runs_after_an_intervention() {
+    let rs = ruleset(
+        "SecRuleEngine On\n\
+         SecRule ARGS \"@rx x\" \"id:1,phase:1,deny,status:403\"\n\
+         SecAction \"id:5,phase:5,pass,log\"\n",
+    );
+    let mut tx = get(&rs, "/?a=x", &[]);
+    tx.process_logging();
+    assert_eq!(ids(&tx), [1, 5]);
+    assert_eq!(tx.intervention().map(|i| i.rule_id), Some(1));
 }
 
 #[test]

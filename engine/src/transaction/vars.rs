@@ -1,73 +1,17 @@
 //! Variables: where each one's values come from, copied into reusable buffers.
 
+use super::fmt::{civil, push_i64};
+use super::inputs::Inputs;
 use super::memo::Origin;
-use super::{civil, push_i64, Transaction};
+use super::state::RuleState;
+use super::values::{ValItem, ValList};
 use crate::body::Processor;
 use crate::collection::Collection;
 use crate::sources::{is_volatile, stable_coll, Coll};
 use std::io::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
-use waf_compiler::ir::{Program, Selector, Target};
+use waf_compiler::ir::{MacroPart, MacroString, Program, Selector, Target};
 use waf_compiler::names::Variable as V;
-
-/// One value: its variable, key and bytes (ranges into [`ValList::buf`]),
-/// and where it comes from when it can be memoized.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct ValItem {
-    pub var: V,
-    pub key: (usize, usize),
-    pub value: (usize, usize),
-    pub origin: Option<Origin>,
-}
-
-/// A reusable list of values.
-#[derive(Debug, Default)]
-pub(super) struct ValList {
-    pub buf: Vec<u8>,
-    pub items: Vec<ValItem>,
-}
-
-impl ValList {
-    pub fn clear(&mut self) {
-        self.buf.clear();
-        self.items.clear();
-    }
-
-    fn push(&mut self, var: V, key: &[u8], value: &[u8], origin: Option<Origin>) {
-        let k = self.buf.len();
-        self.buf.extend_from_slice(key);
-        let v = self.buf.len();
-        self.buf.extend_from_slice(value);
-        self.items.push(ValItem {
-            var,
-            key: (k, v),
-            value: (v, self.buf.len()),
-            origin,
-        });
-    }
-
-    /// Pushes a value written by `fill` into the buffer.
-    fn push_with(&mut self, var: V, origin: Option<Origin>, fill: impl FnOnce(&mut Vec<u8>)) {
-        let v = self.buf.len();
-        fill(&mut self.buf);
-        self.items.push(ValItem {
-            var,
-            key: (v, v),
-            value: (v, self.buf.len()),
-            origin,
-        });
-    }
-
-    pub fn key(&self, i: usize) -> &[u8] {
-        let (s, e) = self.items[i].key;
-        &self.buf[s..e]
-    }
-
-    pub fn value(&self, i: usize) -> &[u8] {
-        let (s, e) = self.items[i].value;
-        &self.buf[s..e]
-    }
-}
 
 /// Whether a key passes a target's selector.
 pub(super) fn selector_matches(program: &Program, sel: &Selector, key: &[u8]) -> bool {
@@ -79,65 +23,70 @@ pub(super) fn selector_matches(program: &Program, sel: &Selector, key: &[u8]) ->
     }
 }
 
-impl Transaction<'_> {
-    pub(super) fn coll(&self, c: Coll) -> &Collection {
-        match c {
-            Coll::Args => &self.args,
-            Coll::ArgsGet => &self.args_get,
-            Coll::ArgsPost => &self.args_post,
-            Coll::RequestHeaders => &self.headers,
-            Coll::RequestCookies => &self.cookies,
-            Coll::ResponseHeaders => &self.response_headers,
-            Coll::Files => &self.files,
-            Coll::FilesSizes => &self.files_sizes,
-            Coll::MultipartPartHeaders => &self.multipart_part_headers,
-            Coll::MultipartNames => &self.multipart_names,
-            Coll::MultipartFilenames => &self.multipart_filenames,
-            Coll::XmlAttrs => &self.xml_attrs,
-        }
-    }
+/// A read-only view of a transaction's variables: its inputs and the state
+/// rules built. Borrowing the two parts (not the whole transaction) lets the
+/// evaluation read variables while it writes into its cache.
+#[derive(Clone, Copy)]
+pub(super) struct Vars<'a, 'r> {
+    pub i: &'a Inputs,
+    pub s: &'a RuleState<'r>,
+}
 
-    /// The key of an instance (for exclusions and `MATCHED_VAR_NAME`).
-    pub(super) fn origin_key(&self, var: V, origin: Origin) -> &[u8] {
-        match origin {
-            Origin::Coll { coll, idx, .. } => {
-                if coll == Coll::XmlAttrs {
-                    return b"//@*";
-                }
-                if matches!(var, V::MultipartName | V::MultipartFilename) {
-                    return b"";
-                }
-                self.coll(coll)
-                    .entries()
-                    .get(idx as usize)
-                    .map_or(&b""[..], |e| e.key.as_slice())
+/// The key of an instance (for exclusions and `MATCHED_VAR_NAME`).
+pub(super) fn origin_key(i: &Inputs, var: V, origin: Origin) -> &[u8] {
+    match origin {
+        Origin::Coll { coll, idx, .. } => {
+            if coll == Coll::XmlAttrs {
+                return b"//@*";
             }
-            Origin::Scalar(V::Xml) => b"/*",
-            Origin::Scalar(_) => b"",
+            if matches!(var, V::MultipartName | V::MultipartFilename) {
+                return b"";
+            }
+            i.coll(coll)
+                .entries()
+                .get(idx as usize)
+                .map_or(&b""[..], |e| e.key.as_slice())
+        }
+        Origin::Scalar(V::Xml) => b"/*",
+        Origin::Scalar(_) => b"",
+    }
+}
+
+/// Calls `f(origin, key, value)` for each entry of memoizable collection
+/// `id` that `target` selects (`names`: the value read is the key).
+pub(super) fn for_each_stable<'a>(
+    inputs: &'a Inputs,
+    program: &Program,
+    target: &Target,
+    id: Coll,
+    names: bool,
+    mut f: impl FnMut(Origin, &'a [u8], &'a [u8]),
+) {
+    // MULTIPART_NAME/FILENAME have no keys: the selector does not apply.
+    let keyless = id.keyless();
+    for (i, e) in inputs.coll(id).iter().enumerate() {
+        if keyless || selector_matches(program, &target.selector, &e.key) {
+            let origin = Origin::Coll {
+                coll: id,
+                names,
+                idx: i as u32,
+            };
+            let key: &[u8] = if keyless { b"" } else { &e.key };
+            f(origin, key, if names { &e.key } else { &e.value });
         }
     }
+}
 
-    /// Calls `f(origin, key, value)` for each entry of memoizable collection
-    /// `id` that `target` selects (`names`: the value read is the key).
-    pub(super) fn for_each_stable<'a>(
-        &'a self,
-        program: &Program,
-        target: &Target,
-        id: Coll,
-        names: bool,
-        mut f: impl FnMut(Origin, &'a [u8], &'a [u8]),
-    ) {
-        // MULTIPART_NAME/FILENAME have no keys: the selector does not apply.
-        let keyless = id.keyless();
-        for (i, e) in self.coll(id).iter().enumerate() {
-            if keyless || selector_matches(program, &target.selector, &e.key) {
-                let origin = Origin::Coll {
-                    coll: id,
-                    names,
-                    idx: i as u32,
-                };
-                let key: &[u8] = if keyless { b"" } else { &e.key };
-                f(origin, key, if names { &e.key } else { &e.value });
+impl Vars<'_, '_> {
+    /// Appends `m` with its `%{...}` macros expanded (the first value of the
+    /// named variable) to `out`.
+    pub(super) fn expand_into(&self, m: &MacroString, out: &mut Vec<u8>) {
+        for p in &m.parts {
+            match p {
+                MacroPart::Literal(s) => out.extend_from_slice(s.as_bytes()),
+                MacroPart::Var { variable, key } => {
+                    self.first_value_into(*variable, key.as_deref(), out)
+                }
             }
         }
     }
@@ -157,7 +106,7 @@ impl Transaction<'_> {
         let var = target.variable;
         let sel = &target.selector;
         if let Some((id, names)) = stable_coll(var) {
-            self.for_each_stable(program, target, id, names, |origin, key, value| {
+            for_each_stable(self.i, program, target, id, names, |origin, key, value| {
                 out.push(var, key, value, Some(origin))
             });
             return;
@@ -180,18 +129,15 @@ impl Transaction<'_> {
             }
         };
         match var {
-            V::Tx => from(&self.tx, out),
-            V::Env => from(&self.env, out),
+            V::Tx => from(&self.s.tx, out),
+            V::Env => from(&self.s.env, out),
             V::Ip | V::Session | V::User | V::Global | V::Resource => {
-                if let Some((_, c)) = self.persistent[..self.persistent_len]
-                    .iter()
-                    .find(|(v, _)| *v == var)
-                {
+                if let Some(c) = self.s.persistent(var) {
                     from(c, out)
                 }
             }
             V::MatchedVars | V::MatchedVarsNames => {
-                for e in self.matched_vars.iter() {
+                for e in self.s.matched_vars.iter() {
                     if selector_matches(program, sel, &e.key) {
                         let v = if var == V::MatchedVars {
                             &e.value
@@ -205,12 +151,12 @@ impl Transaction<'_> {
             V::Xml => {
                 if let Selector::XPath(x) = sel {
                     match x.trim() {
-                        "/*" if self.xml_root_set => {
-                            let t = &self.xml_root;
+                        "/*" if self.i.parsed.xml_root_set => {
+                            let t = &self.i.parsed.xml_root;
                             out.push(var, b"/*", t, Some(Origin::Scalar(V::Xml)));
                         }
                         "//@*" => {
-                            for (i, e) in self.xml_attrs.iter().enumerate() {
+                            for (i, e) in self.i.parsed.xml_attrs.iter().enumerate() {
                                 let origin = Origin::Coll {
                                     coll: Coll::XmlAttrs,
                                     names: false,
@@ -256,7 +202,7 @@ impl Transaction<'_> {
             }
         };
         if let Some((id, names)) = stable_coll(var) {
-            let c = self.coll(id);
+            let c = self.i.coll(id);
             if id.keyless() {
                 if let Some(e) = c.iter().next() {
                     out.extend_from_slice(&e.value);
@@ -267,18 +213,15 @@ impl Transaction<'_> {
             return;
         }
         match var {
-            V::Tx => first(&self.tx, false, out),
-            V::Env => first(&self.env, false, out),
+            V::Tx => first(&self.s.tx, false, out),
+            V::Env => first(&self.s.env, false, out),
             V::Ip | V::Session | V::User | V::Global | V::Resource => {
-                if let Some((_, c)) = self.persistent[..self.persistent_len]
-                    .iter()
-                    .find(|(v, _)| *v == var)
-                {
+                if let Some(c) = self.s.persistent(var) {
                     first(c, false, out)
                 }
             }
-            V::MatchedVars => first(&self.matched_vars, false, out),
-            V::MatchedVarsNames => first(&self.matched_vars, true, out),
+            V::MatchedVars => first(&self.s.matched_vars, false, out),
+            V::MatchedVarsNames => first(&self.s.matched_vars, true, out),
             V::Xml => {}
             _ => {
                 self.scalar_into(var, out);
@@ -295,11 +238,14 @@ impl Transaction<'_> {
     /// inspected as text (element names would match), lists the resulting v3
     /// failures in its nginx overrides, and Coraza behaves as we do.
     fn body_seen(&self) -> bool {
-        let structured = matches!(self.processor, Some(Processor::Xml | Processor::Multipart));
-        self.body_done
-            && self.request_body_access
-            && !self.body.is_empty()
-            && (!structured || self.force_request_body_variable)
+        let structured = matches!(
+            self.i.processor,
+            Some(Processor::Xml | Processor::Multipart)
+        );
+        self.i.body_done
+            && self.s.request_body_access
+            && !self.i.body.is_empty()
+            && (!structured || self.s.force_request_body_variable)
     }
 
     /// Appends the value of a scalar variable to `out`; false (nothing
@@ -317,7 +263,7 @@ impl Transaction<'_> {
             out.extend_from_slice(b);
             true
         };
-        let mp = self.body_result.multipart.as_ref();
+        let mp = self.i.body_result.multipart.as_ref();
         let now = || {
             let secs = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
@@ -329,55 +275,60 @@ impl Transaction<'_> {
             mp.is_some_and(|m| flag(f(m), out))
         };
         match var {
-            V::RequestMethod => bytes(&self.method, out),
-            V::RequestUri => bytes(&self.uri, out),
-            V::RequestUriRaw => bytes(&self.uri_raw, out),
-            V::RequestFilename | V::PathInfo => bytes(&self.filename, out),
+            V::RequestMethod => bytes(&self.i.method, out),
+            V::RequestUri => bytes(&self.i.uri, out),
+            V::RequestUriRaw => bytes(&self.i.uri_raw, out),
+            V::RequestFilename | V::PathInfo => bytes(&self.i.filename, out),
             V::RequestBasename => self
+                .i
                 .basename
-                .is_some_and(|(s, e)| bytes(&self.filename[s..e], out)),
-            V::RequestLine => bytes(&self.request_line, out),
-            V::RequestProtocol => bytes(&self.protocol, out),
+                .is_some_and(|(s, e)| bytes(&self.i.filename[s..e], out)),
+            V::RequestLine => bytes(&self.i.request_line, out),
+            V::RequestProtocol => bytes(&self.i.protocol, out),
             V::QueryString => self
+                .i
                 .query_string
-                .is_some_and(|(s, e)| bytes(&self.uri_raw[s..e], out)),
+                .is_some_and(|(s, e)| bytes(&self.i.uri_raw[s..e], out)),
             // v3 sets these after body processing whenever the body is not empty.
-            V::RequestBody => self.body_seen() && bytes(&self.body, out),
-            V::RequestBodyLength => self.body_seen() && num(self.body.len() as u64, out),
+            V::RequestBody => self.body_seen() && bytes(&self.i.body, out),
+            V::RequestBodyLength => self.body_seen() && num(self.i.body.len() as u64, out),
             V::FullRequest => {
-                if !self.body_done {
+                if !self.i.body_done {
                     return false;
                 }
-                for e in self.headers.iter() {
+                for e in self.i.headers.iter() {
                     out.extend_from_slice(&e.key);
                     out.extend_from_slice(b": ");
                     out.extend_from_slice(&e.value);
                     out.push(b'\n');
                 }
                 out.extend_from_slice(b"\n\n");
-                out.extend_from_slice(&self.body);
+                out.extend_from_slice(&self.i.body);
                 true
             }
-            V::RemoteAddr => bytes(&self.remote_addr, out),
-            V::RemotePort => num(u64::from(self.remote_port), out),
-            V::ServerAddr => bytes(&self.server_addr, out),
-            V::ServerPort => num(u64::from(self.server_port), out),
+            V::RemoteAddr => bytes(&self.i.remote_addr, out),
+            V::RemotePort => num(u64::from(self.i.remote_port), out),
+            V::ServerAddr => bytes(&self.i.server_addr, out),
+            V::ServerPort => num(u64::from(self.i.server_port), out),
             V::ServerName => self
+                .i
                 .headers
                 .get(b"host")
                 .is_some_and(|h| bytes(h.split(|&c| c == b':').next().unwrap_or(h), out)),
-            V::UniqueId => bytes(self.unique_id.as_bytes(), out),
+            V::UniqueId => bytes(self.i.unique_id.as_bytes(), out),
             V::ReqbodyError | V::ReqbodyProcessorError => {
-                self.body_done && flag(self.body_result.reqbody_error, out)
+                self.i.body_done && flag(self.i.body_result.reqbody_error, out)
             }
             V::ReqbodyErrorMsg | V::ReqbodyProcessorErrorMsg => {
-                self.body_result.reqbody_error && bytes(&self.body_result.reqbody_error_msg, out)
+                self.i.body_result.reqbody_error
+                    && bytes(&self.i.body_result.reqbody_error_msg, out)
             }
             V::ReqbodyProcessor => self
+                .i
                 .processor
                 .is_some_and(|p| bytes(p.name().as_bytes(), out)),
-            V::UrlencodedError => flag(self.body_result.urlencoded_error, out),
-            V::InboundDataError => flag(self.inbound_data_error, out),
+            V::UrlencodedError => flag(self.i.body_result.urlencoded_error, out),
+            V::InboundDataError => flag(self.i.inbound_data_error, out),
             V::OutboundDataError | V::MscPcreError | V::MscPcreLimitsExceeded => flag(false, out),
             V::MultipartStrictError => mpflag(|m| m.strict_error(), out),
             V::MultipartUnmatchedBoundary => {
@@ -396,41 +347,53 @@ impl Transaction<'_> {
             V::MultipartInvalidHeaderFolding => mpflag(|m| m.invalid_header_folding, out),
             V::MultipartFileLimitExceeded => mpflag(|m| m.file_limit_exceeded, out),
             V::FilesCombinedSize => self
+                .i
                 .body_result
                 .files_combined_size
                 .is_some_and(|n| num(n, out)),
             V::ArgsCombinedSize => num(
-                self.args
+                self.i
+                    .parsed
+                    .args
                     .iter()
                     .map(|e| (e.key.len() + e.value.len()) as u64)
                     .sum(),
                 out,
             ),
-            V::FullRequestLength => num((self.request_line.len() + self.body.len()) as u64, out),
-            V::ResponseStatus | V::Status => self.status != 0 && num(u64::from(self.status), out),
+            V::FullRequestLength => {
+                num((self.i.request_line.len() + self.i.body.len()) as u64, out)
+            }
+            V::ResponseStatus | V::Status => {
+                self.i.status != 0 && num(u64::from(self.i.status), out)
+            }
             V::StatusLine => {
-                if self.status == 0 {
+                if self.i.status == 0 {
                     return false;
                 }
-                out.extend_from_slice(&self.response_protocol);
-                let _ = write!(out, " {}", self.status);
+                out.extend_from_slice(&self.i.response_protocol);
+                let _ = write!(out, " {}", self.i.status);
                 true
             }
             V::ResponseProtocol => {
-                !self.response_protocol.is_empty() && bytes(&self.response_protocol, out)
+                !self.i.response_protocol.is_empty() && bytes(&self.i.response_protocol, out)
             }
-            V::ResponseBody => self.response_body_seen && bytes(&self.response_body, out),
-            V::ResponseContentType => self.response_content_type().is_some_and(|c| bytes(c, out)),
+            V::ResponseBody => self.i.response_body_seen && bytes(&self.i.response_body, out),
+            V::ResponseContentType => self
+                .i
+                .response_content_type()
+                .is_some_and(|c| bytes(c, out)),
             V::ResponseContentLength => {
-                self.response_body_seen && num(self.response_body.len() as u64, out)
+                self.i.response_body_seen && num(self.i.response_body.len() as u64, out)
             }
-            V::Duration => num(self.started.elapsed().as_micros() as u64, out),
+            V::Duration => num(self.i.started.elapsed().as_micros() as u64, out),
             V::HighestSeverity => self
+                .s
                 .highest_severity
                 .is_some_and(|h| num(u64::from(h), out)),
-            V::MatchedVar => bytes(&self.matched_var, out),
-            V::MatchedVarName => bytes(self.matched_var_name.as_bytes(), out),
+            V::MatchedVar => bytes(&self.s.matched_var, out),
+            V::MatchedVarName => bytes(self.s.matched_var_name.as_bytes(), out),
             V::AuthType => self
+                .i
                 .headers
                 .get(b"authorization")
                 .is_some_and(|a| bytes(a.split(|&c| c == b' ').next().unwrap_or(a), out)),

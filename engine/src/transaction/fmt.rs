@@ -1,0 +1,35 @@
+//! Small text helpers of variables and actions: numbers and dates written
+//! into reused buffers without allocating.
+
+use std::io::Write as _;
+
+/// Writes `n` in decimal into `buf`; returns the length.
+pub(super) fn write_u64(buf: &mut [u8; 20], n: u64) -> usize {
+    let mut cur = std::io::Cursor::new(&mut buf[..]);
+    // 20 bytes hold any u64.
+    let _ = write!(cur, "{n}");
+    cur.position() as usize
+}
+/// Writes `n` in decimal into `out` (appending).
+pub(super) fn push_i64(out: &mut Vec<u8>, n: i64) {
+    let _ = write!(out, "{n}");
+}
+/// (year, month, day, hour, minute, second, weekday) in UTC from epoch seconds.
+pub(super) fn civil(secs: u64) -> (u64, u64, u64, u64, u64, u64, u64) {
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
+    let wday = (days + 4) % 7;
+    // Howard Hinnant's days-from-civil inverse.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if mo <= 2 { y + 1 } else { y };
+    (y as u64, mo as u64, d as u64, h, m, s, wday)
+}

@@ -1,0 +1,165 @@
+//! What rules change while they run: `TX` and the other writable
+//! collections, `ctl` overrides, `MATCHED_VAR(S)`, the match log and the
+//! intervention.
+
+use crate::collection::Collection;
+use crate::operator::Captures;
+use crate::outcome::{Intervention, MatchedRule};
+use waf_compiler::ir::{EngineMode, Exclusion, Rule, Settings};
+use waf_compiler::names::Variable as V;
+
+/// The state rules build up during one transaction.
+pub(super) struct RuleState<'r> {
+    pub tx: Collection,
+    /// Collections opened by `initcol` (`persistent[..persistent_len]`; the
+    /// rest are pooled).
+    pub persistent: Vec<(V, Collection)>,
+    pub persistent_len: usize,
+    pub env: Collection,
+    pub mode: EngineMode,
+    pub request_body_access: bool,
+    pub response_body_access: bool,
+    pub force_request_body_variable: bool,
+    pub removed_ids: Vec<(u64, u64)>,
+    // `ctl:ruleRemove*` selections point into the program: no copies.
+    pub removed_tags: Vec<&'r str>,
+    pub removed_msgs: Vec<&'r str>,
+    pub removed_targets: Vec<(RuleSel<'r>, &'r Exclusion)>,
+    pub matched_var: Vec<u8>,
+    pub matched_var_name: String,
+    pub matched_vars: Collection,
+    pub highest_severity: Option<u8>,
+    pub allow: Allow,
+    pub intervention: Option<Intervention>,
+    /// `matches[..match_count]` are this transaction's; the rest are pooled.
+    pub matches: Vec<MatchedRule>,
+    pub match_count: usize,
+    pub caps: Captures,
+}
+
+/// What an `allow` action let through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Allow {
+    None,
+    Phase,
+    Request,
+    All,
+}
+
+/// How a `ctl:ruleRemoveTarget*` selects rules.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum RuleSel<'r> {
+    Ids(&'r [(u64, u64)]),
+    Tag(&'r str),
+    Msg(&'r str),
+}
+
+impl<'r> RuleState<'r> {
+    pub(super) fn new(s: &Settings) -> RuleState<'r> {
+        RuleState {
+            tx: Collection::default(),
+            persistent: Vec::new(),
+            persistent_len: 0,
+            env: Collection::default(),
+            mode: s.rule_engine,
+            request_body_access: s.request_body_access,
+            response_body_access: s.response_body_access,
+            force_request_body_variable: false,
+            removed_ids: Vec::new(),
+            removed_tags: Vec::new(),
+            removed_msgs: Vec::new(),
+            removed_targets: Vec::new(),
+            matched_var: Vec::new(),
+            matched_var_name: String::new(),
+            matched_vars: Collection::default(),
+            highest_severity: None,
+            allow: Allow::None,
+            intervention: None,
+            matches: Vec::new(),
+            match_count: 0,
+            caps: Captures::default(),
+        }
+    }
+
+    /// Back to the configuration's state, keeping the buffers.
+    pub(super) fn clear(&mut self, s: &Settings) {
+        self.tx.clear();
+        self.env.clear();
+        self.matched_vars.clear();
+        self.persistent_len = 0;
+        self.mode = s.rule_engine;
+        self.request_body_access = s.request_body_access;
+        self.response_body_access = s.response_body_access;
+        self.force_request_body_variable = false;
+        self.removed_ids.clear();
+        self.removed_tags.clear();
+        self.removed_msgs.clear();
+        self.removed_targets.clear();
+        self.matched_var.clear();
+        self.matched_var_name.clear();
+        self.highest_severity = None;
+        self.allow = Allow::None;
+        self.intervention = None;
+        self.match_count = 0;
+        self.caps.clear();
+    }
+
+    /// Whether some `ctl:ruleRemove*` is in effect (else no rule needs checking).
+    pub(super) fn any_removed(&self) -> bool {
+        !(self.removed_ids.is_empty()
+            && self.removed_tags.is_empty()
+            && self.removed_msgs.is_empty())
+    }
+
+    /// Whether a `ctl:ruleRemove*` removed `rule`.
+    pub(super) fn is_removed(&self, rule: &Rule) -> bool {
+        self.removed_ids
+            .iter()
+            .any(|&(a, b)| a <= rule.id && rule.id <= b)
+            || self
+                .removed_tags
+                .iter()
+                .any(|t| rule.meta.tags.iter().any(|rt| rt == t))
+            || (!self.removed_msgs.is_empty()
+                && rule
+                    .meta
+                    .msg
+                    .as_ref()
+                    .and_then(|m| m.as_literal())
+                    .is_some_and(|m| self.removed_msgs.contains(&m)))
+    }
+
+    /// The writable collection `var` (`TX`, or one `initcol` opened).
+    pub(super) fn writable(&mut self, var: V) -> Option<&mut Collection> {
+        match var {
+            V::Tx => Some(&mut self.tx),
+            other => self.persistent[..self.persistent_len]
+                .iter_mut()
+                .find(|(v, _)| *v == other)
+                .map(|(_, c)| c),
+        }
+    }
+
+    /// The persistent collection `var`, if `initcol` opened it.
+    pub(super) fn persistent(&self, var: V) -> Option<&Collection> {
+        self.persistent[..self.persistent_len]
+            .iter()
+            .find(|(v, _)| *v == var)
+            .map(|(_, c)| c)
+    }
+
+    /// `initcol`: the collection exists (empty) for the rest of the
+    /// transaction; persistence across transactions is not implemented.
+    pub(super) fn init_collection(&mut self, collection: V) {
+        if self.persistent(collection).is_some() {
+            return;
+        }
+        if self.persistent_len == self.persistent.len() {
+            self.persistent.push((collection, Collection::default()));
+        }
+        let slot = &mut self.persistent[self.persistent_len];
+        slot.0 = collection;
+        slot.1.clear();
+        self.persistent_len += 1;
+    }
+}
