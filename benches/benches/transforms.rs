@@ -12,7 +12,7 @@
 //! with `Throughput::Bytes` of the input.
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use waf_engine::transform::{apply, Transform};
+use waf_engine::{apply_transform as apply, Transform};
 
 /// ~100 bytes of benign text, as in a search box or a form field.
 const PLAIN: &[u8] =

@@ -55,7 +55,6 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use waf_compiler::ir::{NodeId, Program};
 use waf_compiler::Options;
-use waf_engine::prefilter::Gate;
 use waf_engine::{ChainProfile, EvalOptions, EvalStats, RuleProfile, Ruleset};
 
 #[path = "profile_html.rs"]
@@ -371,7 +370,6 @@ impl Report {
 
         let rp = &run.rules;
         let rule_nanos: u64 = rp.nanos.iter().sum();
-        let scanner = rs.scanner();
         let mut rules: Vec<RuleRow> = p
             .phases
             .iter()
@@ -386,13 +384,13 @@ impl Report {
                         .iter()
                         .map(|l| &p.operators[l.operator.index()])
                         .zip(r.links.iter())
-                        .filter(|(op, l)| !op.negated && scanner.gate(l.operator) == Gate::Always)
+                        .filter(|(op, l)| !op.negated && !rs.has_prefilter(l.operator))
                         .map(|(op, _)| format!("@{}", op.name.name()))
                         .collect()
                 };
                 let has_prefilter = !r.unconditional && {
                     let first = &r.links[0];
-                    scanner.gate(first.operator) != Gate::Always
+                    rs.has_prefilter(first.operator)
                 };
                 RuleRow {
                     id: r.id,
@@ -419,7 +417,7 @@ impl Report {
         // Stable: equal times keep file order.
         rules.sort_by(|a, b| b.nanos.cmp(&a.nanos).then(b.evals.cmp(&a.evals)));
 
-        let (literal_ops, byte_ops) = scanner.gated_ops();
+        let pf = rs.prefilter_stats();
         let memo_lookups: u64 = ch.lookups.iter().sum();
         let memo_misses: u64 = ch.misses.iter().sum();
         Report {
@@ -433,9 +431,9 @@ impl Report {
             xcache_outputs: ch.xcache.iter().sum(),
             transform_nanos,
             rule_nanos,
-            literal_ops,
-            byte_ops,
-            literals: scanner.literal_count(),
+            literal_ops: pf.literal_ops,
+            byte_ops: pf.byte_ops,
+            literals: pf.literals,
             rules_total: p.rules.len(),
             chains,
             hot,

@@ -114,13 +114,9 @@ impl Collection {
         self.len
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// The live entries from the first one with this key on (empty when no
     /// entry has it): every entry with the key is in there.
-    pub fn from_key(&self, key: &[u8]) -> &[Entry] {
+    pub fn with_key(&self, key: &[u8]) -> &[Entry] {
         match self.position(key) {
             Some(i) => &self.entries[i..self.len],
             None => &[],
@@ -201,7 +197,7 @@ mod tests {
         c.push(b"a", b"1");
         c.push(b"b", b"2");
         c.clear();
-        assert!(c.is_empty());
+        assert_eq!(c.len(), 0);
         assert_eq!(c.get(b"a"), None);
         c.push(b"c", b"3");
         assert_eq!(c.iter().count(), 1);

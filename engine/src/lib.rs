@@ -15,30 +15,45 @@
 //! assert_eq!(tx.intervention().map(|i| i.status), Some(403));
 //! ```
 //!
-//! Modules:
-//! - [`ruleset`]: the shared, immutable compiled configuration;
-//! - [`transaction`]: one request/response, fed phase by phase;
-//! - [`operator`], [`transform`], [`body`], [`injection`]: the pieces a rule runs.
+//! The public surface is small, and everything else is private:
+//! - [`Ruleset`]: the shared, immutable compiled configuration (`Send +
+//!   Sync`); [`CompileError`] when rules do not compile;
+//! - [`Transaction`]: one request and its response, fed phase by phase
+//!   (see its table of calls, and `docs/embedding.md`), reporting an
+//!   [`Intervention`] and the [`MatchedRule`]s;
+//! - [`EvalOptions`], [`EvalStats`], [`RuleProfile`], [`ChainProfile`]: the
+//!   fast path's switches and counters (`waf bench`, `waf profile`);
+//! - [`Injection`]: the `@detectSQLi`/`@detectXSS` implementation, replaceable;
+//! - [`apply_transform`]: one SecLang transformation, as rules run it.
+//!
+//! Inside, arrows point one way: `plan` (built at load) and `transaction`
+//! (per request) both read `sources`, `prefilter` and `transform`; the
+//! transaction reads the ruleset, never the other way round.
 
-pub mod body;
-pub mod collection;
-pub mod injection;
-pub mod operator;
+#![warn(missing_docs)]
+
+mod body;
+mod collection;
+mod injection;
+mod operator;
 mod options;
 mod outcome;
 mod plan;
-pub mod prefilter;
-pub mod ruleset;
+mod prefilter;
+mod ruleset;
 mod sources;
 mod stats;
-pub mod transaction;
-pub mod transform;
+mod transaction;
+mod transform;
 
+pub use injection::{Injection, Libinjection};
 pub use options::EvalOptions;
 pub use outcome::{Cause, Intervention, MatchedRule};
-pub use ruleset::{Ruleset, DEFAULT_RULES, DEFAULT_RULES_NAME};
+pub use ruleset::{PrefilterStats, Ruleset, DEFAULT_RULES, DEFAULT_RULES_NAME};
 pub use stats::{ChainProfile, EvalStats, RuleProfile};
 pub use transaction::Transaction;
+pub use transform::apply as apply_transform;
+pub use waf_compiler::names::Transform;
 pub use waf_compiler::CompileError;
 
 /// The example of `docs/embedding.md`, run as a doctest so the document stays true.

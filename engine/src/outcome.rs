@@ -115,20 +115,30 @@ impl Intervention {
 /// A rule that matched, with its metadata macro-expanded at match time.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MatchedRule {
+    /// The rule's `id`.
     pub id: u64,
+    /// The phase it ran in.
     pub phase: u8,
+    /// `msg`, macro-expanded.
     pub msg: String,
+    /// `logdata`, macro-expanded.
     pub logdata: String,
+    /// `severity`, if the rule has one.
     pub severity: Option<Severity>,
-    /// Shared with the ruleset (no copy per match).
+    /// `tag`s, shared with the ruleset (no copy per match).
     pub tags: Arc<[String]>,
+    /// `ver`, shared with the ruleset.
     pub ver: Option<Arc<str>>,
+    /// `MATCHED_VAR_NAME` of the last matched value (`ARGS:q`).
     pub matched_var_name: String,
+    /// `MATCHED_VAR`: the last matched value, after transformations
+    /// (invalid UTF-8 replaced by U+FFFD).
     pub matched_var: String,
     /// False for `nolog` rules: they matched but write no alert.
     pub log: bool,
     /// The rule's disruptive action fired (not `pass`), whatever the engine mode.
     pub disruptive: bool,
+    /// `file:line` of the rule.
     pub location: Arc<str>,
 }
 

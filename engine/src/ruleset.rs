@@ -10,7 +10,7 @@ use waf_compiler::ir::Program;
 use waf_compiler::{compile_files, compile_str, CompileError, Compiled, Options};
 
 /// An immutable compiled configuration (`Send + Sync`): create one, share it
-/// (e.g. in an `Arc`), and create a [`Transaction`] per request.
+/// (e.g. in an `Arc`), and create a [`crate::Transaction`] per request.
 #[derive(Debug)]
 pub struct Ruleset {
     program: Program,
@@ -21,6 +21,17 @@ pub struct Ruleset {
     plan: Plan,
     /// What [`Ruleset::transaction`] uses.
     options: EvalOptions,
+}
+
+/// How much of a ruleset the prefilter covers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PrefilterStats {
+    /// Operators gated by the multi-literal automaton.
+    pub literal_ops: usize,
+    /// Operators gated by a byte set only.
+    pub byte_ops: usize,
+    /// Distinct literals in the automaton.
+    pub literals: usize,
 }
 
 /// The project's default ruleset (`rulesets/default.conf`), embedded in the
@@ -76,11 +87,12 @@ impl Ruleset {
         c.into_program().map(Ruleset::new)
     }
 
+    /// The compiled program (the compiler's IR: rules, targets, settings).
     pub fn program(&self) -> &Program {
         &self.program
     }
 
-    pub fn injection(&self) -> &dyn Injection {
+    pub(crate) fn injection(&self) -> &dyn Injection {
         self.injection.as_ref()
     }
 
@@ -102,12 +114,29 @@ impl Ruleset {
     }
 
     /// The prefilter of this ruleset's operators.
-    pub fn scanner(&self) -> &Scanner {
+    pub(crate) fn scanner(&self) -> &Scanner {
         &self.scanner
     }
 
+    /// Whether operator `op` has a prefilter: literals (or a byte set) that
+    /// a value must contain for the operator to be run on it at all. What
+    /// `waf profile` reports as "no prefilter".
+    pub fn has_prefilter(&self, op: waf_compiler::ir::OpId) -> bool {
+        self.scanner.gate(op) != crate::prefilter::Gate::Always
+    }
+
+    /// What the prefilter covers (what `waf profile` reports).
+    pub fn prefilter_stats(&self) -> PrefilterStats {
+        let (literal_ops, byte_ops) = self.scanner.gated_ops();
+        PrefilterStats {
+            literal_ops,
+            byte_ops,
+            literals: self.scanner.literal_count(),
+        }
+    }
+
     /// The transformations of transform-tree node `node`, first to last.
-    pub fn chain(&self, node: waf_compiler::ir::NodeId) -> &[Transform] {
+    pub(crate) fn chain(&self, node: waf_compiler::ir::NodeId) -> &[Transform] {
         self.plan.chain(node)
     }
 }

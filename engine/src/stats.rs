@@ -21,13 +21,16 @@ pub struct EvalStats {
     /// Rules evaluated (links of a chain count once per rule).
     pub rules_evaluated: u64,
     /// Values found in / missing from the cross-transaction cache.
+    /// Values found in the cross-transaction cache.
     pub xcache_hits: u64,
+    /// Values looked up in the cross-transaction cache and not found.
     pub xcache_misses: u64,
     /// Operator results taken from the cross-transaction cache.
     pub xcache_op_hits: u64,
 }
 
 impl EvalStats {
+    /// Adds another transaction's counters (per-thread totals).
     pub fn add(&mut self, o: &EvalStats) {
         self.memo_hits += o.memo_hits;
         self.memo_misses += o.memo_misses;
@@ -65,10 +68,11 @@ fn ratio(a: u64, b: u64) -> f64 {
     }
 }
 
-/// Per-rule measurements (with [`EvalOptions::profile`]), indexed like
+/// Per-rule measurements (with [`crate::EvalOptions::profile`]), indexed like
 /// `Program::rules`.
 #[derive(Clone, Debug, Default)]
 pub struct RuleProfile {
+    /// Time spent evaluating the rule, ns.
     pub nanos: Vec<u64>,
     /// Times the rule was evaluated.
     pub evals: Vec<u64>,
@@ -76,6 +80,7 @@ pub struct RuleProfile {
     pub matches: Vec<u64>,
     /// Values its operators ran on / were skipped on by the prefilter.
     pub op_runs: Vec<u64>,
+    /// Values the prefilter skipped for it.
     pub skips: Vec<u64>,
 }
 
@@ -92,6 +97,7 @@ impl RuleProfile {
         }
     }
 
+    /// Zeroes every counter, keeping the vectors.
     pub fn clear(&mut self) {
         for v in [
             &mut self.nanos,
@@ -104,6 +110,7 @@ impl RuleProfile {
         }
     }
 
+    /// Adds another profile (of the same ruleset).
     pub fn add(&mut self, o: &RuleProfile) {
         self.ensure(o.nanos.len());
         for (a, b) in [
@@ -120,7 +127,7 @@ impl RuleProfile {
     }
 }
 
-/// Per transform-chain measurements (with [`EvalOptions::profile`]).
+/// Per transform-chain measurements (with [`crate::EvalOptions::profile`]).
 ///
 /// The node vectors are indexed by `NodeId::index()` (the nodes of
 /// `Program::transforms`: node 0 is the empty chain), `slot_lookups` by
@@ -167,6 +174,7 @@ impl ChainProfile {
         self.lookups.is_empty()
     }
 
+    /// Zeroes every counter, keeping the vectors.
     pub fn clear(&mut self) {
         for v in [
             &mut self.lookups,
@@ -181,6 +189,7 @@ impl ChainProfile {
         }
     }
 
+    /// Adds another profile (of the same ruleset).
     pub fn add(&mut self, o: &ChainProfile) {
         self.ensure(o.lookups.len(), o.slot_lookups.len());
         for (a, b) in [

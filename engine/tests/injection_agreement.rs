@@ -39,7 +39,31 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use waf_engine::injection::{Injection, Libinjection, LibinjectionRs};
+use waf_engine::{Injection, Libinjection};
+
+/// The `libinjectionrs` crate as an [`Injection`]: the reference the engine's
+/// own implementation is compared with.
+#[derive(Clone, Copy, Debug, Default)]
+struct LibinjectionRs;
+
+impl Injection for LibinjectionRs {
+    fn sqli(&self, input: &[u8], fingerprint: &mut Vec<u8>) -> bool {
+        fingerprint.clear();
+        let r = libinjectionrs::detect_sqli(input);
+        if !r.is_injection() {
+            return false;
+        }
+        if let Some(fp) = &r.fingerprint {
+            // `as_bytes` is the whole NUL-padded array; `as_str` stops at NUL
+            fingerprint.extend_from_slice(fp.as_str().as_bytes());
+        }
+        true
+    }
+
+    fn xss(&self, input: &[u8]) -> bool {
+        libinjectionrs::detect_xss(input).is_injection()
+    }
+}
 use waf_test_support::XorShift;
 
 // ---------------------------------------------------------------------------
@@ -108,7 +132,7 @@ mod c {
         }
     }
 
-    impl waf_engine::injection::Injection for CLib {
+    impl waf_engine::Injection for CLib {
         fn sqli(&self, input: &[u8], fingerprint: &mut Vec<u8>) -> bool {
             fingerprint.clear();
             // NUL-terminated, as ModSecurity passes `std::string::c_str()`

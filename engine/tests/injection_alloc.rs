@@ -2,7 +2,7 @@
 //! ([`Libinjection`]) runs on benign and attack inputs under dhat's heap
 //! profiler, which must count zero allocations.
 
-use waf_engine::injection::{Injection, Libinjection};
+use waf_engine::{Injection, Libinjection};
 
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;

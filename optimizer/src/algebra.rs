@@ -163,7 +163,7 @@ mod tests {
 
     fn run(t: Transform, x: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
-        if waf_engine::transform::apply(t, x, &mut out) {
+        if waf_engine::apply_transform(t, x, &mut out) {
             out
         } else {
             x.to_vec()

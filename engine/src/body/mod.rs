@@ -23,26 +23,7 @@
 //! of the largest body seen, parsing a request allocates nothing. (Error
 //! *details* for logs are written into a reused `String` as well.)
 //!
-//! ```
-//! use waf_engine::body::{ArgLimit, ArgSource, BodyParser, BodyResult, BodySink, Processor};
-//!
-//! #[derive(Default)]
-//! struct Args(Vec<(Vec<u8>, Vec<u8>)>);
-//! impl BodySink for Args {
-//!     fn arg(&mut self, _source: ArgSource, name: &[u8], value: &[u8]) {
-//!         self.0.push((name.to_vec(), value.to_vec()));
-//!     }
-//! }
-//!
-//! let mut parser = BodyParser::default();
-//! let mut result = BodyResult::default();
-//! let mut args = ArgLimit::new(None);
-//! let mut sink = Args::default();
-//! parser.body(Processor::Json, br#"{"a":[1,2],"b":{"c":"x"}}"#, None, &mut args, &mut sink, &mut result);
-//! assert!(!result.reqbody_error);
-//! assert_eq!(sink.0[0], (b"json.a.array_0".to_vec(), b"1".to_vec()));
-//! assert_eq!(sink.0[2], (b"json.b.c".to_vec(), b"x".to_vec()));
-//! ```
+//! (The module's tests show the calls: `parses_json_into_a_sink`.)
 //!
 //! # Where the behaviour comes from
 //!
@@ -151,10 +132,12 @@ pub trait BodySink {
     }
 }
 
-/// A sink that discards everything (useful for validation-only runs).
+/// A sink that discards everything (tests of the parsers' own results).
+#[cfg(test)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NullSink;
 
+#[cfg(test)]
 impl BodySink for NullSink {
     fn arg(&mut self, _source: ArgSource, _name: &[u8], _value: &[u8]) {}
 }
@@ -347,6 +330,7 @@ impl BodyResult {
     }
 
     /// `REQBODY_ERROR_MSG` as text (lossy for the rare non-UTF-8 messages).
+    #[cfg(test)]
     pub fn reqbody_error_msg_lossy(&self) -> std::borrow::Cow<'_, str> {
         String::from_utf8_lossy(&self.reqbody_error_msg)
     }
@@ -523,6 +507,33 @@ pub(crate) mod testutil {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parses_json_into_a_sink() {
+        #[derive(Default)]
+        struct Args(Vec<(Vec<u8>, Vec<u8>)>);
+        impl BodySink for Args {
+            fn arg(&mut self, _source: ArgSource, name: &[u8], value: &[u8]) {
+                self.0.push((name.to_vec(), value.to_vec()));
+            }
+        }
+
+        let mut parser = BodyParser::default();
+        let mut result = BodyResult::default();
+        let mut args = ArgLimit::new(None);
+        let mut sink = Args::default();
+        parser.body(
+            Processor::Json,
+            br#"{"a":[1,2],"b":{"c":"x"}}"#,
+            None,
+            &mut args,
+            &mut sink,
+            &mut result,
+        );
+        assert!(!result.reqbody_error);
+        assert_eq!(sink.0[0], (b"json.a.array_0".to_vec(), b"1".to_vec()));
+        assert_eq!(sink.0[2], (b"json.b.c".to_vec(), b"x".to_vec()));
+    }
 
     #[test]
     fn processor_names() {

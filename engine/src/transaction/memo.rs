@@ -29,7 +29,7 @@
 //! All storage is kept by [`Memo::clear`], so a reused transaction stops
 //! allocating once the buffers have grown.
 
-use super::xcache::{NodeState, XCache, XCacheLimits};
+use super::xcache::{NodeState, XCache, XCacheLimits, NONE};
 use crate::prefilter::{byte_mask, ByteMask, Scanner};
 use crate::ruleset::Ruleset;
 use crate::sources::Coll;
@@ -37,8 +37,6 @@ use crate::stats::{ChainProfile, EvalStats};
 use crate::transform::{self, Transform};
 use waf_compiler::ir::{NodeId, SlotId, TargetId, TransformTree};
 use waf_compiler::names::Variable as V;
-
-pub(super) const NONE: u32 = u32::MAX;
 
 /// Where an instance's value comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -319,8 +319,7 @@ fn response_bodies_are_inspected_only_for_configured_types_and_within_the_limit(
     // Past the limit with ProcessPartial: the first 8 bytes are inspected.
     let tx = respond(&rs, "text/html", &[b"12345678", b"secret"]);
     assert!(tx.intervention().is_none());
-    // OUTBOUND_DATA_ERROR is not an anchored variable set here (v3 keeps it 0);
-    // nothing else matched.
+    assert_eq!(ids(&tx), [41]);
     let rs = ruleset(&format!("{base}SecResponseBodyLimitAction Reject\n"));
     let tx = respond(&rs, "text/html", &[b"12345678", b"9"]);
     assert_eq!(

@@ -5,6 +5,7 @@ use super::inputs::Inputs;
 use super::memo::Origin;
 use super::state::RuleState;
 use super::values::{ValItem, ValList};
+use crate::body::xml::XPath;
 use crate::body::Processor;
 use crate::collection::Collection;
 use crate::sources::{is_volatile, stable_coll, Coll};
@@ -115,7 +116,7 @@ impl Vars<'_, '_> {
             if let Selector::Key(k) = sel {
                 // The common case (`TX:score`): no per-entry selector dispatch.
                 let k = k.as_bytes();
-                for e in c.from_key(k) {
+                for e in c.with_key(k) {
                     if e.key.len() == k.len() && e.key.eq_ignore_ascii_case(k) {
                         out.push(var, &e.key, &e.value, None);
                     }
@@ -150,12 +151,14 @@ impl Vars<'_, '_> {
             }
             V::Xml => {
                 if let Selector::XPath(x) = sel {
-                    match x.trim() {
-                        "/*" if self.i.parsed.xml_root_set => {
-                            let t = &self.i.parsed.xml_root;
-                            out.push(var, b"/*", t, Some(Origin::Scalar(V::Xml)));
+                    match XPath::parse(x) {
+                        XPath::RootText => {
+                            if self.i.parsed.xml_root_set {
+                                let t = &self.i.parsed.xml_root;
+                                out.push(var, b"/*", t, Some(Origin::Scalar(V::Xml)));
+                            }
                         }
-                        "//@*" => {
+                        XPath::Attributes => {
                             for (i, e) in self.i.parsed.xml_attrs.iter().enumerate() {
                                 let origin = Origin::Coll {
                                     coll: Coll::XmlAttrs,
@@ -165,7 +168,7 @@ impl Vars<'_, '_> {
                                 out.push(var, b"//@*", &e.value, Some(origin));
                             }
                         }
-                        _ => {}
+                        XPath::Unsupported => {}
                     }
                 }
             }
@@ -194,7 +197,7 @@ impl Vars<'_, '_> {
     pub(super) fn first_value_into(&self, var: V, key: Option<&str>, out: &mut Vec<u8>) {
         let first = |c: &Collection, names: bool, out: &mut Vec<u8>| {
             let e = match key {
-                Some(k) => c.from_key(k.as_bytes()).first(),
+                Some(k) => c.with_key(k.as_bytes()).first(),
                 None => c.iter().next(),
             };
             if let Some(e) = e {
@@ -329,7 +332,8 @@ impl Vars<'_, '_> {
                 .is_some_and(|p| bytes(p.name().as_bytes(), out)),
             V::UrlencodedError => flag(self.i.body_result.urlencoded_error, out),
             V::InboundDataError => flag(self.i.inbound_data_error, out),
-            V::OutboundDataError | V::MscPcreError | V::MscPcreLimitsExceeded => flag(false, out),
+            V::OutboundDataError => flag(self.i.outbound_data_error, out),
+            V::MscPcreError | V::MscPcreLimitsExceeded => flag(false, out),
             V::MultipartStrictError => mpflag(|m| m.strict_error(), out),
             V::MultipartUnmatchedBoundary => {
                 mp.is_some_and(|m| num(u64::from(m.unmatched_boundary), out))

@@ -24,8 +24,11 @@
 //! more than that hash, bit test and one record's bookkeeping on top of the
 //! uncached path.
 
-use super::memo::NONE;
 use crate::prefilter::ByteMask;
+
+/// "No index": an absent entry, instance or result, in this table and in
+/// the memo table built on it.
+pub(super) const NONE: u32 = u32::MAX;
 
 /// What is known about one transform node of a record.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -58,8 +58,8 @@ pub use waf_compiler::names::Transform;
 /// result equals `input`, in which case `out` is left empty and the caller
 /// reuses `input`. No allocation happens except growing `out`.
 ///
-/// `urlDecodeUni` runs as v3 does without `SecUnicodeMapFile`; use
-/// [`apply_with_map`] when a map is configured.
+/// `urlDecodeUni` runs as v3 does without `SecUnicodeMapFile` (the engine
+/// does not load unicode maps yet).
 #[inline]
 pub fn apply(t: Transform, input: &[u8], out: &mut Vec<u8>) -> bool {
     apply_with_map(t, input, out, None)
