@@ -420,7 +420,50 @@ impl Vars<'_, '_> {
             V::TimeMin => num(now().4, out),
             V::TimeSec => num(now().5, out),
             V::TimeWday => num(now().6, out),
-            _ => false,
+            // Collections: read entry by entry by `collect_all` (and
+            // `first_value_into`), never as one scalar.
+            V::Args
+            | V::ArgsGet
+            | V::ArgsGetNames
+            | V::ArgsNames
+            | V::ArgsPost
+            | V::ArgsPostNames
+            | V::Env
+            | V::Files
+            | V::FilesNames
+            | V::FilesSizes
+            | V::Global
+            | V::Ip
+            | V::MatchedVars
+            | V::MatchedVarsNames
+            | V::MultipartFilename
+            | V::MultipartName
+            | V::MultipartPartHeaders
+            | V::RequestCookies
+            | V::RequestCookiesNames
+            | V::RequestHeaders
+            | V::RequestHeadersNames
+            | V::Resource
+            | V::ResponseHeaders
+            | V::ResponseHeadersNames
+            | V::Session
+            | V::Tx
+            | V::User
+            | V::Xml => false,
+            // Known to v3 but without a value here: nothing sets them in a
+            // self-contained engine (no temporary files kept, no GeoIP
+            // look-up, no `setsid`/`setuid`, no reverse DNS, no `RULE`
+            // context, no `SecWebAppId`). Rules on them see an unset variable.
+            V::FilesTmpContent
+            | V::FilesTmpNames
+            | V::Geo
+            | V::ModsecBuild
+            | V::RemoteHost
+            | V::RemoteUser
+            | V::Rule
+            | V::SessionId
+            | V::UserId
+            | V::WebAppId => false,
         }
     }
 }
