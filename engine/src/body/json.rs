@@ -50,7 +50,7 @@
 
 use std::io::Write;
 
-use super::{ArgLimit, ArgSource, BodyResult, BodySink};
+use super::output::{ArgLimit, ArgSource, BodyResult, BodySink};
 
 const ERR_PREFIX: &str = "JSON parsing error: ";
 const DEPTH_SUFFIX: &str = ". Parsing depth limit exceeded";

@@ -38,157 +38,16 @@
 
 pub mod json;
 pub mod multipart;
+mod output;
 pub mod urlencoded;
 pub mod xml;
 
+pub use multipart::MultipartLineBreaks;
+#[cfg(test)]
+pub use output::NullSink;
+pub use output::{ArgLimit, ArgSource, BodyResult, BodySink, FileInfo};
+
 use std::fmt;
-
-/// Which request variables an argument belongs to, as v3 files it
-/// (`Transaction::addArgument` and `Multipart::multipart_complete`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ArgSource {
-    /// `QUERY_STRING`: `ARGS` and `ARGS_GET`.
-    QueryString,
-    /// An `application/x-www-form-urlencoded` body: `ARGS` and `ARGS_POST`.
-    UrlencodedBody,
-    /// A non-file part of a `multipart/form-data` body: `ARGS` and `ARGS_POST`.
-    Multipart,
-    /// A JSON body: `ARGS` only. v3 calls `addArgument("JSON", ...)`, which
-    /// fills neither `ARGS_GET` nor `ARGS_POST`.
-    Json,
-}
-
-impl ArgSource {
-    /// Whether v3 puts this argument into `ARGS_GET` (and `ARGS_GET_NAMES`).
-    pub fn in_args_get(self) -> bool {
-        self == ArgSource::QueryString
-    }
-
-    /// Whether v3 puts this argument into `ARGS_POST` (and `ARGS_POST_NAMES`).
-    pub fn in_args_post(self) -> bool {
-        matches!(self, ArgSource::UrlencodedBody | ArgSource::Multipart)
-    }
-}
-
-/// One uploaded file of a multipart body (a part with a non-empty
-/// `filename`), reported once parsing completed successfully.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FileInfo<'a> {
-    /// The part's `name`: the key of `FILES`, `FILES_NAMES`, `FILES_SIZES`
-    /// (and the value of `FILES_NAMES`).
-    pub name: &'a [u8],
-    /// The `filename` as sent (the value of `FILES`).
-    pub filename: &'a [u8],
-    /// The file size in bytes (the value of `FILES_SIZES`).
-    pub size: u64,
-    /// The file content itself, a slice of the body (not copied). v3 keeps it
-    /// only in a temporary file (and `FILES_TMP_CONTENT` when files are
-    /// stored); it is here for `@inspectFile`-like uses and magic-byte checks.
-    pub content: &'a [u8],
-}
-
-/// Receives what a body processor extracts. Every slice is borrowed for the
-/// duration of the call only; copy what must be kept.
-///
-/// Only [`BodySink::arg`] is required; the others default to doing nothing.
-pub trait BodySink {
-    /// One argument: `ARGS` plus the collections [`ArgSource`] names.
-    fn arg(&mut self, source: ArgSource, name: &[u8], value: &[u8]);
-
-    /// One uploaded file (`FILES`, `FILES_NAMES`, `FILES_SIZES`). Called in
-    /// part order, after all of the parsing succeeded; the running total is
-    /// in [`BodyResult::files_combined_size`].
-    fn file(&mut self, file: &FileInfo<'_>) {
-        let _ = file;
-    }
-
-    /// One `MULTIPART_PART_HEADERS` entry: key `part_name`, value the whole
-    /// header line without its line ending (`Content-Type: text/plain`).
-    fn multipart_part_header(&mut self, part_name: &[u8], line: &[u8]) {
-        let _ = (part_name, line);
-    }
-
-    /// One `MULTIPART_NAME` value (every `name=` seen in a
-    /// `Content-Disposition`, even of parts later found invalid).
-    fn multipart_name(&mut self, name: &[u8]) {
-        let _ = name;
-    }
-
-    /// One `MULTIPART_FILENAME` value (every `filename=` seen).
-    fn multipart_filename(&mut self, filename: &[u8]) {
-        let _ = filename;
-    }
-
-    /// One `XML://@*` value: an attribute value, entity references resolved
-    /// and whitespace normalised, in document order.
-    fn xml_attribute(&mut self, value: &[u8]) {
-        let _ = value;
-    }
-
-    /// The `XML:/*` value: the text content of the root element (all
-    /// descendant text and CDATA, concatenated). Called at most once.
-    fn xml_root_text(&mut self, text: &[u8]) {
-        let _ = text;
-    }
-}
-
-/// A sink that discards everything (tests of the parsers' own results).
-#[cfg(test)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct NullSink;
-
-#[cfg(test)]
-impl BodySink for NullSink {
-    fn arg(&mut self, _source: ArgSource, _name: &[u8], _value: &[u8]) {}
-}
-
-/// `SecArgumentsLimit` bookkeeping for one transaction.
-///
-/// v3 (`Transaction::addArgument`): when the limit is *set* and `ARGS`
-/// already holds `max` entries, a further argument is dropped. For
-/// urlencoded data (query string and body) the drop is silent: parsing goes
-/// on and no error is raised. The JSON processor instead aborts parsing,
-/// which sets `REQBODY_ERROR` (see [`json`]). Multipart values bypass the
-/// check in v3 (they are stored without `addArgument`) but are counted.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ArgLimit {
-    /// `None` when `SecArgumentsLimit` is not configured (v3: no limit).
-    pub max: Option<usize>,
-    /// Arguments (`ARGS` entries) added so far in this transaction.
-    pub count: usize,
-}
-
-impl ArgLimit {
-    /// A fresh counter for one transaction.
-    pub fn new(max: Option<usize>) -> Self {
-        ArgLimit { max, count: 0 }
-    }
-
-    /// Counts one more argument if the limit allows it.
-    pub fn admit(&mut self) -> bool {
-        if let Some(max) = self.max {
-            if self.count >= max {
-                return false;
-            }
-        }
-        self.count += 1;
-        true
-    }
-}
-
-/// How the line breaks inside a multi-line multipart *form* value are kept.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum MultipartLineBreaks {
-    /// Keep them (`a\r\nb` stays `a\r\nb`), as ModSecurity v2 does and as v3
-    /// evidently intends. The default: a WAF should see what the backend sees.
-    #[default]
-    Keep,
-    /// Byte-exact v3: `Multipart::process_part_data` assigns (instead of
-    /// appending) the held-back line ending, so every line break inside a
-    /// form value is dropped (`a\r\nb` becomes `ab`). File sizes are not
-    /// affected.
-    DropLikeV3,
-}
 
 /// Processor settings, from the compiled program's settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -277,62 +136,6 @@ impl Processor {
 impl fmt::Display for Processor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
-    }
-}
-
-/// What a processor run yields besides the sink callbacks. Keep one per
-/// worker and pass it to every call: it is cleared at the start of each run
-/// and its buffers are reused.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct BodyResult {
-    /// `REQBODY_ERROR` (and `REQBODY_PROCESSOR_ERROR`): 1 when the body could
-    /// not be parsed. Never set by the urlencoded processor (v3 does not).
-    pub reqbody_error: bool,
-    /// `REQBODY_ERROR_MSG` (and `REQBODY_PROCESSOR_ERROR_MSG`), byte-exact v3
-    /// text such as `Multipart parsing error: Multipart: Final boundary
-    /// missing.`; bytes because v3 quotes body data in some messages.
-    pub reqbody_error_msg: Vec<u8>,
-    /// Extra detail for logs only (not a v3 variable): e.g. the multipart
-    /// error that v3 reports only as "Final boundary missing", or where the
-    /// XML parser failed.
-    pub error_detail: String,
-    /// `URLENCODED_ERROR`: an invalid `%` encoding was seen (v3 sets it to 1,
-    /// and never resets it, when a key or value has an invalid escape).
-    pub urlencoded_error: bool,
-    /// The `MULTIPART_*` flags; `None` unless the multipart processor ran
-    /// (v3 leaves those variables unset then).
-    pub multipart: Option<multipart::MultipartFlags>,
-    /// `FILES_COMBINED_SIZE`; `None` when no file part was found (v3 leaves
-    /// the variable unset then).
-    pub files_combined_size: Option<u64>,
-    /// Arguments dropped because of `SecArgumentsLimit`.
-    pub args_skipped: usize,
-}
-
-impl BodyResult {
-    /// Resets everything, keeping the buffers' capacity.
-    pub fn clear(&mut self) {
-        self.reqbody_error = false;
-        self.reqbody_error_msg.clear();
-        self.error_detail.clear();
-        self.urlencoded_error = false;
-        self.multipart = None;
-        self.files_combined_size = None;
-        self.args_skipped = 0;
-    }
-
-    /// Marks a processor error with v3's message (`prefix` + `msg`).
-    pub(crate) fn set_error(&mut self, prefix: &str, msg: &[u8]) {
-        self.reqbody_error = true;
-        self.reqbody_error_msg.clear();
-        self.reqbody_error_msg.extend_from_slice(prefix.as_bytes());
-        self.reqbody_error_msg.extend_from_slice(msg);
-    }
-
-    /// `REQBODY_ERROR_MSG` as text (lossy for the rare non-UTF-8 messages).
-    #[cfg(test)]
-    pub fn reqbody_error_msg_lossy(&self) -> std::borrow::Cow<'_, str> {
-        String::from_utf8_lossy(&self.reqbody_error_msg)
     }
 }
 
@@ -438,11 +241,6 @@ impl BodyParser {
             ),
         }
     }
-}
-
-/// `isspace()` in the C locale, which v3 uses throughout.
-pub(crate) fn c_isspace(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r')
 }
 
 #[cfg(test)]

@@ -67,7 +67,7 @@
 //!
 //! * Multi-line form values keep their line breaks by default (v3 drops them
 //!   through an assign-instead-of-append slip); see
-//!   [`MultipartLineBreaks`](super::MultipartLineBreaks) to get v3's bytes.
+//!   [`MultipartLineBreaks`] to get v3's bytes.
 //! * A quoted `Content-Disposition` parameter without closing quote ends at
 //!   the end of the header (v3 reads past the end of its string there, which
 //!   is undefined behaviour).
@@ -91,7 +91,9 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::io::Write;
 
-use super::{c_isspace, ArgLimit, ArgSource, BodyResult, BodySink, FileInfo, MultipartLineBreaks};
+pub use super::output::MultipartFlags;
+use super::output::{ArgLimit, ArgSource, BodyResult, BodySink, FileInfo};
+use crate::transform::is_c_space as c_isspace;
 
 /// v3's `MULTIPART_BUF_SIZE`: the longest line piece processed at once.
 pub const BUF_SIZE: usize = 4096;
@@ -103,63 +105,18 @@ const MIME_CHARSET_SPECIAL: &[u8] = b"!#$%&+-^_`{}~";
 const ATTR_CHAR_SPECIAL: &[u8] = b"!#$&+-.^_`~";
 const NONE: u32 = u32::MAX;
 
-/// The `MULTIPART_*` variables (v3 `Multipart::multipart_complete`).
+/// How the line breaks inside a multi-line multipart *form* value are kept.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct MultipartFlags {
-    /// v3's internal `m_flag_error`: the `Content-Type` was rejected or a
-    /// fatal line error stopped parsing. Part of `MULTIPART_STRICT_ERROR`.
-    pub error: bool,
-    /// `MULTIPART_BOUNDARY_QUOTED`
-    pub boundary_quoted: bool,
-    /// `MULTIPART_BOUNDARY_WHITESPACE`
-    pub boundary_whitespace: bool,
-    /// `MULTIPART_DATA_BEFORE`
-    pub data_before: bool,
-    /// `MULTIPART_DATA_AFTER`
-    pub data_after: bool,
-    /// `MULTIPART_HEADER_FOLDING`
-    pub header_folding: bool,
-    /// `MULTIPART_LF_LINE`
-    pub lf_line: bool,
-    /// A CRLF line was seen (only visible through `MULTIPART_CRLF_LF_LINES`).
-    pub crlf_line: bool,
-    /// `MULTIPART_MISSING_SEMICOLON` (`MULTIPART_SEMICOLON_MISSING` in v2)
-    pub missing_semicolon: bool,
-    /// `MULTIPART_INVALID_QUOTING`
-    pub invalid_quoting: bool,
-    /// `MULTIPART_INVALID_PART`
-    pub invalid_part: bool,
-    /// `MULTIPART_INVALID_HEADER_FOLDING`
-    pub invalid_header_folding: bool,
-    /// `MULTIPART_FILE_LIMIT_EXCEEDED`
-    pub file_limit_exceeded: bool,
-    /// `MULTIPART_UNMATCHED_BOUNDARY`: 0, 1 (a line looked like a boundary
-    /// but was not ours) or 2 (a real boundary came after the first one;
-    /// overwrites an earlier 1).
-    pub unmatched_boundary: u8,
-}
-
-impl MultipartFlags {
-    /// `MULTIPART_STRICT_ERROR`, computed exactly as v3 does.
-    pub fn strict_error(&self) -> bool {
-        self.error
-            || self.boundary_quoted
-            || self.boundary_whitespace
-            || self.data_before
-            || self.data_after
-            || self.header_folding
-            || self.lf_line
-            || self.missing_semicolon
-            || self.invalid_quoting
-            || self.invalid_part
-            || self.invalid_header_folding
-            || self.file_limit_exceeded
-    }
-
-    /// `MULTIPART_CRLF_LF_LINES`: both CRLF and bare LF line endings seen.
-    pub fn crlf_lf_lines(&self) -> bool {
-        self.crlf_line && self.lf_line
-    }
+pub enum MultipartLineBreaks {
+    /// Keep them (`a\r\nb` stays `a\r\nb`), as ModSecurity v2 does and as v3
+    /// evidently intends. The default: a WAF should see what the backend sees.
+    #[default]
+    Keep,
+    /// Byte-exact v3: `Multipart::process_part_data` assigns (instead of
+    /// appending) the held-back line ending, so every line break inside a
+    /// form value is dropped (`a\r\nb` becomes `ab`). File sizes are not
+    /// affected.
+    DropLikeV3,
 }
 
 /// Multipart-specific settings (see [`BodyConfig`](super::BodyConfig)).

@@ -19,7 +19,7 @@
 //! No allocation: names and values without `%`/`+` are passed straight from
 //! the input; the others are decoded into two reused buffers.
 
-use super::{ArgLimit, ArgSource, BodySink};
+use super::output::{ArgLimit, ArgSource, BodySink};
 
 /// Reusable decode buffers.
 #[derive(Debug, Default)]

@@ -53,7 +53,7 @@ use std::fmt::Write as _;
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::reader::Reader;
 
-use super::{BodyResult, BodySink};
+use super::output::{BodyResult, BodySink};
 
 /// libxml2's default maximum nesting (`xmlParserMaxDepth`): an element with
 /// more ancestors than this is an error.

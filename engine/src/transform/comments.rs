@@ -1,7 +1,7 @@
 //! Comment handling for SQL, C, HTML and shell-like payloads:
 //! `removeComments`, `replaceComments`, `removeCommentsChar`.
 
-use super::has_pair;
+use super::bytes::has_pair;
 use memchr::{memchr, memchr3, memmem};
 
 /// `removeComments` needs a `/*`, `<!--`, `--` or `#` to do anything.

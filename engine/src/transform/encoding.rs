@@ -1,7 +1,7 @@
 //! Binary-to-text codecs: `hexEncode`, `hexDecode`, `sqlHexDecode`,
 //! `base64Encode`, `base64Decode`, `base64DecodeExt`.
 
-use super::{is_hex, x2c};
+use super::bytes::{is_hex, x2c};
 
 const HEX_LOWER: &[u8; 16] = b"0123456789abcdef";
 

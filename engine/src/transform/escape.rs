@@ -1,7 +1,7 @@
 //! Escape decoders of embedded languages: `htmlEntityDecode`, `jsDecode`,
 //! `cssDecode`, `escapeSeqDecode`.
 
-use super::{is_c_space, is_hex, is_octal, low_byte_fullwidth, x2c, xsingle};
+use super::bytes::{is_c_space, is_hex, is_octal, low_byte_fullwidth, x2c, xsingle};
 use memchr::{memchr, memchr2};
 
 // ---------------------------------------------------------------------------

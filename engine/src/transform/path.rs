@@ -1,6 +1,6 @@
 //! `normalisePath` and `normalisePathWin`.
 
-use super::has_pair;
+use super::bytes::has_pair;
 use memchr::memchr;
 
 /// The algorithm below only acts at the end of a segment that is empty

@@ -34,7 +34,7 @@ impl Default for UnicodeMap {
 #[cfg_attr(not(test), allow(dead_code))]
 fn c_parse(s: &[u8], radix: u32) -> Option<i64> {
     let mut i = 0;
-    while i < s.len() && super::is_c_space(s[i]) {
+    while i < s.len() && super::bytes::is_c_space(s[i]) {
         i += 1;
     }
     let mut neg = false;

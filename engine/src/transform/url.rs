@@ -1,7 +1,8 @@
 //! URL-family transformations: `urlDecode`, `urlDecodeUni`, `urlEncode` and
 //! `utf8toUnicode` (which produces `%uHHHH` escapes).
 
-use super::{is_hex, low_byte_fullwidth, x2c, UnicodeMap};
+use super::bytes::{is_hex, low_byte_fullwidth, x2c};
+use super::unicode_map::UnicodeMap;
 use memchr::memchr2;
 
 /// Neither URL decoder touches a value without `%` or `+`.

@@ -4,7 +4,7 @@
 //! "Whitespace" is C's `isspace` in the C locale (`\t \n \v \f \r` and
 //! space); only `removeWhitespace` adds to it (see [`remove`]).
 
-use super::{has_pair, is_c_space};
+use super::bytes::{has_pair, is_c_space};
 use memchr::memchr;
 
 /// `compressWhitespace` changes a value only if it has a whitespace byte
