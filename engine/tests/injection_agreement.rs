@@ -25,13 +25,16 @@
 //! inside a tag ends HTML tokenizing (`h5_skip_white` returns it as -1, its
 //! EOF), so `<img src=x onerror=\xffalert(1)>` is not XSS.
 //!
-//! **Against C.** Set `WAF_LIBINJECTION_SO` to a shared build of that C code
-//! and every test here also requires identical results from it:
+//! **Against C.** Set `WAF_LIBINJECTION_ORACLE` to that C code built with the
+//! small driver `tests/c/libinjection_oracle.c` (a subprocess answering over
+//! pipes: the engine forbids `unsafe`, so C is not loaded in-process) and
+//! every test here also requires identical results from it:
 //!
 //! ```sh
 //! L=modsecurity-v3.0.9/others/libinjection/src
-//! gcc -O2 -shared -fPIC -o /tmp/libinjection.so $L/libinjection_sqli.c $L/libinjection_xss.c $L/libinjection_html5.c
-//! WAF_LIBINJECTION_SO=/tmp/libinjection.so cargo test --release -p waf-engine --test injection_agreement -- --include-ignored
+//! gcc -O2 -I$L -o /tmp/libinjection-oracle engine/tests/c/libinjection_oracle.c \
+//!     $L/libinjection_sqli.c $L/libinjection_xss.c $L/libinjection_html5.c
+//! WAF_LIBINJECTION_ORACLE=/tmp/libinjection-oracle cargo test --release -p waf-engine --test injection_agreement -- --include-ignored
 //! ```
 //!
 //! Run with 1,000,000 generated inputs, 0 differences from C (SQLi verdict +
@@ -91,70 +94,84 @@ fn sqli_of(d: &dyn Injection, input: &[u8]) -> (bool, Vec<u8>) {
     (d.sqli(input, &mut fp), fp)
 }
 
-/// The C library, loaded at run time from `$WAF_LIBINJECTION_SO`.
+/// The C library, run as the subprocess `$WAF_LIBINJECTION_ORACLE` (built from
+/// `tests/c/libinjection_oracle.c`): the engine forbids `unsafe`, so C code
+/// is not loaded into the test process.
 mod c {
-    use std::ffi::{c_char, c_int, c_void, CString};
+    use std::io::{BufReader, BufWriter, Read, Write};
+    use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+    use std::sync::Mutex;
 
-    extern "C" {
-        fn dlopen(filename: *const c_char, flag: c_int) -> *mut c_void;
-        fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
+    #[derive(Debug)]
+    struct Pipes {
+        child: Child,
+        input: BufWriter<ChildStdin>,
+        output: BufReader<ChildStdout>,
     }
-
-    type SqliFn = unsafe extern "C" fn(*const c_char, usize, *mut c_char) -> c_int;
-    type XssFn = unsafe extern "C" fn(*const c_char, usize) -> c_int;
 
     #[derive(Debug)]
     pub struct CLib {
-        sqli: SqliFn,
-        xss: XssFn,
+        pipes: Mutex<Pipes>,
     }
 
     impl CLib {
         pub fn load() -> Option<CLib> {
-            let path = std::env::var("WAF_LIBINJECTION_SO").ok()?;
-            let path = CString::new(path).ok()?;
-            // SAFETY: dlopen/dlsym with valid C strings; the symbols have the
-            // C signatures declared above (libinjection.h).
-            unsafe {
-                let h = dlopen(path.as_ptr(), 2 /* RTLD_NOW */);
-                assert!(!h.is_null(), "cannot dlopen $WAF_LIBINJECTION_SO");
-                let sqli = dlsym(h, c"libinjection_sqli".as_ptr());
-                let xss = dlsym(h, c"libinjection_xss".as_ptr());
-                assert!(
-                    !sqli.is_null() && !xss.is_null(),
-                    "libinjection symbols missing"
-                );
-                Some(CLib {
-                    sqli: std::mem::transmute::<*mut c_void, SqliFn>(sqli),
-                    xss: std::mem::transmute::<*mut c_void, XssFn>(xss),
-                })
-            }
+            let path = std::env::var_os("WAF_LIBINJECTION_ORACLE")?;
+            let mut child = Command::new(&path)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot run $WAF_LIBINJECTION_ORACLE ({path:?}): {e}"));
+            let input = BufWriter::new(child.stdin.take().expect("piped stdin"));
+            let output = BufReader::new(child.stdout.take().expect("piped stdout"));
+            Some(CLib {
+                pipes: Mutex::new(Pipes {
+                    child,
+                    input,
+                    output,
+                }),
+            })
+        }
+
+        /// Sends one request and reads `reply.len()` bytes of answer.
+        fn ask(&self, kind: u8, input: &[u8], reply: &mut [u8]) {
+            let mut p = self.pipes.lock().unwrap_or_else(|e| e.into_inner());
+            let len = u32::try_from(input.len()).expect("input under 4 GiB");
+            p.input.write_all(&[kind]).expect("oracle stdin");
+            p.input.write_all(&len.to_le_bytes()).expect("oracle stdin");
+            p.input.write_all(input).expect("oracle stdin");
+            p.input.flush().expect("oracle stdin");
+            p.output.read_exact(reply).expect("oracle answered");
+        }
+    }
+
+    impl Drop for CLib {
+        fn drop(&mut self) {
+            let p = self.pipes.get_mut().unwrap_or_else(|e| e.into_inner());
+            let _ = p.input.flush();
+            let _ = p.child.kill();
+            let _ = p.child.wait();
         }
     }
 
     impl waf_engine::Injection for CLib {
         fn sqli(&self, input: &[u8], fingerprint: &mut Vec<u8>) -> bool {
             fingerprint.clear();
-            // NUL-terminated, as ModSecurity passes `std::string::c_str()`
-            let mut buf = input.to_vec();
-            buf.push(0);
-            let mut fp = [0u8; 8];
-            // SAFETY: buf holds len + 1 bytes; fp has room for 8.
-            let hit =
-                unsafe { (self.sqli)(buf.as_ptr().cast(), input.len(), fp.as_mut_ptr().cast()) };
-            if hit == 0 {
+            let mut reply = [0u8; 9];
+            self.ask(b's', input, &mut reply);
+            if reply[0] == 0 {
                 return false;
             }
-            let n = fp.iter().position(|&b| b == 0).unwrap_or(8);
+            let fp = &reply[1..];
+            let n = fp.iter().position(|&b| b == 0).unwrap_or(fp.len());
             fingerprint.extend_from_slice(&fp[..n]);
             true
         }
 
         fn xss(&self, input: &[u8]) -> bool {
-            let mut buf = input.to_vec();
-            buf.push(0);
-            // SAFETY: buf holds len + 1 bytes.
-            unsafe { (self.xss)(buf.as_ptr().cast(), input.len()) != 0 }
+            let mut reply = [0u8; 1];
+            self.ask(b'x', input, &mut reply);
+            reply[0] != 0
         }
     }
 }
