@@ -40,12 +40,10 @@ pub fn run(args: Args) -> u8 {
     };
     let elapsed = start.elapsed();
     let Some(program) = &compiled.program else {
-        let _ = report::write(
-            report::Format::Human,
-            report::Color::Auto,
-            compiled.sources(),
-            &compiled.diagnostics,
-        );
+        let sources = compiled.sources();
+        let shown =
+            report::Shown::capped(sources, &compiled.diagnostics, report::DEFAULT_MAX_PER_FILE);
+        let _ = report::write(report::Format::Human, report::Color::Auto, sources, &shown);
         eprintln!(
             "waf compile: {} error(s); nothing compiled",
             compiled.diagnostics.error_count()

@@ -124,7 +124,7 @@ impl RuleInput {
 /// message when the rules do not compile.
 pub fn ruleset_or_report(compiled: Compiled) -> Result<Ruleset, String> {
     Ruleset::from_compiled(compiled).map_err(|e| {
-        eprint!("{}", e.diagnostics().render(e.sources()));
+        crate::report::eprint(e.sources(), e.diagnostics());
         format!("the rules have {} error(s)", e.error_count())
     })
 }

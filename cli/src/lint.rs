@@ -27,6 +27,11 @@ pub struct Args {
     /// Leave out the performance checks (`perf-*` codes).
     #[arg(long)]
     pub no_perf: bool,
+    /// Show at most N diagnostics per file; the rest are counted in a note
+    /// (and still decide the exit code).
+    #[arg(long, value_name = "N", default_value_t = report::DEFAULT_MAX_PER_FILE,
+          value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u32).range(1..), |n| n as usize))]
+    pub max_diagnostics: usize,
 }
 
 pub fn run(args: Args) -> u8 {
@@ -49,7 +54,8 @@ pub fn run(args: Args) -> u8 {
     }
     let diags = &diags;
     let sources = analysis.compiled.sources();
-    if let Err(e) = report::write(args.format, args.color, sources, diags) {
+    let shown = report::Shown::capped(sources, diags, args.max_diagnostics);
+    if let Err(e) = report::write(args.format, args.color, sources, &shown) {
         eprintln!("waf lint: cannot write output: {e}");
         return EXIT_USAGE;
     }

@@ -22,20 +22,69 @@ pub enum Color {
     Never,
 }
 
-pub fn write(
-    format: Format,
-    color: Color,
-    sources: &SourceMap,
-    diags: &Diagnostics,
-) -> io::Result<()> {
+/// Diagnostics shown per file unless `--max-diagnostics` says otherwise: a
+/// file with more (a binary or badly corrupted file gives one per line) would
+/// bury the first, most useful ones.
+pub const DEFAULT_MAX_PER_FILE: usize = 50;
+
+/// What is printed: at most a number of diagnostics per file, with the count
+/// of those left out, and the totals over all of them.
+pub struct Shown {
+    diags: Diagnostics,
+    /// (file name, diagnostics not shown), in file order.
+    suppressed: Vec<(String, usize)>,
+    max_per_file: usize,
+    errors: usize,
+    warnings: usize,
+}
+
+impl Shown {
+    /// The first `max_per_file` diagnostics of each file (by primary span),
+    /// in their order in `all`.
+    pub fn capped(sources: &SourceMap, all: &Diagnostics, max_per_file: usize) -> Shown {
+        let mut per_file: Vec<usize> = Vec::new();
+        let mut diags = Diagnostics::new();
+        for d in all {
+            let i = d.span.file.0 as usize;
+            if per_file.len() <= i {
+                per_file.resize(i + 1, 0);
+            }
+            per_file[i] += 1;
+            if per_file[i] <= max_per_file {
+                diags.push(d.clone());
+            }
+        }
+        let suppressed = per_file
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > max_per_file)
+            .map(|(i, n)| {
+                let name = sources
+                    .get(waf_compiler::source::FileId(i as u32))
+                    .map(|f| f.name())
+                    .unwrap_or_default();
+                (name, n - max_per_file)
+            })
+            .collect();
+        Shown {
+            diags,
+            suppressed,
+            max_per_file,
+            errors: all.error_count(),
+            warnings: all.warning_count(),
+        }
+    }
+}
+
+pub fn write(format: Format, color: Color, sources: &SourceMap, shown: &Shown) -> io::Result<()> {
     match format {
-        Format::Human => human(color, sources, diags),
+        Format::Human => human(color, sources, shown),
         Format::Json => {
             let mut out = io::stdout().lock();
             writeln!(
                 out,
                 "{}",
-                serde_json::to_string_pretty(&json_report(sources, diags))?
+                serde_json::to_string_pretty(&json_report(sources, shown))?
             )
         }
         Format::Sarif => {
@@ -43,13 +92,13 @@ pub fn write(
             writeln!(
                 out,
                 "{}",
-                serde_json::to_string_pretty(&sarif_report(sources, diags))?
+                serde_json::to_string_pretty(&sarif_report(sources, shown))?
             )
         }
     }
 }
 
-fn human(color: Color, sources: &SourceMap, diags: &Diagnostics) -> io::Result<()> {
+fn human(color: Color, sources: &SourceMap, shown: &Shown) -> io::Result<()> {
     use std::io::IsTerminal;
     let choice = match color {
         Color::Always => ColorChoice::Always,
@@ -58,12 +107,44 @@ fn human(color: Color, sources: &SourceMap, diags: &Diagnostics) -> io::Result<(
         Color::Auto => ColorChoice::Never,
     };
     let mut out = StandardStream::stdout(choice);
-    for d in diags {
+    for d in &shown.diags {
         d.emit(sources, &mut out);
     }
-    let (e, w) = (diags.error_count(), diags.warning_count());
+    for (file, n) in &shown.suppressed {
+        writeln!(
+            out,
+            "note: {n} more diagnostic(s) in {file} not shown (--max-diagnostics {})",
+            shown.max_per_file
+        )?;
+    }
     let files = sources.files().count();
-    writeln!(out, "{files} file(s) checked: {e} error(s), {w} warning(s)")
+    writeln!(
+        out,
+        "{files} file(s) checked: {} error(s), {} warning(s)",
+        shown.errors, shown.warnings
+    )
+}
+
+/// Diagnostics of rules that failed to compile, for a command that is not
+/// `lint`: on standard error, plain, at most [`DEFAULT_MAX_PER_FILE`] per
+/// file.
+pub fn eprint(sources: &SourceMap, diags: &Diagnostics) {
+    let shown = Shown::capped(sources, diags, DEFAULT_MAX_PER_FILE);
+    let mut err = io::stderr().lock();
+    for d in &shown.diags {
+        let _ = err.write_all(d.render(sources).as_bytes());
+    }
+    for (file, n) in &shown.suppressed {
+        let _ = writeln!(err, "note: {n} more diagnostic(s) in {file} not shown");
+    }
+}
+
+fn suppressed_json(shown: &Shown) -> Vec<Value> {
+    shown
+        .suppressed
+        .iter()
+        .map(|(file, n)| json!({"file": file, "count": n}))
+        .collect()
 }
 
 /// Line/column (1-based) of the start and end of a span.
@@ -71,12 +152,22 @@ fn region(sources: &SourceMap, span: Span) -> Option<(usize, usize, usize, usize
     let f = sources.get(span.file)?;
     let s = f.line_col(span.start as usize);
     let e = f.line_col(span.end as usize);
-    let line = f
-        .text
-        .get(f.line_range(s.line - 1))
-        .unwrap_or("")
-        .to_string();
-    Some((s.line, s.col, e.line, e.col, line))
+    let line = f.text.get(f.line_range(s.line - 1)).unwrap_or("");
+    Some((s.line, s.col, e.line, e.col, snippet(line, s.col)))
+}
+
+/// Longest snippet quoted whole; a longer line is quoted as the
+/// [`SNIPPET_CHARS`] characters around the column.
+const SNIPPET_CHARS: usize = 240;
+
+/// The line, or a window of it around `col` (1-based, in characters) when it
+/// is long: JSON and SARIF reports stay small on files with huge lines.
+fn snippet(line: &str, col: usize) -> String {
+    if line.len() <= SNIPPET_CHARS {
+        return line.to_string();
+    }
+    let skip = col.saturating_sub(1 + SNIPPET_CHARS / 4);
+    line.chars().skip(skip).take(SNIPPET_CHARS).collect()
 }
 
 fn file_name(sources: &SourceMap, span: Span) -> String {
@@ -104,11 +195,12 @@ fn json_diag(sources: &SourceMap, d: &Diagnostic) -> Value {
     })
 }
 
-pub fn json_report(sources: &SourceMap, diags: &Diagnostics) -> Value {
+pub fn json_report(sources: &SourceMap, shown: &Shown) -> Value {
     json!({
-        "errors": diags.error_count(),
-        "warnings": diags.warning_count(),
-        "diagnostics": diags.iter().map(|d| json_diag(sources, d)).collect::<Vec<_>>(),
+        "errors": shown.errors,
+        "warnings": shown.warnings,
+        "diagnostics": shown.diags.iter().map(|d| json_diag(sources, d)).collect::<Vec<_>>(),
+        "suppressed": suppressed_json(shown),
     })
 }
 
@@ -151,7 +243,7 @@ fn sarif_location(sources: &SourceMap, span: Span, message: Option<&str>) -> Val
     loc
 }
 
-pub fn sarif_report(sources: &SourceMap, diags: &Diagnostics) -> Value {
+pub fn sarif_report(sources: &SourceMap, shown: &Shown) -> Value {
     let rules: Vec<Value> = Code::ALL
         .iter()
         .map(|c| {
@@ -162,7 +254,8 @@ pub fn sarif_report(sources: &SourceMap, diags: &Diagnostics) -> Value {
             })
         })
         .collect();
-    let results: Vec<Value> = diags
+    let results: Vec<Value> = shown
+        .diags
         .iter()
         .map(|d| {
             let index = Code::ALL.iter().position(|c| *c == d.code).unwrap_or(0);
@@ -195,6 +288,7 @@ pub fn sarif_report(sources: &SourceMap, diags: &Diagnostics) -> Value {
             }},
             "columnKind": "unicodeCodePoints",
             "results": results,
+            "properties": {"suppressed": suppressed_json(shown)},
         }]
     })
 }

@@ -75,7 +75,7 @@ pub fn run(args: Args) -> u8 {
     };
     let Some(program) = analysis.program() else {
         let c = &analysis.compiled;
-        eprint!("{}", c.diagnostics.render(c.sources()));
+        crate::report::eprint(c.sources(), &c.diagnostics);
         eprintln!(
             "waf suggest: the rules have {} error(s)",
             c.diagnostics.error_count()

@@ -330,3 +330,74 @@ fn suggest_lists_applies_diffs_and_verifies() {
     assert!(text.contains("NOT EQUIVALENT at request twice"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A file for one test, in a directory of its own under the system's temp dir.
+fn temp_file(test: &str, name: &str, bytes: &[u8]) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("waf-{test}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp");
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).expect("write");
+    path
+}
+
+#[test]
+fn lint_reports_a_binary_file_as_one_error() {
+    // The test binary itself: megabytes of machine code, NUL bytes and all.
+    let exe = std::fs::read(env!("CARGO_BIN_EXE_waf")).expect("read the waf binary");
+    let path = temp_file("lint-binary", "waf.conf", &exe);
+    let o = waf(&["lint", path.to_str().expect("utf-8 temp path")]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.lines().count() <= 100,
+        "{} lines:\n{out}",
+        out.lines().count()
+    );
+    assert!(
+        out.contains("error[encoding]: this file is not text"),
+        "{out}"
+    );
+    assert!(out.contains("1 error(s)"), "{out}");
+}
+
+#[test]
+fn lint_caps_diagnostics_per_file() {
+    let text = "NotADirective x\n".repeat(200);
+    let path = temp_file("lint-cap", "many.conf", text.as_bytes());
+    let path = path.to_str().expect("utf-8 temp path");
+    let o = waf(&["lint", "--max-diagnostics", "5", path]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert_eq!(out.matches("error[unknown-directive]").count(), 5, "{out}");
+    assert!(out.contains("note: 195 more diagnostic(s) in "), "{out}");
+    // The summary counts every diagnostic, shown or not.
+    assert!(out.contains("200 error(s)"), "{out}");
+    // The default is 50; JSON lists what is shown and counts the rest.
+    let o = waf(&["lint", "--format", "json", path]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["errors"], 200);
+    assert_eq!(v["diagnostics"].as_array().map(Vec::len), Some(50));
+    assert_eq!(v["suppressed"][0]["count"], 150);
+    // Zero would hide every finding: a usage error.
+    assert_eq!(
+        waf(&["lint", "--max-diagnostics", "0", path]).status.code(),
+        Some(2)
+    );
+}
+
+#[test]
+fn lint_shows_a_window_of_a_long_line() {
+    // An unknown operator in the middle of a 100 KB line.
+    let pad = "a".repeat(50_000);
+    let text =
+        format!("SecRule ARGS \"@rx {pad}\" \"id:1,phase:2,pass,t:none,t:nosuchthing,{pad}\"\n");
+    let path = temp_file("lint-long", "long.conf", text.as_bytes());
+    let o = waf(&["lint", "--no-perf", path.to_str().expect("utf-8 temp path")]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.len() < 4096, "{} bytes:\n{out}", out.len());
+    assert!(out.contains("nosuchthing"), "{out}");
+    // The column is the real one, not the window's.
+    let col = text.find("nosuchthing").expect("in text") + 1;
+    assert!(out.contains(&format!("long.conf:1:{col}")), "{out}");
+}

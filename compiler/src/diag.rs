@@ -218,7 +218,7 @@ impl Diagnostic {
         Diagnostic {
             severity: Severity::Error,
             code,
-            message: message.into(),
+            message: bounded(message.into()),
             span,
             label: String::new(),
             hint: None,
@@ -234,17 +234,17 @@ impl Diagnostic {
     }
 
     pub fn with_label(mut self, label: impl Into<String>) -> Diagnostic {
-        self.label = label.into();
+        self.label = bounded(label.into());
         self
     }
 
     pub fn with_hint(mut self, hint: impl Into<String>) -> Diagnostic {
-        self.hint = Some(hint.into());
+        self.hint = Some(bounded(hint.into()));
         self
     }
 
     pub fn with_related(mut self, span: Span, text: impl Into<String>) -> Diagnostic {
-        self.related.push((span, text.into()));
+        self.related.push((span, bounded(text.into())));
         self
     }
 
@@ -263,10 +263,16 @@ impl Diagnostic {
             Severity::Error => cs::Severity::Error,
             Severity::Warning => cs::Severity::Warning,
         };
-        let mut labels = vec![cs::Label::primary(self.span.file.0, self.span.range())
-            .with_message(self.label.clone())];
+        let mut view = Renderable {
+            sources,
+            windows: Vec::new(),
+        };
+        let primary = view.clip(self.span);
+        let mut labels =
+            vec![cs::Label::primary(self.span.file.0, primary).with_message(self.label.clone())];
         for (span, text) in &self.related {
-            labels.push(cs::Label::secondary(span.file.0, span.range()).with_message(text.clone()));
+            let range = view.clip(*span);
+            labels.push(cs::Label::secondary(span.file.0, range).with_message(text.clone()));
         }
         let mut d = cs::Diagnostic::new(sev)
             .with_code(self.code.as_str())
@@ -277,12 +283,27 @@ impl Diagnostic {
         }
         let config = term::Config::default();
         // An I/O error on the output stream is not the compiler's to report.
-        let _ = term::emit(out, &config, &Renderable(sources), &d);
+        let _ = term::emit(out, &config, &view, &d);
     }
 }
 
-/// Adapts [`SourceMap`] to codespan's file database.
-struct Renderable<'a>(&'a SourceMap);
+/// Longest source line shown whole under a diagnostic. A longer line (CRS
+/// has regexes of several kilobytes on one line; a corrupted or binary file
+/// has lines of megabytes) is shown as a window around each label, so that
+/// one diagnostic's output stays a few lines whatever the input.
+const LONG_LINE: usize = 240;
+/// Bytes of context shown on each side of a label on a long line, and the
+/// most of a label's own bytes shown.
+const WINDOW_CONTEXT: usize = 60;
+const WINDOW_LABEL: usize = 100;
+
+/// Adapts [`SourceMap`] to codespan's file database, showing long lines
+/// through windows (see [`LONG_LINE`]).
+struct Renderable<'a> {
+    sources: &'a SourceMap,
+    /// (file, line index, byte range shown) for each long line with a label.
+    windows: Vec<(u32, usize, Range<usize>)>,
+}
 
 impl<'a> Files<'a> for Renderable<'a> {
     type FileId = u32;
@@ -291,7 +312,7 @@ impl<'a> Files<'a> for Renderable<'a> {
 
     fn name(&'a self, id: u32) -> Result<String, FilesError> {
         let f = self
-            .0
+            .sources
             .get(crate::source::FileId(id))
             .ok_or(FilesError::FileMissing)?;
         Ok(f.name())
@@ -299,7 +320,7 @@ impl<'a> Files<'a> for Renderable<'a> {
 
     fn source(&'a self, id: u32) -> Result<&'a str, FilesError> {
         let f = self
-            .0
+            .sources
             .get(crate::source::FileId(id))
             .ok_or(FilesError::FileMissing)?;
         Ok(&f.text)
@@ -307,7 +328,7 @@ impl<'a> Files<'a> for Renderable<'a> {
 
     fn line_index(&'a self, id: u32, byte_index: usize) -> Result<usize, FilesError> {
         let f = self
-            .0
+            .sources
             .get(crate::source::FileId(id))
             .ok_or(FilesError::FileMissing)?;
         Ok(f.line_index(byte_index.min(f.text.len())))
@@ -315,7 +336,7 @@ impl<'a> Files<'a> for Renderable<'a> {
 
     fn line_range(&'a self, id: u32, line_index: usize) -> Result<Range<usize>, FilesError> {
         let f = self
-            .0
+            .sources
             .get(crate::source::FileId(id))
             .ok_or(FilesError::FileMissing)?;
         if line_index >= f.line_count() {
@@ -323,6 +344,13 @@ impl<'a> Files<'a> for Renderable<'a> {
                 given: line_index,
                 max: f.line_count() - 1,
             });
+        }
+        if let Some((.., w)) = self
+            .windows
+            .iter()
+            .find(|(file, line, _)| *file == id && *line == line_index)
+        {
+            return Ok(w.clone());
         }
         // codespan wants the range including the terminator.
         let r = f.line_range(line_index);
@@ -333,9 +361,58 @@ impl<'a> Files<'a> for Renderable<'a> {
         };
         Ok(r.start..next)
     }
+
+    /// Columns count from the real start of the line, not from a window's.
+    fn column_number(
+        &'a self,
+        id: u32,
+        _line_index: usize,
+        byte_index: usize,
+    ) -> Result<usize, FilesError> {
+        let f = self
+            .sources
+            .get(crate::source::FileId(id))
+            .ok_or(FilesError::FileMissing)?;
+        Ok(f.line_col(byte_index).col)
+    }
 }
 
 impl Renderable<'_> {
+    /// The byte range to label for `span`: the span itself on a short line;
+    /// on a long line, at most [`WINDOW_LABEL`] bytes of it on its first
+    /// line, with a window of context recorded for [`Files::line_range`].
+    fn clip(&mut self, span: Span) -> Range<usize> {
+        let range = span.range();
+        let Some(f) = self.sources.get(span.file) else {
+            return range;
+        };
+        let start = range.start.min(f.text.len());
+        let line = f.line_index(start);
+        let whole = f.line_range(line);
+        if whole.len() <= LONG_LINE {
+            return range;
+        }
+        let end = range.end.clamp(start, whole.end).min(start + WINDOW_LABEL);
+        let end = ceil_char_boundary(&f.text, end);
+        let from = floor_char_boundary(
+            &f.text,
+            start.saturating_sub(WINDOW_CONTEXT).max(whole.start),
+        );
+        let to = ceil_char_boundary(&f.text, (end + WINDOW_CONTEXT).min(whole.end));
+        let id = span.file.0;
+        match self
+            .windows
+            .iter_mut()
+            .find(|(file, l, _)| *file == id && *l == line)
+        {
+            // A second label on the same line widens the window (by at most
+            // one label and its context).
+            Some((.., w)) => *w = w.start.min(from)..w.end.max(to),
+            None => self.windows.push((id, line, from..to)),
+        }
+        start..end
+    }
+
     fn line_start(&self, f: &crate::source::SourceFile, line: usize) -> usize {
         f.line_range(line).start
     }
@@ -425,6 +502,38 @@ pub fn closest<'a>(name: &str, known: impl IntoIterator<Item = &'a str>) -> Opti
         }
     }
     best.filter(|(s, _)| *s >= 0.8).map(|(_, k)| k)
+}
+
+/// Longest message, label or hint kept whole. They quote the user's text
+/// (an unknown action's name, a bad argument), which can be any length in a
+/// corrupted file; the location and snippet say where the rest is.
+const MAX_TEXT: usize = 300;
+
+/// `text`, cut at [`MAX_TEXT`] bytes (on a char boundary) with an ellipsis.
+fn bounded(mut text: String) -> String {
+    if text.len() > MAX_TEXT {
+        text.truncate(floor_char_boundary(&text, MAX_TEXT));
+        text.push('…');
+    }
+    text
+}
+
+/// The largest char boundary of `text` at or before `i`.
+fn floor_char_boundary(text: &str, mut i: usize) -> usize {
+    i = i.min(text.len());
+    while !text.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+/// The smallest char boundary of `text` at or after `i`.
+fn ceil_char_boundary(text: &str, mut i: usize) -> usize {
+    i = i.min(text.len());
+    while !text.is_char_boundary(i) {
+        i += 1;
+    }
+    i
 }
 
 #[cfg(test)]

@@ -121,6 +121,21 @@ impl Loader<'_> {
                 return;
             }
         };
+        if let Some(at) = binary_at(&bytes) {
+            // Parsing binary data would report an error per "line" (tens of
+            // thousands for an executable): one error says it all.
+            let id = self.parsed.sources.add(path, String::new());
+            diags.push(
+                Diagnostic::error(
+                    Code::Encoding,
+                    Span::new(id, 0, 0),
+                    format!("this file is not text (binary data at byte {at}); it was not parsed"),
+                )
+                .with_label("binary file")
+                .with_hint("pass rule files (SecLang text); check the path and the file's type"),
+            );
+            return;
+        }
         let (text, bad_utf8) = match String::from_utf8(bytes) {
             Ok(t) => (t, None),
             Err(e) => {
@@ -243,5 +258,66 @@ impl Loader<'_> {
         for m in matches {
             self.load_path(&m, Some(arg.span()), diags);
         }
+    }
+}
+
+/// How much of a file is looked at to tell text from binary data, as `git`
+/// and `grep` do.
+const SNIFF_LEN: usize = 8192;
+
+/// Where a file shows itself to be binary data rather than (possibly
+/// mis-encoded) text: the offset of a NUL byte in its first [`SNIFF_LEN`]
+/// bytes, or of the first invalid UTF-8 sequence when more than one byte in
+/// eight of that prefix is invalid (a Latin-1 rule file has a few such bytes,
+/// and keeps its single `encoding` error and its parse).
+fn binary_at(bytes: &[u8]) -> Option<usize> {
+    let head = &bytes[..bytes.len().min(SNIFF_LEN)];
+    if let Some(nul) = memchr::memchr(0, head) {
+        return Some(nul);
+    }
+    let mut invalid = 0usize;
+    let mut first = None;
+    let mut rest = head;
+    let mut offset = 0;
+    while !rest.is_empty() {
+        match std::str::from_utf8(rest) {
+            Ok(_) => break,
+            Err(e) => {
+                let at = e.valid_up_to();
+                // A sequence cut by the end of the prefix is not an error.
+                let Some(len) = e.error_len() else { break };
+                first.get_or_insert(offset + at);
+                invalid += len;
+                offset += at + len;
+                rest = &rest[at + len..];
+            }
+        }
+    }
+    (invalid * 8 > head.len()).then_some(first).flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::binary_at;
+
+    #[test]
+    fn text_is_not_binary() {
+        assert_eq!(binary_at(b"SecRule ARGS \"@rx a\" \"id:1\"\n"), None);
+        assert_eq!(binary_at(b""), None);
+        // A Latin-1 comment: a few invalid bytes stay an encoding matter.
+        assert_eq!(binary_at(b"# caf\xe9 au lait\nSecRuleEngine On\n"), None);
+        // A multi-byte character cut at the sniffing limit is not binary.
+        let mut long = vec![b'#'; super::SNIFF_LEN - 1];
+        long.extend_from_slice("é".as_bytes());
+        assert_eq!(binary_at(&long), None);
+    }
+
+    #[test]
+    fn binary_data_is_found() {
+        assert_eq!(binary_at(b"\x7fELF\x02\x01\x01\x00\x00"), Some(7));
+        let noise: Vec<u8> = (0..4096u32)
+            .map(|i| 0x80 | (i.wrapping_mul(97) % 64) as u8)
+            .collect();
+        assert_eq!(binary_at(&noise), Some(0));
     }
 }
