@@ -16,6 +16,7 @@ use std::ops::Range;
 /// (and `offsets[len]` the offset just past the last one).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Text {
+    /// The unescaped value.
     pub value: String,
     file: FileId,
     offsets: Vec<u32>,
@@ -119,6 +120,7 @@ impl Text {
         self.span_of(0..self.value.len())
     }
 
+    /// The unescaped value.
     pub fn as_str(&self) -> &str {
         &self.value
     }
@@ -143,8 +145,11 @@ fn newline_len(b: &[u8]) -> Option<usize> {
 /// A directive as written: its name and its arguments.
 #[derive(Clone, Debug)]
 pub struct Directive {
+    /// The directive's name as written (case is not significant).
     pub name: String,
+    /// Where the name is written.
     pub name_span: Span,
+    /// The arguments, unquoted and unescaped.
     pub args: Vec<Text>,
     /// The whole directive, name to last argument.
     pub span: Span,
@@ -153,16 +158,21 @@ pub struct Directive {
 /// One target of a rule: `!&NAME:selector`.
 #[derive(Clone, Debug)]
 pub struct TargetAst {
+    /// The whole target, `!` and `&` included.
     pub span: Span,
     /// `!`: remove matching values from the rule's targets.
     pub exclude: bool,
     /// `&`: the number of values, not the values.
     pub count: bool,
+    /// The variable's name as written.
     pub name: String,
+    /// Where the name is written.
     pub name_span: Span,
+    /// `:key` or `:/regex/`, if any.
     pub selector: Option<SelectorAst>,
 }
 
+/// How a target selects members of a collection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SelectorKind {
     /// `:name` (or an XPath expression for `XML`).
@@ -171,9 +181,12 @@ pub enum SelectorKind {
     Regex,
 }
 
+/// The `:...` part of a target.
 #[derive(Clone, Debug)]
 pub struct SelectorAst {
+    /// A key (or XPath) or a regex.
     pub kind: SelectorKind,
+    /// The key, XPath or regex text.
     pub text: Text,
     /// Including the slashes of a regex selector.
     pub span: Span,
@@ -182,50 +195,68 @@ pub struct SelectorAst {
 /// The operator argument of a SecRule: `!@name argument`.
 #[derive(Clone, Debug)]
 pub struct OperatorAst {
+    /// The whole operator argument.
     pub span: Span,
+    /// `!@op`: the result is inverted.
     pub negated: bool,
     /// Without the `@`; `rx` when implicit.
     pub name: String,
+    /// Where the name is written (the `@` excluded).
     pub name_span: Span,
     /// No `@`: the whole string is a regex.
     pub implicit: bool,
+    /// The operator's argument, if any.
     pub argument: Option<Text>,
 }
 
 /// One action: `name` or `name:value` (the value unquoted and unescaped).
 #[derive(Clone, Debug)]
 pub struct ActionAst {
+    /// The whole action, name and value.
     pub span: Span,
+    /// The action's name as written (case is not significant).
     pub name: String,
+    /// Where the name is written.
     pub name_span: Span,
+    /// The value after `:`, unquoted, if any.
     pub value: Option<Text>,
 }
 
+/// Which directive wrote a rule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RuleKind {
+    /// `SecRule TARGETS OPERATOR [ACTIONS]`.
     SecRule,
+    /// `SecAction ACTIONS`: no targets, always matches.
     SecAction,
 }
 
 /// A `SecRule` or `SecAction`.
 #[derive(Clone, Debug)]
 pub struct RuleAst {
+    /// `SecRule` or `SecAction`.
     pub kind: RuleKind,
+    /// The whole directive.
     pub span: Span,
+    /// The targets, in the order written (none for `SecAction`).
     pub targets: Vec<TargetAst>,
+    /// The operator (none for `SecAction`).
     pub operator: Option<OperatorAst>,
+    /// The actions, in the order written.
     pub actions: Vec<ActionAst>,
     /// The span of the actions argument (or of the directive when absent).
     pub actions_span: Span,
 }
 
 impl RuleAst {
+    /// The first action called `name` (case-insensitive), if any.
     pub fn action(&self, name: &str) -> Option<&ActionAst> {
         self.actions
             .iter()
             .find(|a| a.name.eq_ignore_ascii_case(name))
     }
 
+    /// Whether an action called `name` is present.
     pub fn has_action(&self, name: &str) -> bool {
         self.action(name).is_some()
     }
@@ -234,44 +265,62 @@ impl RuleAst {
 /// A configuration item after directive dispatch.
 #[derive(Clone, Debug)]
 pub enum Item {
+    /// A `SecRule` or `SecAction`.
     Rule(RuleAst),
     /// `SecDefaultAction "phase:2,log,pass"`.
     DefaultAction {
+        /// The default actions.
         actions: Vec<ActionAst>,
+        /// The whole directive.
         span: Span,
     },
     /// `SecMarker NAME`.
     Marker {
+        /// The marker's name.
         name: Text,
+        /// The whole directive.
         span: Span,
     },
     /// `SecRuleUpdateTargetById/ByTag/ByMsg SELECTOR TARGETS [REPLACED]`.
     UpdateTarget {
+        /// The rules updated.
         by: RuleRef,
+        /// The targets added (or, with `replaced`, the new ones).
         targets: Vec<TargetAst>,
+        /// The targets replaced, when the directive has a third argument.
         replaced: Option<Vec<TargetAst>>,
+        /// The whole directive.
         span: Span,
     },
     /// `SecRuleUpdateActionById ID[:chain-offset] ACTIONS`.
     UpdateAction {
+        /// The rule (and chain link) updated.
         by: RuleRef,
+        /// The actions replacing or added to the rule's.
         actions: Vec<ActionAst>,
+        /// The whole directive.
         span: Span,
     },
     /// `SecRuleRemoveById/ByTag/ByMsg`.
     Remove {
+        /// The rules removed.
         by: RuleRef,
+        /// The whole directive.
         span: Span,
     },
     /// Every other known directive, with its raw arguments.
     Setting {
+        /// Which directive.
         directive: crate::names::Directive,
+        /// Its arguments, unquoted and unescaped.
         args: Vec<Text>,
+        /// The whole directive.
         span: Span,
     },
 }
 
 impl Item {
+    /// The span of the whole item.
     pub fn span(&self) -> Span {
         match self {
             Item::Rule(r) => r.span,
@@ -297,6 +346,7 @@ pub enum RuleRef {
 }
 
 impl RuleRef {
+    /// Whether `id` is one of the ids or in one of the ranges (never for tags and messages).
     pub fn matches_id(&self, id: u64) -> bool {
         match self {
             RuleRef::Ids(ranges, _) => ranges.iter().any(|&(a, b)| a <= id && id <= b),

@@ -16,13 +16,17 @@ use std::fmt;
 pub use codespan_reporting::term::termcolor;
 use std::ops::Range;
 
+/// How serious a finding is: errors stop compilation, warnings do not.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Severity {
+    /// A problem worth fixing; the configuration still compiles.
     Warning,
+    /// The configuration cannot be compiled as written.
     Error,
 }
 
 impl Severity {
+    /// `error` or `warning`, as printed and in JSON/SARIF.
     pub fn as_str(self) -> &'static str {
         match self {
             Severity::Warning => "warning",
@@ -42,15 +46,23 @@ impl fmt::Display for Severity {
 pub enum Code {
     /// The text does not follow SecLang syntax (unbalanced quote, stray token...).
     Syntax,
+    /// A directive ModSecurity v3 does not know.
     UnknownDirective,
+    /// An operator ModSecurity v3 does not know.
     UnknownOperator,
+    /// A transformation ModSecurity v3 does not know.
     UnknownTransformation,
+    /// A variable ModSecurity v3 does not know.
     UnknownVariable,
+    /// An action ModSecurity v3 does not know.
     UnknownAction,
     /// A directive, operator or action was given the wrong number or kind of arguments.
     BadArgument,
+    /// A `SecRule` or `SecAction` without an `id` action.
     MissingId,
+    /// Two rules with the same `id`.
     DuplicateId,
+    /// A rule without a `phase` (and no `SecDefaultAction` that gives one).
     MissingPhase,
     /// `chain` on the last rule of a file, or followed by something that is not a `SecRule`.
     DanglingChain,
@@ -60,6 +72,7 @@ pub enum Code {
     BackwardSkip,
     /// A disruptive, phase or other head-only action in a chain link.
     ActionInChainLink,
+    /// A regex that does not compile.
     InvalidRegex,
     /// A PCRE feature (lookaround, backreference, atomic group...) that no DFA can run.
     UnsupportedRegex,
@@ -84,6 +97,7 @@ pub enum Code {
 }
 
 impl Code {
+    /// Every code, in a stable order (the SARIF rule list).
     pub const ALL: &'static [Code] = &[
         Code::Syntax,
         Code::UnknownDirective,
@@ -200,8 +214,11 @@ impl fmt::Display for Code {
 /// One finding.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Diagnostic {
+    /// Error or warning.
     pub severity: Severity,
+    /// The kind of finding, with its stable name.
     pub code: Code,
+    /// The one-line summary (at most 300 bytes of quoted rule text).
     pub message: String,
     /// Where the problem is; the caret of the rendered snippet.
     pub span: Span,
@@ -214,6 +231,7 @@ pub struct Diagnostic {
 }
 
 impl Diagnostic {
+    /// A new error at `span`.
     pub fn error(code: Code, span: Span, message: impl Into<String>) -> Diagnostic {
         Diagnostic {
             severity: Severity::Error,
@@ -226,6 +244,7 @@ impl Diagnostic {
         }
     }
 
+    /// A new warning at `span`.
     pub fn warning(code: Code, span: Span, message: impl Into<String>) -> Diagnostic {
         Diagnostic {
             severity: Severity::Warning,
@@ -233,16 +252,19 @@ impl Diagnostic {
         }
     }
 
+    /// Sets the text shown under the caret.
     pub fn with_label(mut self, label: impl Into<String>) -> Diagnostic {
         self.label = bounded(label.into());
         self
     }
 
+    /// Sets what to do about it.
     pub fn with_hint(mut self, hint: impl Into<String>) -> Diagnostic {
         self.hint = Some(bounded(hint.into()));
         self
     }
 
+    /// Adds a related place, with its text.
     pub fn with_related(mut self, span: Span, text: impl Into<String>) -> Diagnostic {
         self.related.push((span, bounded(text.into())));
         self
@@ -425,14 +447,17 @@ pub struct Diagnostics {
 }
 
 impl Diagnostics {
+    /// No diagnostics.
     pub fn new() -> Diagnostics {
         Diagnostics::default()
     }
 
+    /// Adds one.
     pub fn push(&mut self, d: Diagnostic) {
         self.items.push(d);
     }
 
+    /// How many are errors.
     pub fn error_count(&self) -> usize {
         self.items
             .iter()
@@ -440,6 +465,7 @@ impl Diagnostics {
             .count()
     }
 
+    /// How many are warnings.
     pub fn warning_count(&self) -> usize {
         self.items
             .iter()
@@ -447,18 +473,22 @@ impl Diagnostics {
             .count()
     }
 
+    /// Whether any is an error (the configuration does not compile).
     pub fn has_errors(&self) -> bool {
         self.error_count() > 0
     }
 
+    /// The diagnostics, in their current order.
     pub fn iter(&self) -> std::slice::Iter<'_, Diagnostic> {
         self.items.iter()
     }
 
+    /// How many there are.
     pub fn len(&self) -> usize {
         self.items.len()
     }
 
+    /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
@@ -468,6 +498,7 @@ impl Diagnostics {
         self.items.sort_by_key(|d| (d.span.file, d.span.start));
     }
 
+    /// The diagnostics, by value.
     pub fn into_vec(self) -> Vec<Diagnostic> {
         self.items
     }

@@ -8,6 +8,8 @@
 //! carries every diagnostic, and the [`ir::Program`] when there was no error.
 //! See `docs/architecture.md` for the pipeline and the IR's invariants.
 
+#![warn(missing_docs)]
+
 pub mod ast;
 pub mod diag;
 pub mod ir;

@@ -18,7 +18,9 @@ pub const MAX_INCLUDE_DEPTH: usize = 64;
 /// The parsed configuration: every file read, and the items in execution order.
 #[derive(Debug, Default)]
 pub struct Parsed {
+    /// Every file read, includes included.
     pub sources: SourceMap,
+    /// The configuration items, in execution order.
     pub items: Vec<Item>,
 }
 

@@ -72,8 +72,11 @@ pub enum ArgKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Support {
+    /// The engine acts on it.
     Implemented,
+    /// Accepted, without effect here.
     Ignored,
+    /// Reported by the checker: it would change matching but cannot run here.
     Unsupported,
 }
 
@@ -96,24 +99,28 @@ pub enum V3Status {
 /// How many arguments a directive takes (after quote processing).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct Arity {
+    /// The fewest arguments.
     pub min: usize,
     /// `None`: no upper bound.
     pub max: Option<usize>,
 }
 
 impl Arity {
+    /// Exactly `n` arguments.
     pub const fn exactly(n: usize) -> Arity {
         Arity {
             min: n,
             max: Some(n),
         }
     }
+    /// From `min` to `max` arguments.
     pub const fn between(min: usize, max: usize) -> Arity {
         Arity {
             min,
             max: Some(max),
         }
     }
+    /// At least `min` arguments.
     pub const fn at_least(min: usize) -> Arity {
         Arity { min, max: None }
     }
@@ -168,7 +175,11 @@ macro_rules! name_enum {
         $(#[$meta])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum $E {
-            $( $(#[$vmeta])* $V, )*
+            $(
+                #[doc = concat!("`", $s, "`")]
+                $(#[$vmeta])*
+                $V,
+            )*
         }
 
         impl $E {
@@ -1431,6 +1442,7 @@ impl Severity {
         self as u8
     }
 
+    /// The severity with syslog number `n` (0 to 7), if any.
     pub fn from_number(n: u8) -> Option<Severity> {
         Severity::ALL.get(usize::from(n)).copied()
     }

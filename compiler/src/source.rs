@@ -13,12 +13,16 @@ pub struct FileId(pub u32);
 /// A byte range `start..end` in one source file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Span {
+    /// The file.
     pub file: FileId,
+    /// Byte offset of the first byte.
     pub start: u32,
+    /// Byte offset just past the last byte.
     pub end: u32,
 }
 
 impl Span {
+    /// A span of `file` from `start` to `end` (offsets beyond 4 GiB are clamped; `end` is at least `start`).
     pub fn new(file: FileId, start: usize, end: usize) -> Span {
         Span {
             file,
@@ -48,6 +52,7 @@ impl Span {
         }
     }
 
+    /// The span as a byte range, for slicing the file's text.
     pub fn range(self) -> std::ops::Range<usize> {
         self.start as usize..self.end as usize
     }
@@ -60,7 +65,9 @@ fn clamp_u32(n: usize) -> u32 {
 /// A 1-based line and column; the column counts Unicode scalar values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LineCol {
+    /// Line number, from 1.
     pub line: usize,
+    /// Column number, from 1, in Unicode scalar values.
     pub col: usize,
 }
 
@@ -117,6 +124,7 @@ impl SourceFile {
         start..end
     }
 
+    /// How many lines the file has.
     pub fn line_count(&self) -> usize {
         self.line_starts.len()
     }
@@ -144,24 +152,30 @@ pub struct SourceMap {
 }
 
 impl SourceMap {
+    /// No files.
     pub fn new() -> SourceMap {
         SourceMap::default()
     }
 
+    /// Adds a file and returns its id.
     pub fn add(&mut self, path: impl Into<PathBuf>, text: String) -> FileId {
         let id = FileId(clamp_u32(self.files.len()));
         self.files.push(SourceFile::new(path.into(), text));
         id
     }
 
+    /// The file `id`. Ids come from [`SourceMap::add`] of this map; for an id
+    /// that may be another map's, use [`SourceMap::get`].
     pub fn file(&self, id: FileId) -> &SourceFile {
         &self.files[id.0 as usize]
     }
 
+    /// The file `id`, if this map has it.
     pub fn get(&self, id: FileId) -> Option<&SourceFile> {
         self.files.get(id.0 as usize)
     }
 
+    /// Every file, in the order added.
     pub fn files(&self) -> impl Iterator<Item = (FileId, &SourceFile)> {
         self.files
             .iter()
@@ -177,12 +191,14 @@ impl SourceMap {
             .map(|i| FileId(i as u32))
     }
 
+    /// The text of `span` (empty if it is out of range).
     pub fn snippet(&self, span: Span) -> &str {
         self.get(span.file)
             .and_then(|f| f.text.get(span.range()))
             .unwrap_or("")
     }
 
+    /// The line and column where `span` starts.
     pub fn line_col(&self, span: Span) -> LineCol {
         self.file(span.file).line_col(span.start as usize)
     }

@@ -6,18 +6,26 @@ use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 
+/// Counts that describe a compiled program: what `waf compile --stats` prints.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Stats {
+    /// Rule files read.
     pub files: usize,
     /// Rules that run (SecRule chains and SecActions), removed ones excluded.
     pub rules: usize,
+    /// Rules that run, per phase (1 to 5).
     pub rules_per_phase: [usize; 5],
+    /// Of `rules`: `SecAction`s.
     pub sec_actions: usize,
     /// Rules removed by SecRuleRemoveBy*.
     pub removed_rules: usize,
+    /// Rules with at least one `chain` link.
     pub chained_rules: usize,
+    /// Chain links after the first statement, over all rules.
     pub chain_links: usize,
+    /// `SecMarker`s.
     pub markers: usize,
+    /// Rules with `skipAfter`.
     pub skip_after: usize,
     /// Distinct transform chains used by some rule (the empty chain included).
     pub transform_chains: usize,
@@ -25,27 +33,41 @@ pub struct Stats {
     pub transform_nodes: usize,
     /// Tree nodes that two or more distinct chains go through (their result is shared).
     pub shared_prefix_nodes: usize,
+    /// Distinct targets (variable, selector, count).
     pub targets: usize,
+    /// Distinct (target, transform chain) pairs: the values the engine memoizes.
     pub value_slots: usize,
+    /// Operators by name.
     pub operators_by_kind: BTreeMap<String, usize>,
+    /// Compiled regexes (`@rx` and the `@verify*` patterns).
     pub regexes: usize,
+    /// Of `regexes`: matched with a full DFA.
     pub regexes_full_dfa: usize,
+    /// Of `regexes`: matched with a lazy DFA (a full one would be too large).
     pub regexes_lazy_dfa: usize,
+    /// Memory of the full DFAs, in bytes.
     pub full_dfa_bytes: usize,
+    /// `@pm`/`@pmFromFile` phrase lists.
     pub phrase_sets: usize,
+    /// Phrases over all lists.
     pub phrases: usize,
     /// Rule statements (rules and chain links) whose operator has a prefilter.
     pub links_with_prefilter: usize,
+    /// Rule statements whose operator has no prefilter (run on every value).
     pub links_without_prefilter: usize,
     /// Rules whose first statement has a prefilter (skippable by the literal scan).
     pub rules_with_prefilter: usize,
+    /// Rules whose first statement has no prefilter (never skipped by the literal scan).
     pub rules_without_prefilter: usize,
     /// Shortest required literal of each prefiltered statement: length → count.
     pub prefilter_min_len: BTreeMap<usize, usize>,
+    /// Whole compilation time, in milliseconds, when measured.
     pub compile_ms: Option<f64>,
     /// Of `compile_ms`: reading and parsing (pest), checks and IR, regex compilation.
     pub parse_ms: Option<f64>,
+    /// Of `compile_ms`: checks and IR construction.
     pub lower_ms: Option<f64>,
+    /// Of `compile_ms`: regex compilation.
     pub regex_ms: Option<f64>,
 }
 
@@ -60,6 +82,7 @@ impl Stats {
         self
     }
 
+    /// The counts of `p`.
     pub fn of(p: &Program) -> Stats {
         let mut s = Stats {
             files: p.sources.files().count(),

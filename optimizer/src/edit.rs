@@ -95,9 +95,9 @@ pub fn remove_item(src: &str, spans: &[Span], i: usize) -> Edit {
 pub struct Applied {
     /// The new text of every changed file.
     pub files: BTreeMap<PathBuf, String>,
-    /// Suggestions applied (indices into the input), and those left out
-    /// because an edit overlapped one already taken.
+    /// Suggestions applied (indices into the input).
     pub applied: Vec<usize>,
+    /// Suggestions left out because an edit overlapped one already taken.
     pub conflicts: Vec<usize>,
 }
 

@@ -15,6 +15,8 @@
 //! performance findings of [`perf`] from the same passes. `docs/optimizer.md`
 //! describes each kind and when it is safe.
 
+#![warn(missing_docs)]
+
 pub mod algebra;
 pub mod edit;
 pub mod model;
@@ -34,7 +36,9 @@ use waf_compiler::{load, lower, Compiled, Options};
 
 /// A configuration compiled with its AST kept: what the passes need.
 pub struct Analysis {
+    /// The compilation: program (when there was no error), sources and diagnostics.
     pub compiled: Compiled,
+    /// The parsed items, which the program's spans point into.
     pub items: Vec<Item>,
 }
 
@@ -84,9 +88,11 @@ impl Analysis {
 pub struct Measurements {
     /// Per rule (`Program::rules` index): nanoseconds, operator runs.
     pub rule_nanos: Vec<u64>,
+    /// Per rule: operator runs.
     pub rule_op_runs: Vec<u64>,
     /// Per transform node: applications and bytes read.
     pub node_computed: Vec<u64>,
+    /// Per transform node: bytes read.
     pub node_bytes: Vec<u64>,
     /// Per value slot: values served.
     pub slot_lookups: Vec<u64>,

@@ -28,6 +28,7 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Every kind, in a stable order.
     pub const ALL: &'static [Kind] = &[
         Kind::RegexFlag,
         Kind::SharePrefix,
@@ -38,6 +39,7 @@ impl Kind {
         Kind::MissingLiteral,
     ];
 
+    /// The kind's stable name (JSON, lint codes, `--kind`).
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::RegexFlag => "regex-flag",
@@ -85,6 +87,7 @@ pub enum Safety {
 }
 
 impl Safety {
+    /// How the safety is printed.
     pub fn as_str(self) -> &'static str {
         match self {
             Safety::Equivalent => "equivalent",
@@ -97,16 +100,21 @@ impl Safety {
 /// `text`. An insertion has an empty span.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Edit {
+    /// The source text replaced.
     #[serde(skip)]
     pub span: Span,
+    /// The new text.
     pub text: String,
 }
 
 /// A rewrite candidate.
 #[derive(Clone, Debug, Serialize)]
 pub struct Suggestion {
+    /// What kind of rewrite.
     pub kind: Kind,
+    /// Whether the rewrite is proved equivalent or needs review.
     pub safety: Safety,
+    /// The rule's `id`.
     pub rule_id: u64,
     /// `file:line` of the rule (or chain link) the change is in.
     pub location: String,

@@ -20,6 +20,7 @@ pub struct SourceIndex<'a> {
 }
 
 impl<'a> SourceIndex<'a> {
+    /// Indexes the `SecRule`/`SecAction` items of `items`.
     pub fn new(items: &'a [Item]) -> SourceIndex<'a> {
         let by_span = items
             .iter()
@@ -31,6 +32,7 @@ impl<'a> SourceIndex<'a> {
         SourceIndex { by_span }
     }
 
+    /// The rule statement with exactly this span, if any.
     pub fn rule(&self, span: Span) -> Option<&'a RuleAst> {
         self.by_span.get(&span).copied()
     }
@@ -48,11 +50,13 @@ pub struct OwnChain<'a> {
 }
 
 impl OwnChain<'_> {
+    /// The effective transformations, in order.
     pub fn transforms(&self) -> Vec<Transform> {
         self.actions.iter().map(|&(_, t)| t).collect()
     }
 }
 
+/// The chain a statement's own `t:` actions make (defaults from `SecDefaultAction` not included).
 pub fn own_chain(ast: &RuleAst) -> OwnChain<'_> {
     let mut chain = OwnChain {
         actions: Vec::new(),

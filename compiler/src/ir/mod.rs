@@ -27,10 +27,12 @@ use std::net::IpAddr;
 
 macro_rules! id_type {
     ($name:ident) => {
+        /// A typed index into one of [`Program`]'s tables (or, for [`NodeId`], the transform tree); typed so that one table's index cannot be used for another.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
         #[serde(transparent)]
         pub struct $name(pub u32);
         impl $name {
+            /// The index as a `usize`, for slicing the table.
             pub fn index(self) -> usize {
                 self.0 as usize
             }
@@ -54,32 +56,45 @@ impl NodeId {
 /// A compiled configuration.
 #[derive(Debug)]
 pub struct Program {
+    /// Every file read, for locations in diagnostics and reports.
     pub sources: SourceMap,
+    /// Engine settings from the `Sec*` directives.
     pub settings: Settings,
     /// Phases 1 to 5 (request headers, request body, response headers,
     /// response body, logging).
     pub phases: [Phase; 5],
+    /// Every rule and `SecAction`, in file order; phases refer to them by [`RuleIdx`].
     pub rules: Vec<Rule>,
+    /// Every `SecMarker`, in file order.
     pub markers: Vec<Marker>,
+    /// Interned targets: each distinct (variable, selector, count) once.
     pub targets: Vec<Target>,
+    /// The prefix tree of transformation chains shared by all rules.
     pub transforms: TransformTree,
+    /// Interned (target, transform chain) pairs: what the engine memoizes values by.
     pub slots: Vec<ValueSlot>,
+    /// Interned operators, with their prefilter literals.
     pub operators: Vec<Operator>,
+    /// Compiled `@rx` (and `@verify*`) regexes.
     pub regexes: Vec<CompiledRx>,
+    /// `@pm`/`@pmFromFile` phrase lists.
     pub phrase_sets: Vec<PhraseSet>,
     /// Regexes of `VAR:/regex/` selectors and exclusions (matched against keys).
     pub selector_regexes: Vec<SelectorRegex>,
 }
 
 impl Program {
+    /// The rule at `idx`.
     pub fn rule(&self, idx: RuleIdx) -> &Rule {
         &self.rules[idx.index()]
     }
 
+    /// Phase `phase` (1 to 5; out-of-range numbers are clamped).
     pub fn phase(&self, phase: u8) -> &Phase {
         &self.phases[usize::from(phase.clamp(1, 5)) - 1]
     }
 
+    /// The rule with the `id` action `id`, if any.
     pub fn rule_by_id(&self, id: u64) -> Option<&Rule> {
         self.rules.iter().find(|r| r.id == id)
     }
@@ -144,21 +159,37 @@ impl Program {
 /// Engine settings from `Sec*` directives.
 #[derive(Clone, Debug, Serialize)]
 pub struct Settings {
+    /// `SecRuleEngine`.
     pub rule_engine: EngineMode,
+    /// `SecRequestBodyAccess`.
     pub request_body_access: bool,
+    /// `SecResponseBodyAccess`.
     pub response_body_access: bool,
+    /// `SecRequestBodyLimit`, in bytes.
     pub request_body_limit: u64,
+    /// `SecRequestBodyNoFilesLimit`: bytes of a request body other than uploaded files.
     pub request_body_no_files_limit: u64,
+    /// `SecRequestBodyInMemoryLimit` (accepted; bodies are always held in memory here).
     pub request_body_in_memory_limit: u64,
+    /// `SecRequestBodyLimitAction`.
     pub request_body_limit_action: LimitAction,
+    /// `SecResponseBodyLimit`, in bytes.
     pub response_body_limit: u64,
+    /// `SecResponseBodyLimitAction`.
     pub response_body_limit_action: LimitAction,
+    /// `SecResponseBodyMimeType`: the response types whose bodies are inspected.
     pub response_body_mime_types: Vec<String>,
+    /// `SecRequestBodyJsonDepthLimit`.
     pub request_body_json_depth_limit: u64,
+    /// `SecArgumentsLimit`: the most arguments a request body may add.
     pub arguments_limit: u64,
+    /// `SecArgumentSeparator` (a single byte, `&` by default).
     pub argument_separator: u8,
+    /// `SecAuditEngine` as written (On, Off, RelevantOnly).
     pub audit_engine: String,
+    /// `SecCollectionTimeout`, in seconds.
     pub collection_timeout: u64,
+    /// `SecComponentSignature` values, in order.
     pub component_signatures: Vec<String>,
     /// Directives accepted but without effect in this engine (logging,
     /// storage and server settings), with where they were.
@@ -191,28 +222,39 @@ impl Default for Settings {
     }
 }
 
+/// `SecRuleEngine` / `ctl:ruleEngine`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum EngineMode {
+    /// Rules run and disruptive actions apply.
     On,
+    /// No rule runs.
     Off,
+    /// Rules run and log, but nothing is blocked.
     DetectionOnly,
 }
 
+/// `SecRequestBodyLimitAction` / `SecResponseBodyLimitAction`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum LimitAction {
+    /// A body over the limit is refused (413 for requests, 500 for responses, as ModSecurity does).
     Reject,
+    /// Only the bytes up to the limit are inspected; the rest passes.
     ProcessPartial,
 }
 
+/// One processing phase: its rules in execution order.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Phase {
+    /// Indices into [`Program::rules`], in the order the rules run.
     pub rules: Vec<RuleIdx>,
 }
 
 /// A `SecMarker`: markers exist in every phase.
 #[derive(Clone, Debug, Serialize)]
 pub struct Marker {
+    /// The marker's name, as `skipAfter` refers to it.
     pub name: String,
+    /// Where the `SecMarker` is written.
     #[serde(skip)]
     pub span: Span,
     /// For each phase, the index in `phases[p].rules` of the first rule after the marker.
@@ -222,20 +264,30 @@ pub struct Marker {
 /// A `SecRule` (with its chain) or a `SecAction`.
 #[derive(Clone, Debug, Serialize)]
 pub struct Rule {
+    /// The `id` action.
     pub id: u64,
+    /// The phase (1 to 5) the rule runs in.
     pub phase: u8,
+    /// Where the rule is written.
     #[serde(skip)]
     pub span: Span,
     /// `file:line` of the rule, for people.
     pub location: String,
+    /// The rule and its `chain` links, in order; every link must match.
     pub links: Vec<Link>,
+    /// What the rule does when it matches.
     pub disruptive: Disruptive,
     /// `block` was written: the disruptive action came from SecDefaultAction.
     pub via_block: bool,
+    /// The `status` action: the HTTP status of a deny (or redirect).
     pub status: Option<u16>,
+    /// What the rule reports: message, tags, severity and the like.
     pub meta: Meta,
+    /// Whether a match is written to the error log (`log`/`nolog`).
     pub log: bool,
+    /// Whether a match makes the transaction relevant to the audit log (`auditlog`/`noauditlog`).
     pub auditlog: bool,
+    /// `skip` / `skipAfter`: where execution goes after a match.
     pub flow: Option<Flow>,
     /// True for `SecAction`: one link, no targets, an unconditional operator.
     pub unconditional: bool,
@@ -244,44 +296,75 @@ pub struct Rule {
 /// What a rule does to the transaction when it matches.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub enum Disruptive {
+    /// Go on with the next rule.
     Pass,
+    /// Stop processing and answer with the rule's status (403 by default).
     Deny,
+    /// Close the connection (an intervention with action `drop`).
     Drop,
     /// `allow`, `allow:phase`, `allow:request`.
     Allow(AllowScope),
+    /// Answer with a redirect to the (expanded) URL.
     Redirect(MacroString),
+    /// `proxy:URL`: an intervention asking the server to proxy the request to the (expanded) URL.
     Proxy(MacroString),
+    /// `pause:MS` (accepted; the engine does not sleep: delaying the answer is the server's business).
     Pause(u64),
 }
 
+/// What `allow` lets through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum AllowScope {
+    /// `allow`: the rest of the transaction.
     All,
+    /// `allow:phase`: the rest of the current phase.
     Phase,
+    /// `allow:request`: the rest of the request phases (the response is still inspected).
     Request,
 }
 
 /// Metadata for logs and reports; macros are expanded at match time.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Meta {
+    /// The `msg` action.
     pub msg: Option<MacroString>,
+    /// The `logdata` action.
     pub logdata: Option<MacroString>,
+    /// The `tag` actions, in order.
     pub tags: Vec<String>,
+    /// The `severity` action.
     pub severity: Option<Severity>,
+    /// The `ver` action.
     pub ver: Option<String>,
+    /// The `rev` action.
     pub rev: Option<String>,
+    /// The `maturity` action.
     pub maturity: Option<u8>,
+    /// The `accuracy` action.
     pub accuracy: Option<u8>,
 }
 
 /// Where execution resumes after the rule matched (an index into the phase's rule list).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub enum Flow {
-    Skip { count: u32, resume_at: usize },
-    SkipAfter { marker: String, resume_at: usize },
+    /// `skip:N`: the next `count` rules are skipped.
+    Skip {
+        /// How many rules are skipped (chains count as one).
+        count: u32,
+        /// The index in the phase's rule list where execution resumes.
+        resume_at: usize,
+    },
+    /// `skipAfter:MARKER`: execution resumes after the marker.
+    SkipAfter {
+        /// The marker's name.
+        marker: String,
+        /// The index in the phase's rule list of the first rule after the marker.
+        resume_at: usize,
+    },
 }
 
 impl Flow {
+    /// The index in the phase's rule list where execution resumes.
     pub fn resume_at(&self) -> usize {
         match self {
             Flow::Skip { resume_at, .. } | Flow::SkipAfter { resume_at, .. } => *resume_at,
@@ -292,15 +375,20 @@ impl Flow {
 /// One `SecRule` statement: the rule itself or one of its chain links.
 #[derive(Clone, Debug, Serialize)]
 pub struct Link {
+    /// Where this link's `SecRule` is written.
     #[serde(skip)]
     pub span: Span,
     /// The values to test, each a (target, transform chain) slot, in the order written.
     pub targets: Vec<SlotId>,
     /// `!VAR:key` exclusions, including those added by SecRuleUpdateTargetById.
     pub exclusions: Vec<Exclusion>,
+    /// The link's transformation chain (a node of [`TransformTree`]).
     pub transforms: NodeId,
+    /// The link's operator.
     pub operator: OpId,
+    /// The `capture` action: regex groups go to `TX:0`..`TX:9`.
     pub capture: bool,
+    /// The `multiMatch` action: the operator also runs on every intermediate transformed value.
     pub multi_match: bool,
     /// Non-disruptive actions run when this link matches, in order.
     pub actions: Vec<LinkAction>,
@@ -309,12 +397,15 @@ pub struct Link {
 /// A variable (or collection member set) to read.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct Target {
+    /// The variable read.
     pub variable: Variable,
+    /// Which of its members are read.
     pub selector: Selector,
     /// `&VAR`: the number of values instead of the values.
     pub count: bool,
 }
 
+/// Which members of a collection a target reads.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
 pub enum Selector {
     /// The whole collection (or the scalar).
@@ -327,34 +418,44 @@ pub enum Selector {
     XPath(String),
 }
 
+/// A `!VAR` or `!VAR:key` exclusion of a target.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct Exclusion {
+    /// The variable excluded from.
     pub variable: Variable,
+    /// The members excluded.
     pub selector: Selector,
 }
 
 /// A compiled key regex of a selector or exclusion.
 #[derive(Clone, Debug)]
 pub struct SelectorRegex {
+    /// The regex as written between the slashes.
     pub pattern: String,
+    /// The compiled regex, matched against keys.
     pub regex: regex::bytes::Regex,
 }
 
 /// One (target, transform chain) pair.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct ValueSlot {
+    /// The variable to read.
     pub target: TargetId,
+    /// The transformation chain applied to each value.
     pub node: NodeId,
 }
 
 /// The prefix tree of transform chains.
 #[derive(Clone, Debug, Serialize)]
 pub struct TransformTree {
+    /// Node 0 is the root (the empty chain); every other node adds one transformation to its parent's chain.
     pub nodes: Vec<TransformNode>,
 }
 
+/// One transformation applied after its parent's chain.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct TransformNode {
+    /// The chain this node extends; `None` only for the root.
     pub parent: Option<NodeId>,
     /// `None` only for the root.
     pub transform: Option<Transform>,
@@ -410,6 +511,7 @@ impl TransformTree {
         out
     }
 
+    /// The number of transformations in the chain ending at `node`.
     pub fn depth(&self, node: NodeId) -> usize {
         self.chain(node).len()
     }
@@ -418,11 +520,16 @@ impl TransformTree {
 /// A compiled operator.
 #[derive(Clone, Debug, Serialize)]
 pub struct Operator {
+    /// The operator as written (`@rx`, `@pm`...).
     pub name: OperatorName,
+    /// What the engine runs, with its compiled argument.
     pub kind: OpKind,
+    /// `!@op`: the result is inverted.
     pub negated: bool,
+    /// Literals one of which every value the operator matches contains (see the module's invariants), or none when that cannot be proved.
     #[serde(skip)]
     pub prefilter: Prefilter,
+    /// Where the operator is written.
     #[serde(skip)]
     pub span: Span,
 }
@@ -430,42 +537,68 @@ pub struct Operator {
 /// An operator argument that may hold `%{...}` macros (expanded per transaction).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub enum Arg {
+    /// A string without macros.
     Const(String),
+    /// A string with `%{...}` macros, expanded per transaction.
     Macro(MacroString),
 }
 
+/// What an operator does, with its argument compiled.
 #[derive(Clone, Debug, Serialize)]
 pub enum OpKind {
+    /// `@rx`: the compiled regex.
     Rx(RxId),
     /// `@pm`, `@pmFromFile`.
     Pm(PmId),
+    /// `@streq`.
     Streq(Arg),
+    /// `@contains`.
     Contains(Arg),
+    /// `@containsWord`.
     ContainsWord(Arg),
+    /// `@beginsWith`.
     BeginsWith(Arg),
+    /// `@endsWith`.
     EndsWith(Arg),
+    /// `@within`: the value is a substring of the argument.
     Within(Arg),
+    /// `@strmatch`.
     Strmatch(String),
+    /// `@eq`: integer comparison (ModSecurity's `stoi` semantics).
     Eq(Arg),
+    /// `@ge`.
     Ge(Arg),
+    /// `@gt`.
     Gt(Arg),
+    /// `@le`.
     Le(Arg),
+    /// `@lt`.
     Lt(Arg),
+    /// `@ipMatch` / `@ipMatchFromFile`: the networks.
     IpMatch(Vec<IpRange>),
+    /// `@validateByteRange`: the bytes allowed.
     ValidateByteRange(ByteSet),
+    /// `@validateUrlEncoding`.
     ValidateUrlEncoding,
+    /// `@validateUtf8Encoding`.
     ValidateUtf8Encoding,
+    /// `@unconditionalMatch` (and the operator of `SecAction`).
     UnconditionalMatch,
+    /// `@noMatch`.
     NoMatch,
+    /// `@detectSQLi` (libinjection).
     DetectSqli,
+    /// `@detectXSS` (libinjection).
     DetectXss,
     /// `@verifyCC` and friends: a regex finds candidates, a checksum confirms.
     Verify {
+        /// The regex to check a `@verify*` candidate's pattern.
         rx: RxId,
     },
     /// Parsed but not executable here (needs an external service or file
     /// format this engine does not have); never matches. A lint warning says so.
     Unsupported {
+        /// The text of an unsupported operator's argument, for the lint warning.
         argument: String,
     },
 }
@@ -493,7 +626,9 @@ impl OpKind {
 /// `@ipMatch` network: address and prefix length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct IpRange {
+    /// The network address.
     pub addr: IpAddr,
+    /// The prefix length in bits.
     pub prefix: u8,
 }
 
@@ -502,9 +637,11 @@ pub struct IpRange {
 pub struct ByteSet(pub [u64; 4]);
 
 impl ByteSet {
+    /// Adds `b` to the set.
     pub fn insert(&mut self, b: u8) {
         self.0[usize::from(b >> 6)] |= 1 << (b & 63);
     }
+    /// Whether `b` is in the set.
     pub fn contains(&self, b: u8) -> bool {
         self.0[usize::from(b >> 6)] & (1 << (b & 63)) != 0
     }
@@ -536,28 +673,37 @@ impl Serialize for ByteSet {
 /// A phrase list for `@pm`/`@pmFromFile`, matched case-insensitively.
 #[derive(Clone, Debug)]
 pub struct PhraseSet {
+    /// The phrases, as written (the automaton matches them case-insensitively).
     pub phrases: Vec<String>,
     /// Where the phrases came from (the data files of `@pmFromFile`).
     pub files: Vec<std::path::PathBuf>,
+    /// The Aho-Corasick automaton over the phrases.
     pub automaton: aho_corasick::AhoCorasick,
 }
 
 /// A string with `%{VAR}` / `%{COLLECTION.key}` references.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct MacroString {
+    /// Literal text and variable references, in order.
     pub parts: Vec<MacroPart>,
 }
 
+/// A piece of a [`MacroString`].
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
 pub enum MacroPart {
+    /// Text copied as is.
     Literal(String),
+    /// A `%{VAR}` or `%{COLLECTION.key}` reference.
     Var {
+        /// The variable (or collection).
         variable: Variable,
+        /// The collection key, if any.
         key: Option<String>,
     },
 }
 
 impl MacroString {
+    /// A string that holds no macro.
     pub fn literal(s: &str) -> MacroString {
         MacroString {
             parts: vec![MacroPart::Literal(s.to_string())],
@@ -596,30 +742,49 @@ impl std::fmt::Display for MacroString {
 /// Non-disruptive actions attached to a link.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub enum LinkAction {
+    /// `setvar`.
     SetVar(SetVar),
+    /// `ctl`.
     Ctl(Ctl),
+    /// `initcol:COLLECTION=KEY`.
     InitCol {
+        /// The persistent collection (IP, SESSION, USER, GLOBAL, RESOURCE).
         collection: Variable,
+        /// Its key, expanded per transaction.
         key: MacroString,
     },
+    /// `expirevar:NAME=SECONDS`.
     ExpireVar {
+        /// The variable, `collection.name`.
         name: MacroString,
+        /// Its lifetime in seconds.
         seconds: MacroString,
     },
+    /// `deprecatevar:NAME=VALUE/SECONDS`.
     DeprecateVar {
+        /// The variable, `collection.name`.
         name: MacroString,
+        /// The decrement and period, as written.
         value: MacroString,
     },
+    /// `setenv:NAME=VALUE`.
     SetEnv {
+        /// The environment variable's name.
         name: MacroString,
+        /// Its value.
         value: MacroString,
     },
+    /// `setuid`: initialises the USER collection.
     SetUid(MacroString),
+    /// `setsid`: initialises the SESSION collection.
     SetSid(MacroString),
+    /// `setrsc`: initialises the RESOURCE collection.
     SetRsc(MacroString),
     /// Accepted, no effect in this engine (exec, sanitise*, append, prepend...).
     Ignored {
+        /// The action.
         action: crate::names::Action,
+        /// Its argument, if any.
         value: Option<String>,
     },
 }
@@ -627,49 +792,80 @@ pub enum LinkAction {
 /// `setvar:collection.name=value` (`=+`, `=-`, `!` delete).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SetVar {
+    /// The collection (usually TX).
     pub collection: Variable,
+    /// The member's name, expanded per transaction.
     pub name: MacroString,
+    /// What is done to it.
     pub op: SetVarOp,
 }
 
+/// What a `setvar` does.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub enum SetVarOp {
+    /// `=value`.
     Set(MacroString),
+    /// `=+value`: add to the current integer value.
     Add(MacroString),
+    /// `=-value`: subtract from it.
     Sub(MacroString),
+    /// `!name`: delete it.
     Delete,
 }
 
 /// `ctl:` — per-transaction configuration changes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub enum Ctl {
+    /// `ctl:ruleEngine`.
     RuleEngine(EngineMode),
+    /// `ctl:ruleRemoveById`: id ranges.
     RuleRemoveById(Vec<(u64, u64)>),
+    /// `ctl:ruleRemoveByTag`: a regex over tags.
     RuleRemoveByTag(String),
+    /// `ctl:ruleRemoveByMsg`: a regex over messages.
     RuleRemoveByMsg(String),
+    /// `ctl:ruleRemoveTargetById`.
     RuleRemoveTargetById {
+        /// The id ranges.
         ids: Vec<(u64, u64)>,
+        /// The target removed from them.
         target: Exclusion,
     },
+    /// `ctl:ruleRemoveTargetByTag`.
     RuleRemoveTargetByTag {
+        /// The tag regex.
         tag: String,
+        /// The target removed from the rules.
         target: Exclusion,
     },
+    /// `ctl:ruleRemoveTargetByMsg`.
     RuleRemoveTargetByMsg {
+        /// The message regex.
         msg: String,
+        /// The target removed from the rules.
         target: Exclusion,
     },
+    /// `ctl:requestBodyProcessor` (URLENCODED, MULTIPART, JSON, XML).
     RequestBodyProcessor(String),
+    /// `ctl:requestBodyAccess`.
     RequestBodyAccess(bool),
+    /// `ctl:responseBodyAccess`.
     ResponseBodyAccess(bool),
+    /// `ctl:forceRequestBodyVariable`.
     ForceRequestBodyVariable(bool),
+    /// `ctl:requestBodyLimit`.
     RequestBodyLimit(u64),
+    /// `ctl:responseBodyLimit`.
     ResponseBodyLimit(u64),
+    /// `ctl:auditEngine`.
     AuditEngine(String),
+    /// `ctl:auditLogParts`.
     AuditLogParts(String),
     /// Options accepted without effect here (debugLogLevel, hashEngine...).
     Ignored {
+        /// The option's name.
         option: String,
+        /// Its value.
         value: String,
     },
 }

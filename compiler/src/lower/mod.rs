@@ -23,6 +23,7 @@ use std::collections::HashMap;
 /// Compiler options.
 #[derive(Clone, Debug, Default)]
 pub struct Options {
+    /// How `@rx` patterns are compiled (DFA size limits, strategies).
     pub rx: RxOptions,
 }
 
@@ -40,14 +41,18 @@ pub struct Timings {
 /// The result of a compilation: the program when there was no error, and every finding.
 #[derive(Debug)]
 pub struct Compiled {
+    /// Where compile time went.
     pub timings: Timings,
+    /// The compiled program, when there was no error.
     pub program: Option<Program>,
     /// The sources, also when there is no program (to render diagnostics).
     pub sources_when_failed: Option<SourceMap>,
+    /// Every finding, errors and warnings.
     pub diagnostics: Diagnostics,
 }
 
 impl Compiled {
+    /// The files read (from the program, or kept for rendering when there is none).
     pub fn sources(&self) -> &SourceMap {
         match (&self.program, &self.sources_when_failed) {
             (Some(p), _) => &p.sources,

@@ -335,7 +335,7 @@ pub fn case_flag_rewrite(pattern: &str) -> Option<String> {
 /// accepts a byte exactly when it accepts its lowercase) — a syntactic check
 /// that also covers patterns too big for the DFA check — or the exact DFA
 /// check proves `P` equivalent to its lowercase pre-image, which matches `x`
-/// iff `P` matches `lower(x)` (see [`lowercase_preimage`]).
+/// iff `P` matches `lower(x)` (see `lowercase_preimage`).
 pub fn ignores_lowercasing(pattern: &str) -> bool {
     if starts_case_insensitive(pattern) && !turns_a_flag_off_later(pattern) {
         return true;

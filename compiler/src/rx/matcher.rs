@@ -75,8 +75,11 @@ fn one_line(s: &str) -> String {
 /// Which engine answers [`CompiledRx::is_match`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Strategy {
-    /// A dense DFA built ahead of time; `bytes` is its heap size.
-    FullDfa { bytes: usize },
+    /// A dense DFA built ahead of time.
+    FullDfa {
+        /// The DFA's heap size.
+        bytes: usize,
+    },
     /// The meta regex (a lazy DFA that builds states as the input needs
     /// them, falling back to other linear-time engines).
     LazyDfa,

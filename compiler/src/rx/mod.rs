@@ -98,16 +98,23 @@ impl Default for RxOptions {
 pub enum RxError {
     /// A PCRE-only construct. `construct` is a human name like "lookahead `(?=...)`".
     Unsupported {
+        /// A human name of the construct, like "lookahead `(?=...)`".
         construct: &'static str,
+        /// Where it is in the pattern.
         range: Range<usize>,
     },
     /// Any other syntax error; `message` is regex-syntax's message (one line).
     Invalid {
+        /// regex-syntax's message (one line).
         message: String,
+        /// Where the error is in the pattern.
         range: Range<usize>,
     },
     /// The pattern is too big for the configured limits.
-    TooBig { message: String },
+    TooBig {
+        /// The limit's message.
+        message: String,
+    },
 }
 
 impl RxError {
