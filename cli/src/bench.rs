@@ -15,7 +15,7 @@
 
 use crate::corpus::{self, Corpus, CorpusRequest};
 use crate::input::{EngineFlags, RuleInput};
-use crate::{EXIT_FINDINGS, EXIT_OK};
+use crate::{CliError, CmdResult};
 use serde_json::json;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -32,14 +32,14 @@ pub struct Args {
     #[arg(long, value_name = "FILE", required = true, num_args = 1..)]
     pub corpus: Vec<PathBuf>,
     /// Timed passes over the corpus.
-    #[arg(long, default_value_t = 3, value_name = "N")]
+    #[arg(long, default_value_t = 3, value_name = "N", value_parser = crate::input::positive)]
     pub passes: usize,
     /// Untimed passes first (fill caches, grow buffers).
     #[arg(long, default_value_t = 1, value_name = "K")]
     pub warmup: usize,
     /// Worker threads, each with its own transaction (requests are dealt
     /// round-robin).
-    #[arg(long, default_value_t = 1, value_name = "T")]
+    #[arg(long, default_value_t = 1, value_name = "T", value_parser = crate::input::positive)]
     pub threads: usize,
     /// Also run the naive mode (no memoization, no prefilter), interleaved
     /// request by request, and print the speed ratio.
@@ -74,20 +74,14 @@ struct Measured {
     interrupted: usize,
 }
 
-pub fn run(args: Args) -> u8 {
+pub fn run(args: Args) -> CmdResult {
     let opts = Options::default();
     let load_start = Instant::now();
-    let rs = match args.input.ruleset_for("bench", &opts) {
-        Ok(rs) => rs,
-        Err(code) => return code,
-    };
+    let rs = args.input.ruleset(&opts)?;
     let load = load_start.elapsed();
-    let corpus = match corpus::load_for("bench", &args.corpus) {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
-    let threads = args.threads.max(1);
-    let passes = args.passes.max(1);
+    let corpus = corpus::load_nonempty(&args.corpus)?;
+    let threads = args.threads;
+    let passes = args.passes;
     let fast_opts = args.engine.options();
     let naive = args.compare.map(|_| EvalOptions::naive());
     let progress = Progress::new(
@@ -148,10 +142,11 @@ pub fn run(args: Args) -> u8 {
         report.print();
     }
     if disagreements > 0 {
-        eprintln!("waf bench: {disagreements} request(s) decided differently in naive mode");
-        return EXIT_FINDINGS;
+        return Err(CliError::findings(format!(
+            "{disagreements} request(s) decided differently in naive mode"
+        )));
     }
-    EXIT_OK
+    Ok(())
 }
 
 /// One thread's run: warm-up, then timed passes (interleaved with the naive

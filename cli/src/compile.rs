@@ -2,7 +2,7 @@
 
 use crate::input::RuleInput;
 use crate::report;
-use crate::{EXIT_FINDINGS, EXIT_OK, EXIT_USAGE};
+use crate::{CliError, CmdResult};
 use std::io::Write;
 use std::time::Instant;
 use waf_compiler::stats::Stats;
@@ -29,26 +29,22 @@ pub enum OutFormat {
     Json,
 }
 
-pub fn run(args: Args) -> u8 {
+pub fn run(args: Args) -> CmdResult {
     let start = Instant::now();
-    let compiled = match args.input.compile(&Options::default()) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("waf compile: {e}");
-            return EXIT_USAGE;
-        }
-    };
+    let compiled = args
+        .input
+        .compile(&Options::default())
+        .map_err(CliError::usage)?;
     let elapsed = start.elapsed();
     let Some(program) = &compiled.program else {
         let sources = compiled.sources();
         let shown =
             report::Shown::capped(sources, &compiled.diagnostics, report::DEFAULT_MAX_PER_FILE);
-        let _ = report::write(report::Format::Human, report::Color::Auto, sources, &shown);
-        eprintln!(
-            "waf compile: {} error(s); nothing compiled",
+        report::write(report::Format::Human, report::Color::Auto, sources, &shown)?;
+        return Err(CliError::findings(format!(
+            "{} error(s); nothing compiled",
             compiled.diagnostics.error_count()
-        );
-        return EXIT_FINDINGS;
+        )));
     };
     let mut out = std::io::stdout().lock();
     let mut text = String::new();
@@ -69,14 +65,12 @@ pub fn run(args: Args) -> u8 {
             }
         }
     }
-    if out.write_all(text.as_bytes()).is_err() {
-        return EXIT_USAGE;
-    }
+    out.write_all(text.as_bytes())?;
     if compiled.diagnostics.warning_count() > 0 {
         eprintln!(
             "waf compile: {} warning(s); run `waf lint` to see them",
             compiled.diagnostics.warning_count()
         );
     }
-    EXIT_OK
+    Ok(())
 }

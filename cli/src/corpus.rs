@@ -200,19 +200,13 @@ pub fn load(paths: &[PathBuf]) -> Result<Corpus, CorpusError> {
     Ok(c)
 }
 
-/// [`load`] for a command: a corpus with at least one request, or the
-/// message printed (`waf CMD: ...`) and the usage exit code.
-pub fn load_for(cmd: &str, paths: &[PathBuf]) -> Result<Corpus, u8> {
+/// [`load`] for a command: a corpus with at least one request, or a usage
+/// error.
+pub fn load_nonempty(paths: &[PathBuf]) -> Result<Corpus, crate::CliError> {
     match load(paths) {
         Ok(c) if !c.requests.is_empty() => Ok(c),
-        Ok(_) => {
-            eprintln!("waf {cmd}: the corpus has no request");
-            Err(crate::EXIT_USAGE)
-        }
-        Err(e) => {
-            eprintln!("waf {cmd}: {e}");
-            Err(crate::EXIT_USAGE)
-        }
+        Ok(_) => Err(crate::CliError::usage("the corpus has no request")),
+        Err(e) => Err(crate::CliError::usage(e)),
     }
 }
 

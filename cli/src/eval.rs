@@ -2,7 +2,7 @@
 //! decisions compare with Coraza's and ModSecurity's via `compare.py`).
 
 use crate::input::RuleInput;
-use crate::{EXIT_OK, EXIT_USAGE};
+use crate::{CliError, CmdResult};
 use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::json;
@@ -25,12 +25,20 @@ pub struct Args {
     /// Where to write one decision per line (default: standard output).
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// Exit 1 when any request is blocked (interrupted), as a CI check or a
+    /// shell condition would want; without it, eval exits 0 whatever the
+    /// decisions.
+    #[arg(long)]
+    pub exit_code: bool,
     #[command(flatten)]
     pub engine: crate::input::EngineFlags,
 }
 
-/// One request (`../shared/peers/README.md`, section 4).
+/// One request of the request JSONL format (`docs/formats.md`; the peers'
+/// format). A field not listed here is an error, so that a misspelt `bodyy`
+/// is not silently a request without a body.
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Request {
     #[serde(default)]
     pub id: Option<serde_json::Value>,
@@ -46,6 +54,21 @@ pub struct Request {
     pub body: Option<String>,
     #[serde(default)]
     pub body_b64: Option<String>,
+    /// Annotations that corpus generators add (the peers' `ftw_to_jsonl.py`,
+    /// our `har_to_jsonl.py`): accepted and not used by the engine. What a
+    /// CRS test expects:
+    #[serde(default, rename = "expect_ids")]
+    _expect_ids: Option<serde::de::IgnoredAny>,
+    /// See `expect_ids`.
+    #[serde(default, rename = "no_expect_ids")]
+    _no_expect_ids: Option<serde::de::IgnoredAny>,
+    /// The file the request comes from (a test file, or a HAR file for
+    /// `corpus/har_to_jsonl.py`).
+    #[serde(default, rename = "file")]
+    _file: Option<serde::de::IgnoredAny>,
+    /// The absolute URL of a request taken from a HAR file.
+    #[serde(default, rename = "url")]
+    _url: Option<serde::de::IgnoredAny>,
 }
 
 fn default_method() -> String {
@@ -125,37 +148,40 @@ pub fn decide(rs: &Ruleset, req: &Request, id: &str) -> Result<serde_json::Value
     }))
 }
 
-pub fn run(args: Args) -> u8 {
-    let rs = match args.input.ruleset_for("eval", &Options::default()) {
-        Ok(rs) => rs.with_eval_options(args.engine.options()),
-        Err(code) => return code,
-    };
+pub fn run(args: Args) -> CmdResult {
+    if args.request.is_none() && args.corpus.is_none() {
+        return Err(CliError::usage(
+            "give --request FILE or --corpus FILE.jsonl",
+        ));
+    }
+    let rs = args
+        .input
+        .ruleset(&Options::default())?
+        .with_eval_options(args.engine.options());
     let out: Box<dyn Write> = match &args.out {
-        Some(p) => match std::fs::File::create(p) {
-            Ok(f) => Box::new(f),
-            Err(e) => {
-                eprintln!("waf eval: cannot write `{}`: {e}", p.display());
-                return EXIT_USAGE;
-            }
-        },
+        Some(p) => Box::new(
+            std::fs::File::create(p)
+                .map_err(|e| CliError::usage(format!("cannot write `{}`: {e}", p.display())))?,
+        ),
         None => Box::new(std::io::stdout().lock()),
     };
     let mut out = BufWriter::new(out);
-    let result = match (&args.request, &args.corpus) {
-        (Some(p), None) => one(&rs, p, &mut out),
+    let blocked = match (&args.request, &args.corpus) {
+        (Some(p), _) => one(&rs, p, &mut out),
         (None, Some(p)) => corpus(&rs, p, &mut out),
-        _ => Err("give --request FILE or --corpus FILE.jsonl".to_string()),
-    };
-    match result.and_then(|()| out.flush().map_err(|e| e.to_string())) {
-        Ok(()) => EXIT_OK,
-        Err(e) => {
-            eprintln!("waf eval: {e}");
-            EXIT_USAGE
-        }
+        (None, None) => Ok(0),
     }
+    .map_err(CliError::usage)?;
+    out.flush()?;
+    if args.exit_code && blocked > 0 {
+        return Err(CliError::findings(format!("{blocked} request(s) blocked")));
+    }
+    Ok(())
 }
 
-fn one(rs: &Ruleset, path: &PathBuf, out: &mut dyn Write) -> Result<(), String> {
+/// Evaluates the request in `path` (`-`: standard input); returns how many
+/// requests were blocked (0 or 1).
+fn one(rs: &Ruleset, path: &PathBuf, out: &mut dyn Write) -> Result<usize, String> {
     let mut text = String::new();
     if path.as_os_str() == "-" {
         std::io::stdin()
@@ -169,10 +195,14 @@ fn one(rs: &Ruleset, path: &PathBuf, out: &mut dyn Write) -> Result<(), String> 
         serde_json::from_str(&text).map_err(|e| format!("invalid request JSON: {e}"))?;
     let id = req.id.as_ref().map(id_text).unwrap_or_else(|| "1".into());
     let d = decide(rs, &req, &id)?;
-    writeln!(out, "{d}").map_err(|e| e.to_string())
+    writeln!(out, "{d}").map_err(|e| e.to_string())?;
+    Ok(usize::from(d["interrupted"] == true))
 }
 
-fn corpus(rs: &Ruleset, path: &PathBuf, out: &mut dyn Write) -> Result<(), String> {
+/// Evaluates every request of the JSONL file `path`; returns how many were
+/// blocked.
+fn corpus(rs: &Ruleset, path: &PathBuf, out: &mut dyn Write) -> Result<usize, String> {
+    let mut blocked = 0;
     let f =
         std::fs::File::open(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
     for (n, line) in std::io::BufReader::new(f).lines().enumerate() {
@@ -189,8 +219,9 @@ fn corpus(rs: &Ruleset, path: &PathBuf, out: &mut dyn Write) -> Result<(), Strin
             .unwrap_or_else(|| (n + 1).to_string());
         let d = decide(rs, &req, &id).map_err(|e| format!("{}:{}: {e}", path.display(), n + 1))?;
         writeln!(out, "{d}").map_err(|e| e.to_string())?;
+        blocked += usize::from(d["interrupted"] == true);
     }
-    Ok(())
+    Ok(blocked)
 }
 
 fn id_text(v: &serde_json::Value) -> String {

@@ -78,6 +78,16 @@ impl RuleInput {
     }
 }
 
+/// A clap value parser for counts that must be at least 1 (passes, threads):
+/// zero would silently mean one, or nothing.
+pub fn positive(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// Switches of the engine's fast path. Decisions are identical in every
 /// combination; they exist to prove that, and to measure what each part buys.
 #[derive(clap::Args, Debug, Clone, Copy, Default)]
@@ -105,18 +115,12 @@ impl EngineFlags {
 }
 
 impl RuleInput {
-    /// The engine's ruleset for a command: on failure the message is printed
-    /// (`waf CMD: ...`, with the diagnostics) and the exit code returned
-    /// (usage for a missing path, findings for rules that do not compile).
-    pub fn ruleset_for(&self, cmd: &str, opts: &Options) -> Result<Ruleset, u8> {
-        let compiled = self.compile(opts).map_err(|e| {
-            eprintln!("waf {cmd}: {e}");
-            crate::EXIT_USAGE
-        })?;
-        ruleset_or_report(compiled).map_err(|e| {
-            eprintln!("waf {cmd}: {e}");
-            crate::EXIT_FINDINGS
-        })
+    /// The engine's ruleset for a command: a usage error for a missing path;
+    /// for rules that do not compile, the diagnostics on standard error and a
+    /// findings error.
+    pub fn ruleset(&self, opts: &Options) -> Result<Ruleset, crate::CliError> {
+        let compiled = self.compile(opts).map_err(crate::CliError::usage)?;
+        ruleset_or_report(compiled).map_err(crate::CliError::findings)
     }
 }
 

@@ -2,7 +2,7 @@
 
 use crate::input::RuleInput;
 use crate::report::{self, Format};
-use crate::{EXIT_FINDINGS, EXIT_OK, EXIT_USAGE};
+use crate::{CliError, CmdResult};
 use waf_compiler::diag::Severity;
 use waf_compiler::Options;
 use waf_optimizer::perf::PerfOptions;
@@ -34,14 +34,11 @@ pub struct Args {
     pub max_diagnostics: usize,
 }
 
-pub fn run(args: Args) -> u8 {
-    let analysis = match args.input.analyse(&Options::default()) {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("waf lint: {e}");
-            return EXIT_USAGE;
-        }
-    };
+pub fn run(args: Args) -> CmdResult {
+    let analysis = args
+        .input
+        .analyse(&Options::default())
+        .map_err(CliError::usage)?;
     let mut diags = analysis.compiled.diagnostics.clone();
     if !args.no_perf {
         let opts = PerfOptions {
@@ -55,17 +52,14 @@ pub fn run(args: Args) -> u8 {
     let diags = &diags;
     let sources = analysis.compiled.sources();
     let shown = report::Shown::capped(sources, diags, args.max_diagnostics);
-    if let Err(e) = report::write(args.format, args.color, sources, &shown) {
-        eprintln!("waf lint: cannot write output: {e}");
-        return EXIT_USAGE;
-    }
+    report::write(args.format, args.color, sources, &shown)?;
     let deny_warnings = args.deny.is_some();
     let findings = diags
         .iter()
         .any(|d| d.severity == Severity::Error || deny_warnings);
     if findings {
-        EXIT_FINDINGS
+        Err(CliError::reported())
     } else {
-        EXIT_OK
+        Ok(())
     }
 }

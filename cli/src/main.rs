@@ -3,6 +3,7 @@
 mod bench;
 mod compile;
 mod corpus;
+mod error;
 mod eval;
 mod ftw;
 mod input;
@@ -12,6 +13,22 @@ mod report;
 mod suggest;
 
 use clap::{Parser, Subcommand};
+pub use error::{CliError, CmdResult, EXIT_FINDINGS, EXIT_OK, EXIT_USAGE};
+
+/// A subcommand's `--help` epilogue: examples, then the exit codes with what
+/// "findings" means for it.
+macro_rules! help {
+    ($examples:literal, $findings:literal) => {
+        concat!(
+            "Examples:\n",
+            $examples,
+            "\n\nExit codes: 0 ok; ",
+            $findings,
+            "; 2 usage or I/O error."
+        )
+    };
+}
+pub(crate) use help;
 use std::process::ExitCode;
 
 /// A ModSecurity-compatible WAF rule compiler and engine.
@@ -24,37 +41,71 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Check rule files and report problems (exit 0: clean, 1: findings, 2: usage or I/O error).
+    /// Check rule files and report problems.
+    #[command(after_help = help!(
+        "  waf lint                                       # the embedded default ruleset
+  waf lint -c crs/crs-setup.conf.example crs/rules # CRS: setup first, then its rules
+  waf lint --format sarif my-rules.conf > lint.sarif",
+        "1 errors (or warnings with --deny warnings)"
+    ))]
     Lint(lint::Args),
     /// Compile rule files and print the IR (`--dump-ir`) or statistics (`--stats`).
+    #[command(after_help = help!(
+        "  waf compile --stats                            # the embedded default ruleset
+  waf compile --dump-ir --format json my-rules.conf",
+        "1 the rules do not compile"
+    ))]
     Compile(compile::Args),
     /// Evaluate one request or a request corpus (JSONL) and print decisions.
+    #[command(after_help = help!(
+        "  echo '{\"uri\": \"/?id=1%27%20or%201=1--\"}' | waf eval --request - --exit-code
+  waf eval -c crs.conf --corpus requests.jsonl --out decisions.jsonl
+(request and decision formats: docs/formats.md)",
+        "1 the rules do not compile, or (with --exit-code) a request was blocked"
+    ))]
     Eval(eval::Args),
     /// Run test suites in-process (`waf test ftw`: go-ftw YAML regression tests).
     Test(ftw::TestArgs),
     /// Measure throughput and latency on request corpora (JSONL, HAR, go-ftw YAML).
+    #[command(after_help = help!(
+        "  waf bench --corpus requests.jsonl                # the embedded default ruleset
+  waf bench -c crs.conf --corpus requests.jsonl --compare naive --json",
+        "1 the rules do not compile, or --compare naive decided a request differently"
+    ))]
     Bench(bench::Args),
     /// List rewrites that make rules cheaper (equivalent or needing review); apply them to copies (--apply --out DIR, --diff) and prove them on a corpus (--verify).
+    #[command(after_help = help!(
+        "  waf suggest -c crs/crs-setup.conf.example crs/rules
+  waf suggest my-rules.conf --apply --out /tmp/rewritten --verify requests.jsonl",
+        "1 the rules do not compile, or --verify found a request decided differently"
+    ))]
     Suggest(suggest::Args),
     /// Report where rule evaluation time goes on a corpus: memo hit ratio per transform chain, hot entries, per-rule cost (table, JSON, HTML).
+    #[command(after_help = help!(
+        "  waf profile -c crs.conf --corpus requests.jsonl --html profile.html",
+        "1 the rules do not compile"
+    ))]
     Profile(profile::Args),
 }
 
-/// Exit codes shared by the subcommands.
-pub const EXIT_OK: u8 = 0;
-pub const EXIT_FINDINGS: u8 = 1;
-pub const EXIT_USAGE: u8 = 2;
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let code = match cli.command {
-        Command::Lint(a) => lint::run(a),
-        Command::Compile(a) => compile::run(a),
-        Command::Eval(a) => eval::run(a),
-        Command::Test(a) => ftw::run_test(a),
-        Command::Bench(a) => bench::run(a),
-        Command::Suggest(a) => suggest::run(a),
-        Command::Profile(a) => profile::run(a),
+    let (name, result) = match cli.command {
+        Command::Lint(a) => ("lint", lint::run(a)),
+        Command::Compile(a) => ("compile", compile::run(a)),
+        Command::Eval(a) => ("eval", eval::run(a)),
+        Command::Test(a) => ("test ftw", ftw::run_test(a)),
+        Command::Bench(a) => ("bench", bench::run(a)),
+        Command::Suggest(a) => ("suggest", suggest::run(a)),
+        Command::Profile(a) => ("profile", profile::run(a)),
     };
-    ExitCode::from(code)
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            if let Some(m) = e.message() {
+                eprintln!("waf {name}: {m}");
+            }
+            ExitCode::from(e.code())
+        }
+    }
 }

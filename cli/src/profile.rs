@@ -47,7 +47,7 @@
 
 use crate::corpus::{self, CorpusRequest};
 use crate::input::{EngineFlags, RuleInput};
-use crate::{EXIT_OK, EXIT_USAGE};
+use crate::{CliError, CmdResult};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -70,7 +70,7 @@ pub struct Args {
     pub corpus: Vec<PathBuf>,
     /// Passes over the corpus (the cross-transaction cache is emptied at the
     /// start of each).
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = crate::input::positive)]
     pub passes: usize,
     /// Rows of each table (JSON carries everything).
     #[arg(long, default_value_t = 20, value_name = "N")]
@@ -134,16 +134,10 @@ pub fn collect(
     }
 }
 
-pub fn run(args: Args) -> u8 {
-    let rs = match args.input.ruleset_for("profile", &Options::default()) {
-        Ok(rs) => rs,
-        Err(code) => return code,
-    };
-    let corpus = match corpus::load_for("profile", &args.corpus) {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
-    let passes = args.passes.max(1);
+pub fn run(args: Args) -> CmdResult {
+    let rs = args.input.ruleset(&Options::default())?;
+    let corpus = corpus::load_nonempty(&args.corpus)?;
+    let passes = args.passes;
     let opts = args.engine.options();
     let run = collect(&rs, &corpus.requests, passes, opts);
     let meta = Meta {
@@ -171,10 +165,8 @@ pub fn run(args: Args) -> u8 {
     let report = Report::new(&rs, &run, meta);
     if let Some(path) = &args.html {
         let page = profile_html::render(&report, args.top);
-        if let Err(e) = std::fs::write(path, page) {
-            eprintln!("waf profile: cannot write `{}`: {e}", path.display());
-            return EXIT_USAGE;
-        }
+        std::fs::write(path, page)
+            .map_err(|e| CliError::usage(format!("cannot write `{}`: {e}", path.display())))?;
     }
     let mut out = std::io::stdout().lock();
     let written = match args.format {
@@ -185,10 +177,8 @@ pub fn run(args: Args) -> u8 {
         ),
         Format::Table => out.write_all(report.table(args.top).as_bytes()),
     };
-    if written.is_err() {
-        return EXIT_USAGE;
-    }
-    EXIT_OK
+    written?;
+    Ok(())
 }
 
 /// What the run was on.

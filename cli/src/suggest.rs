@@ -9,7 +9,7 @@
 use crate::bench::{decision, run_one};
 use crate::corpus::{self, Corpus, CorpusRequest};
 use crate::input::RuleInput;
-use crate::{EXIT_FINDINGS, EXIT_OK, EXIT_USAGE};
+use crate::{CliError, CmdResult};
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -26,6 +26,7 @@ pub enum Format {
 }
 
 #[derive(clap::Args, Debug)]
+#[command(group(clap::ArgGroup::new("rewrites").args(["apply", "diff", "verify"]).multiple(true)))]
 pub struct Args {
     #[command(flatten)]
     pub input: RuleInput,
@@ -46,10 +47,11 @@ pub struct Args {
     pub apply: bool,
     /// Directory for --apply (created; files keep their paths relative to
     /// the rules' common directory).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", requires = "apply")]
     pub out: Option<PathBuf>,
-    /// Also apply suggestions that need review (those that have edits).
-    #[arg(long)]
+    /// Also apply suggestions that need review (those that have edits);
+    /// with --apply, --diff or --verify.
+    #[arg(long, requires = "rewrites")]
     pub include_review: bool,
     /// Print a unified diff of every rewritten file.
     #[arg(long)]
@@ -60,27 +62,21 @@ pub struct Args {
     #[arg(long, value_name = "FILE|DIR", num_args = 1..)]
     pub verify: Vec<PathBuf>,
     /// Timed passes over the --verify corpora.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_name = "N", requires = "verify",
+          value_parser = crate::input::positive)]
     pub passes: usize,
 }
 
-pub fn run(args: Args) -> u8 {
+pub fn run(args: Args) -> CmdResult {
     let opts = Options::default();
-    let analysis = match args.input.analyse(&opts) {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("waf suggest: {e}");
-            return EXIT_USAGE;
-        }
-    };
+    let analysis = args.input.analyse(&opts).map_err(CliError::usage)?;
     let Some(program) = analysis.program() else {
         let c = &analysis.compiled;
         crate::report::eprint(c.sources(), &c.diagnostics);
-        eprintln!(
-            "waf suggest: the rules have {} error(s)",
+        return Err(CliError::findings(format!(
+            "the rules have {} error(s)",
             c.diagnostics.error_count()
-        );
-        return EXIT_FINDINGS;
+        )));
     };
     let kinds = &args.kind;
     let mut found: Vec<(Suggestion, Origin)> = analysis
@@ -90,15 +86,9 @@ pub fn run(args: Args) -> u8 {
         .collect();
 
     if !args.corpus.is_empty() {
-        let corpus = match corpus::load_for("suggest", &args.corpus) {
-            Ok(c) => c,
-            Err(code) => return code,
-        };
+        let corpus = corpus::load_nonempty(&args.corpus)?;
         // The engine takes a program of its own; the listing keeps the first.
-        let rs = match args.input.ruleset_for("suggest", &opts) {
-            Ok(rs) => rs,
-            Err(code) => return code,
-        };
+        let rs = args.input.ruleset(&opts)?;
         let run = crate::profile::collect(&rs, &corpus.requests, 1, EvalOptions::default());
         waf_optimizer::measure(&mut found, &measurements(&run));
     }
@@ -117,7 +107,7 @@ pub fn run(args: Args) -> u8 {
     }
 
     if !(args.apply || args.diff || !args.verify.is_empty()) {
-        return EXIT_OK;
+        return Ok(());
     }
     let chosen: Vec<&Suggestion> = found
         .iter()
@@ -156,21 +146,14 @@ pub fn run(args: Args) -> u8 {
     }
     if args.apply {
         let Some(out) = &args.out else {
-            eprintln!("waf suggest: --apply needs --out DIR");
-            return EXIT_USAGE;
+            return Err(CliError::usage("--apply needs --out DIR"));
         };
-        if let Err(e) = write_out(out, program, &applied.files) {
-            eprintln!("waf suggest: {e}");
-            return EXIT_USAGE;
-        }
+        write_out(out, program, &applied.files).map_err(CliError::usage)?;
     }
     if args.verify.is_empty() {
-        return EXIT_OK;
+        return Ok(());
     }
-    let corpus = match corpus::load_for("suggest", &args.verify) {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
+    let corpus = corpus::load_nonempty(&args.verify)?;
     let overrides: HashMap<PathBuf, String> = applied
         .files
         .iter()
@@ -322,11 +305,12 @@ fn verify(
     opts: &Options,
     overrides: &HashMap<PathBuf, String>,
     corpus: &Corpus,
-) -> u8 {
+) -> CmdResult {
     let files = rule_files(&args.input);
     if files.is_empty() {
-        eprintln!("waf suggest: --verify needs rule files (-c/PATHS), not the embedded default");
-        return EXIT_USAGE;
+        return Err(CliError::usage(
+            "--verify needs rule files (-c/PATHS), not the embedded default",
+        ));
     }
     let compile = |ov: &HashMap<PathBuf, String>, what: &str| {
         let a = Analysis::files(&files, ov, opts);
@@ -338,10 +322,7 @@ fn verify(
         compile(overrides, "rewritten"),
     ) {
         (Ok(a), Ok(b)) => (a, b),
-        (Err(e), _) | (_, Err(e)) => {
-            eprintln!("waf suggest: {e}");
-            return EXIT_FINDINGS;
-        }
+        (Err(e), _) | (_, Err(e)) => return Err(CliError::findings(e)),
     };
     let mut tb = before.transaction();
     let mut ta = after.transaction();
@@ -373,7 +354,7 @@ fn verify(
                         db,
                         da
                     );
-                    return EXIT_FINDINGS;
+                    return Err(CliError::reported());
                 }
             }
         }
@@ -425,7 +406,7 @@ fn verify(
         "({} timed passes, interleaved; counters from the first pass)",
         passes
     );
-    EXIT_OK
+    Ok(())
 }
 
 fn per_req(s: &EvalStats, c: &Corpus, f: impl Fn(&EvalStats) -> u64) -> f64 {

@@ -182,7 +182,91 @@ fn eval_one_request_and_a_corpus() {
         (Some("post"), Some(true)),
         "SQLi in a form body"
     );
+    // --exit-code: 1 when any request is blocked, 0 when none is.
+    let corpus_arg = corpus.to_str().expect("path");
+    let o = waf(&["eval", "--corpus", corpus_arg, "--exit-code"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("1 request(s) blocked"));
+    let benign = dir.join("benign.jsonl");
+    std::fs::write(&benign, r#"{"uri":"/index.html","headers":[["Host","h"]]}"#).expect("write");
+    let o = waf(&[
+        "eval",
+        "--corpus",
+        benign.to_str().expect("path"),
+        "--exit-code",
+    ]);
+    assert_success(&o);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn eval_rejects_unknown_request_fields() {
+    let path = temp_file("eval-unknown", "r.jsonl", br#"{"uri":"/","bodyy":"a=1"}"#);
+    let o = waf(&["eval", "--corpus", path.to_str().expect("utf-8 temp path")]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("r.jsonl:1") && err.contains("unknown field `bodyy`"),
+        "{err}"
+    );
+    // The annotations corpus generators add are accepted.
+    let path = temp_file(
+        "eval-annotated",
+        "r.jsonl",
+        br#"{"uri":"/","expect_ids":[1],"no_expect_ids":[],"file":"x.yaml","url":"http://h/"}"#,
+    );
+    assert_success(&waf(&[
+        "eval",
+        "--corpus",
+        path.to_str().expect("utf-8 temp path"),
+    ]));
+}
+
+#[test]
+fn flags_that_make_no_sense_are_usage_errors() {
+    for args in [
+        &["suggest", "--out", "/tmp/x"][..],
+        &["suggest", "--include-review"],
+        &["suggest", "--passes", "2"],
+        &["bench", "--corpus", "x.jsonl", "--passes", "0"],
+        &["bench", "--corpus", "x.jsonl", "--threads", "0"],
+        &["profile", "--corpus", "x.jsonl", "--passes", "0"],
+        &["eval"],
+        &["lint", "--max-diagnostics", "0"],
+    ] {
+        let o = waf(args);
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}
+
+#[test]
+fn every_subcommand_help_has_an_example_and_the_exit_codes() {
+    for cmd in [
+        &["lint"][..],
+        &["compile"],
+        &["eval"],
+        &["bench"],
+        &["suggest"],
+        &["profile"],
+        &["test", "ftw"],
+    ] {
+        let mut args = cmd.to_vec();
+        args.push("--help");
+        let o = waf(&args);
+        assert_success(&o);
+        let help = stdout(&o);
+        let examples = help.split_once("Examples:\n").map(|(_, e)| e);
+        assert!(
+            examples.is_some_and(|e| e.contains("waf ")),
+            "{cmd:?}:\n{help}"
+        );
+        assert!(help.contains("Exit codes: 0 ok; 1 "), "{cmd:?}:\n{help}");
+    }
 }
 
 const INEFFICIENT: &str = "../rulesets/inefficient.conf";

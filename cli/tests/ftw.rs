@@ -185,11 +185,14 @@ fn usage_errors_exit_2() {
             "--crs",
             "tests/fixtures/ftw/crs",
         ],
-        &["test", "ftw", TESTS, "-c", "tests/fixtures/bad.conf"],
         &["test", "ftw", TESTS, "--crs", "tests/fixtures"],
+        &["test", "ftw", TESTS, "-c", RULES, "-j", "0"],
     ] {
         assert_eq!(waf(args).status.code(), Some(2), "{args:?}");
     }
+    // Rules that do not compile are findings, as in every other command.
+    let bad = waf(&["test", "ftw", TESTS, "-c", "tests/fixtures/bad.conf"]);
+    assert_eq!(bad.status.code(), Some(1));
 }
 
 /// With `WAF_CRS_DIR` set (a CRS checkout), a few real CRS tests.

@@ -27,7 +27,7 @@ pub(crate) mod request;
 mod stage;
 mod template;
 
-use crate::{EXIT_FINDINGS, EXIT_OK, EXIT_USAGE};
+use crate::{CliError, CmdResult};
 use model::{Output, Stage, TestFile};
 use regex::Regex;
 use serde_json::{json, Value};
@@ -49,7 +49,7 @@ pub struct TestArgs {
 #[derive(clap::Subcommand, Debug)]
 pub enum Suite {
     /// Run go-ftw YAML regression tests (e.g. CRS's) in-process.
-    #[command(after_long_help = after_help())]
+    #[command(after_long_help = after_help(), after_help = SHORT_HELP)]
     Ftw(Args),
 }
 
@@ -97,7 +97,7 @@ pub struct Args {
     #[arg(short, long)]
     pub verbose: bool,
     /// Worker threads (default: the available parallelism).
-    #[arg(short = 'j', long, value_name = "N")]
+    #[arg(short = 'j', long, value_name = "N", value_parser = crate::input::positive)]
     pub jobs: Option<usize>,
     #[command(flatten)]
     pub engine: crate::input::EngineFlags,
@@ -166,17 +166,22 @@ Include rules/*.conf
 /// The virtual file name of [`CRS_TEST_CONFIG`] inside the CRS directory.
 const CRS_TEST_CONFIG_NAME: &str = "waf-ftw-crs-test.conf";
 
+/// Examples and exit codes (`-h`; `--help` adds the details of [`after_help`]).
+const SHORT_HELP: &str = crate::help!(
+    "  waf test ftw --crs ../shared/crs                  # CRS's suite, CRS's test configuration
+  waf test ftw -c my.conf my-tests/ --include '^9421' --json report.json",
+    "1 the pass rate is under --min-pass-rate, or the rules do not compile"
+);
+
 fn after_help() -> String {
     format!(
-        "How stages run: each stage's request is built as go-ftw builds it, passes an emulated \
+        "{SHORT_HELP}\n\nHow stages run: each stage's request is built as go-ftw builds it, passes an emulated \
 Apache front end (malformed requests get its 400 before or after the WAF's phase 1), a fresh \
 transaction of the engine (all phases), and an emulated albedo backend (POST /reflect returns the \
 response its JSON body describes); its log lines are those of the matched rules that log. A test \
 passes when all its stages pass.\n\n\
 Output: one `FAIL <id> (<file>): <reason>` line per failing stage, `SKIP` lines for tests \
 ignored by --overrides or disabled, then `pass rate: ...` and, last, `N passed, N failed, N skipped`.\n\n\
-Exit status: 0 when the pass rate is at least --min-pass-rate, 1 otherwise, 2 on usage errors \
-(bad arguments, unreadable tests or overrides, a configuration that does not compile).\n\n\
 --crs CRS_DIR compiles this configuration as CRS_DIR/{CRS_TEST_CONFIG_NAME}:\n\n{CRS_TEST_CONFIG}"
     )
 }
@@ -236,18 +241,17 @@ struct TestResult {
 
 // ------------------------------------------------------------------ entry
 
-pub fn run_test(args: TestArgs) -> u8 {
+pub fn run_test(args: TestArgs) -> CmdResult {
     match args.suite {
         Suite::Ftw(a) => run(a),
     }
 }
 
-fn usage(msg: impl std::fmt::Display) -> u8 {
-    eprintln!("waf test ftw: {msg}");
-    EXIT_USAGE
+fn usage(msg: impl std::fmt::Display) -> CmdResult {
+    Err(CliError::usage(msg))
 }
 
-pub fn run(args: Args) -> u8 {
+pub fn run(args: Args) -> CmdResult {
     let crs = match &args.crs {
         Some(d) => match check_crs_dir(d) {
             Ok(d) => Some(d),
@@ -257,7 +261,7 @@ pub fn run(args: Args) -> u8 {
     };
     if args.print_config {
         print!("{CRS_TEST_CONFIG}");
-        return EXIT_OK;
+        return Ok(());
     }
     let include = match args.include.as_deref().map(Regex::new).transpose() {
         Ok(r) => r,
@@ -304,10 +308,9 @@ pub fn run(args: Args) -> u8 {
             return usage("give the WAF configuration with -c CONFIG, or --crs CRS_DIR")
         }
     };
-    let rs = match crate::input::ruleset_or_report(compiled) {
-        Ok(rs) => rs.with_eval_options(args.engine.options()),
-        Err(e) => return usage(e),
-    };
+    let rs = crate::input::ruleset_or_report(compiled)
+        .map_err(CliError::findings)?
+        .with_eval_options(args.engine.options());
     let compile_time = start.elapsed();
 
     // Tests.
@@ -335,7 +338,6 @@ pub fn run(args: Args) -> u8 {
 
     let workers = args
         .jobs
-        .filter(|&n| n > 0)
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let run_start = Instant::now();
     let results = run_jobs(&rs, &jobs, workers);
@@ -428,9 +430,13 @@ pub fn run(args: Args) -> u8 {
     println!("pass rate: {} (minimum {}%)", pct(rate), args.min_pass_rate);
     println!("{passed} passed, {failed} failed, {skipped} skipped");
     if rate + 1e-9 >= args.min_pass_rate {
-        EXIT_OK
+        Ok(())
     } else {
-        EXIT_FINDINGS
+        Err(CliError::findings(format!(
+            "pass rate {} is under the minimum {}%",
+            pct(rate),
+            args.min_pass_rate
+        )))
     }
 }
 
