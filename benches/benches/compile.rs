@@ -3,28 +3,13 @@
 //! of load time is measured rather than assumed.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use std::path::PathBuf;
 use waf_compiler::diag::Diagnostics;
 use waf_compiler::{compile_files, load, Options};
 
-fn crs_files() -> Option<Vec<PathBuf>> {
-    let dir = std::env::var_os("WAF_CRS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/crs"));
-    let mut rules: Vec<PathBuf> = std::fs::read_dir(dir.join("rules"))
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "conf"))
-        .collect();
-    rules.sort();
-    let mut files = vec![dir.join("crs-setup.conf.example")];
-    files.extend(rules);
-    Some(files)
-}
-
 fn bench(c: &mut Criterion) {
-    let Some(files) = crs_files() else {
-        eprintln!("CRS not found (set WAF_CRS_DIR): nothing to measure");
+    let Some(files) =
+        waf_test_support::crs_dir("bench crs").map(|d| waf_test_support::crs_files(&d))
+    else {
         return;
     };
     let mut g = c.benchmark_group("crs");

@@ -38,18 +38,6 @@ SecRequestBodyNoFilesLimit 13107200
 
 // ------------------------------------------------------------------ setup
 
-fn crs_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("WAF_CRS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/crs"));
-    let ok = dir.join("crs-setup.conf.example").is_file() && dir.join("rules").is_dir();
-    if ok {
-        dir.canonicalize().ok()
-    } else {
-        None
-    }
-}
-
 /// The peers' configuration text, from `corpus/crs-config.sh` when it runs,
 /// else an equivalent built here.
 fn crs_config(crs: &Path) -> String {
@@ -98,10 +86,7 @@ Include {crs}/rules/*.conf
 }
 
 fn load_ruleset() -> Option<Ruleset> {
-    let Some(crs) = crs_dir() else {
-        eprintln!("CRS not found (set WAF_CRS_DIR): no engine benchmark registered");
-        return None;
-    };
+    let crs = waf_test_support::crs_dir("bench engine")?;
     let mut text = crs_config(&crs);
     if !text.ends_with('\n') {
         text.push('\n');

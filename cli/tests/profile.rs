@@ -276,14 +276,9 @@ fn html_is_self_contained_with_charts_and_escapes_untrusted_text() {
 /// report is complete and consistent. Skipped without CRS.
 #[test]
 fn crs_profile() {
-    let crs = match std::env::var_os("WAF_CRS_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/crs"),
-    };
-    if !crs.join("rules").is_dir() || !crs.join("crs-setup.conf.example").is_file() {
-        eprintln!("skipped: no CRS at {}", crs.display());
+    let Some(crs) = waf_test_support::crs_dir("crs_profile") else {
         return;
-    }
+    };
     let dir = setup("crs");
     let corpus = dir.join("corpus.jsonl");
     let o = waf(&[

@@ -1506,7 +1506,7 @@ pub fn parse_phase(s: &str) -> Option<u8> {
 mod tests {
     use super::*;
     use std::collections::BTreeSet;
-    use std::path::{Path, PathBuf};
+    use std::path::Path;
 
     fn round_trip<T: Named + PartialEq + fmt::Debug>() {
         for &v in T::ALL {
@@ -1777,36 +1777,6 @@ mod tests {
 
     // --- CRS scan: every name CRS uses must be known ------------------------
 
-    fn crs_root() -> Option<PathBuf> {
-        let root = match std::env::var_os("WAF_CRS_DIR") {
-            Some(d) => PathBuf::from(d),
-            None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/crs"),
-        };
-        if root.join("rules").is_dir() {
-            Some(root)
-        } else {
-            eprintln!(
-                "skipping CRS name scan: no CRS at {} (set WAF_CRS_DIR)",
-                root.display()
-            );
-            None
-        }
-    }
-
-    fn crs_files(root: &Path) -> Vec<PathBuf> {
-        let mut files: Vec<PathBuf> = std::fs::read_dir(root.join("rules"))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|e| e == "conf"))
-            .collect();
-        files.sort();
-        let setup = root.join("crs-setup.conf.example");
-        if setup.is_file() {
-            files.push(setup);
-        }
-        files
-    }
-
     /// Joins `\`-continued lines and drops comment lines. Crude but enough for CRS.
     fn logical_lines(text: &str) -> Vec<(usize, String)> {
         let mut out = Vec::new();
@@ -2032,7 +2002,7 @@ mod tests {
 
     fn scan_crs(root: &Path) -> Scan {
         let mut scan = Scan::default();
-        for file in crs_files(root) {
+        for file in waf_test_support::crs_files(root) {
             let text = std::fs::read_to_string(&file).unwrap();
             let fname = file.file_name().unwrap().to_string_lossy().to_string();
             let mut in_chain = false;
@@ -2107,7 +2077,9 @@ mod tests {
 
     #[test]
     fn names_crs_uses_only_known_names() {
-        let Some(root) = crs_root() else { return };
+        let Some(root) = waf_test_support::crs_dir("names_crs_uses_only_known_names") else {
+            return;
+        };
         let scan = scan_crs(&root);
         assert!(
             scan.rules > 500,
@@ -2129,7 +2101,10 @@ mod tests {
 
     #[test]
     fn names_crs_chain_link_actions_are_allowed() {
-        let Some(root) = crs_root() else { return };
+        let Some(root) = waf_test_support::crs_dir("names_crs_chain_link_actions_are_allowed")
+        else {
+            return;
+        };
         let scan = scan_crs(&root);
         assert!(
             !scan.chain_link_actions.is_empty(),

@@ -23,42 +23,16 @@
 //! `cargo test --release -p waf-compiler --test prefilter_soundness -- --ignored --nocapture`.
 
 use regex_syntax::hir::{Class, ClassBytes, ClassUnicode, Hir, HirKind, Look};
-use std::path::{Path, PathBuf};
 use std::time::Instant;
 use waf_compiler::ir::{OpKind, PhraseSet, Prefilter, Program};
 use waf_compiler::rx::{CompiledRx, RequiredLiterals, RxOptions};
 use waf_compiler::{compile_files, Options};
-use waf_test_support::XorShift;
+use waf_test_support::{crs_dir, crs_files, XorShift};
 
 // ------------------------------------------------------------------ CRS
 
-fn crs_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("WAF_CRS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/crs"));
-    dir.join("rules").is_dir().then_some(dir)
-}
-
-fn crs_files(dir: &Path) -> Vec<PathBuf> {
-    let mut files = vec![dir.join("crs-setup.conf.example")];
-    let mut rules: Vec<PathBuf> = std::fs::read_dir(dir.join("rules"))
-        .expect("read CRS rules dir")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "conf"))
-        .collect();
-    rules.sort();
-    files.extend(rules);
-    files
-}
-
 fn load_crs() -> Option<Program> {
-    let Some(dir) = crs_dir() else {
-        if std::env::var_os("CI").is_some() {
-            panic!("CRS not found: set WAF_CRS_DIR");
-        }
-        eprintln!("skipped: CRS not found (set WAF_CRS_DIR)");
-        return None;
-    };
+    let dir = crs_dir("prefilter_soundness")?;
     let c = compile_files(&crs_files(&dir), &Options::default());
     assert!(
         c.diagnostics.is_empty(),

@@ -112,7 +112,9 @@ fn run(tx: &mut Transaction<'_>, r: &Request) -> (bool, usize) {
 }
 
 fn warmed_up_transaction_allocates_nothing() {
-    let Some(rs) = common::crs_pl1() else { return };
+    let Some(rs) = common::crs_pl1("warmed_up_transaction_allocates_nothing") else {
+        return;
+    };
     let requests = [&GET, &FORM, &JSON];
     for r in requests {
         assert_eq!(

@@ -360,11 +360,8 @@ impl Report {
 // ---------------------------------------------------------------------------
 // CRS regression payloads
 
-fn crs_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("WAF_CRS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/crs"));
-    let tests = dir.join("tests/regression/tests");
+fn crs_tests(test: &str) -> Option<PathBuf> {
+    let tests = waf_test_support::crs_dir(test)?.join("tests/regression/tests");
     tests.is_dir().then_some(tests)
 }
 
@@ -546,8 +543,7 @@ fn crs_inputs(dir: &Path) -> BTreeSet<Vec<u8>> {
 
 #[test]
 fn crs_regression_payloads_agree() {
-    let Some(dir) = crs_dir() else {
-        println!("skipping: no CRS at ../shared/crs (set WAF_CRS_DIR to a CRS root)");
+    let Some(dir) = crs_tests("crs_regression_payloads_agree") else {
         return;
     };
     let inputs = crs_inputs(&dir);

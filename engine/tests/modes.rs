@@ -580,7 +580,9 @@ fn check_equal(what: &str, i: usize, r: &Request, want: &Outcome, got: &Outcome)
 
 #[test]
 fn every_mode_and_reused_transactions_decide_alike() {
-    let Some(rs) = common::crs_pl1() else { return };
+    let Some(rs) = common::crs_pl1("every_mode_and_reused_transactions_decide_alike") else {
+        return;
+    };
     let reqs = requests();
     let rs: &Ruleset = &rs;
     // One reused transaction per mode (reset before each request).

@@ -2,7 +2,8 @@
 //!
 //! This crate is a dev-dependency only; nothing in the product links it.
 //!
-//! Its main item is [`XorShift`], a tiny seeded pseudo-random generator. The
+//! [`crs_dir`] finds the OWASP CRS for the tests that run it (or reports the
+//! skip where it shows). The other item is [`XorShift`], a tiny seeded pseudo-random generator. The
 //! property and agreement tests (regex prefilters, the engine's fast path
 //! against the naive interpreter, libinjection agreement, optimizer
 //! rewrites) generate thousands of inputs; they need them to be
@@ -14,6 +15,10 @@
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+
+mod crs;
+
+pub use crs::{crs_dir, crs_files, CRS_DIR_VAR, REQUIRE_CRS_VAR};
 
 /// The multiplier of xorshift64*'s output (Vigna, "An experimental
 /// exploration of Marsaglia's xorshift generators, scrambled", 2016).

@@ -1081,12 +1081,9 @@ fn deep_nesting_is_an_error_not_a_stack_overflow() {
 
 /// The CRS root, and whether it is the shared CRS v4.28 copy (whose `@rx`
 /// count is known).
-fn crs_root() -> Option<(PathBuf, bool)> {
-    if let Some(dir) = std::env::var_os("WAF_CRS_DIR") {
-        return Some((PathBuf::from(dir), false));
-    }
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/crs");
-    dir.join("rules").is_dir().then_some((dir, true))
+fn crs_root(test: &str) -> Option<(PathBuf, bool)> {
+    let shared = std::env::var_os(waf_test_support::CRS_DIR_VAR).is_none();
+    waf_test_support::crs_dir(test).map(|dir| (dir, shared))
 }
 
 /// Reads one SecLang argument starting at `s` (after leading white space):
@@ -1171,8 +1168,7 @@ fn crs_rx_patterns(root: &Path) -> Vec<(String, String)> {
 
 #[test]
 fn crs_rx_patterns_compile() {
-    let Some((root, is_v4_28)) = crs_root() else {
-        eprintln!("skipping: no CRS at ../shared/crs (set WAF_CRS_DIR to a CRS root)");
+    let Some((root, is_v4_28)) = crs_root("crs_rx_patterns_compile") else {
         return;
     };
     let patterns = crs_rx_patterns(&root);

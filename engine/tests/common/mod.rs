@@ -3,27 +3,10 @@
 
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use waf_engine::Ruleset;
 
-/// The CRS directory (`WAF_CRS_DIR`, default `../shared/crs` beside the
-/// workspace), or `None` (with a message) when it is absent.
-pub fn crs_dir() -> Option<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let dir = match std::env::var_os("WAF_CRS_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => root.join("../shared/crs"),
-    };
-    if dir.join("crs-setup.conf.example").is_file() && dir.join("rules").is_dir() {
-        Some(dir.canonicalize().unwrap_or(dir))
-    } else {
-        eprintln!(
-            "skipped: no CRS at {} (set WAF_CRS_DIR to a CRS checkout)",
-            dir.display()
-        );
-        None
-    }
-}
+pub use waf_test_support::crs_dir;
 
 /// The PL1 configuration: the output of `corpus/crs-config.sh CRS 1` when the
 /// script runs, else an equivalent minimal text.
@@ -55,8 +38,8 @@ pub fn crs_config(crs: &Path) -> String {
 }
 
 /// CRS PL1 compiled, or `None` when CRS is absent.
-pub fn crs_pl1() -> Option<Ruleset> {
-    let crs = crs_dir()?;
+pub fn crs_pl1(test: &str) -> Option<Ruleset> {
+    let crs = crs_dir(test)?;
     let text = crs_config(&crs);
     let name = crs.join("waf-test.conf");
     match Ruleset::from_str(&name.to_string_lossy(), &text) {
