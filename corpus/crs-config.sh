@@ -1,28 +1,21 @@
 #!/usr/bin/env bash
-# Print the peers' CRS configuration (the exact text both peer harnesses load)
-# for a CRS directory and a paranoia level, so that our engine runs the same
-# directives:
+# Print a CRS configuration for a CRS checkout and a paranoia level: the
+# engine settings ModSecurity recommends, the body-processor rules, CRS's
+# setup file, the paranoia level, then CRS's rules.
 #
 #   corpus/crs-config.sh [CRS_DIR [PL]] > /tmp/crs-pl1.conf
 #   waf eval -c /tmp/crs-pl1.conf --corpus reqs.jsonl --out ours.jsonl
 #
-# CRS_DIR defaults to ../shared/crs (beside this repo), PL to 1. The text is
-# `configTemplate` of ../shared/peers/coraza/main.go (read from there at run
-# time, never copied into this repo) with @CRS@ replaced by the absolute CRS
-# path and @PL@ by the paranoia level; it is byte-identical to
-# `coraza-peer --crs CRS_DIR --pl PL --dump-config` when CRS_DIR is given as an
-# absolute path. PEERS=/path/to/peers overrides where the peers are.
+# CRS_DIR defaults to ../shared/crs (beside this repo), PL to 1. Only the CRS
+# checkout is needed. The text is the one the peer harnesses of ../shared/peers
+# load (`coraza-peer --crs CRS_DIR --pl PL --dump-config`, for an absolute
+# CRS_DIR), so that decisions compare line for line; corpus/run.sh checks that
+# the two stay byte-identical.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-peers="${PEERS:-$here/../../shared/peers}"
 crs="${1:-$here/../../shared/crs}"
 pl="${2:-1}"
-main_go="$peers/coraza/main.go"
 
-if [[ ! -f "$main_go" ]]; then
-  echo "crs-config.sh: $main_go not found (set PEERS=/path/to/shared/peers)" >&2
-  exit 2
-fi
 if [[ ! -f "$crs/crs-setup.conf.example" || ! -d "$crs/rules" ]]; then
   echo "crs-config.sh: $crs is not a CRS directory (crs-setup.conf.example, rules/)" >&2
   exit 2
@@ -33,11 +26,19 @@ if ! [[ "$pl" =~ ^[1-4]$ ]]; then
 fi
 crs="$(cd "$crs" && pwd)"
 
-python3 - "$main_go" "$crs" "$pl" <<'EOF'
-import re, sys
-src = open(sys.argv[1], encoding="utf-8").read()
-m = re.search(r"^const configTemplate = `(.*?)`", src, re.S | re.M)
-if not m:
-    sys.exit("crs-config.sh: configTemplate not found in " + sys.argv[1])
-sys.stdout.write(m.group(1).replace("@CRS@", sys.argv[2]).replace("@PL@", sys.argv[3]))
-EOF
+cat <<CONF
+SecRuleEngine On
+SecRequestBodyAccess On
+SecResponseBodyAccess Off
+SecRequestBodyLimit 13107200
+SecRequestBodyNoFilesLimit 131072
+SecRequestBodyLimitAction Reject
+SecAuditEngine Off
+SecRule REQUEST_HEADERS:Content-Type "^(?:application(?:/soap\+|/)|text/)xml" "id:200000,phase:1,t:none,t:lowercase,pass,nolog,ctl:requestBodyProcessor=XML"
+SecRule REQUEST_HEADERS:Content-Type "^application/json" "id:200001,phase:1,t:none,t:lowercase,pass,nolog,ctl:requestBodyProcessor=JSON"
+SecRule REQUEST_HEADERS:Content-Type "^application/[a-z0-9.-]+[+]json" "id:200006,phase:1,t:none,t:lowercase,pass,nolog,ctl:requestBodyProcessor=JSON"
+Include $crs/crs-setup.conf.example
+SecAction "id:900000,phase:1,pass,t:none,nolog,tag:'OWASP_CRS',setvar:tx.blocking_paranoia_level=$pl"
+SecAction "id:900001,phase:1,pass,t:none,nolog,tag:'OWASP_CRS',setvar:tx.detection_paranoia_level=$pl"
+Include $crs/rules/*.conf
+CONF

@@ -19,8 +19,6 @@
 //! the attack to be blocked, so a broken setup cannot be measured silently.
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use waf_engine::{Ruleset, Transaction};
 
 const PARANOIA_LEVEL: u8 = 1;
@@ -38,56 +36,9 @@ SecRequestBodyNoFilesLimit 13107200
 
 // ------------------------------------------------------------------ setup
 
-/// The peers' configuration text, from `corpus/crs-config.sh` when it runs,
-/// else an equivalent built here.
-fn crs_config(crs: &Path) -> String {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../corpus/crs-config.sh");
-    if script.is_file() {
-        let out = Command::new("bash")
-            .arg(&script)
-            .arg(crs)
-            .arg(PARANOIA_LEVEL.to_string())
-            .output();
-        match out {
-            Ok(o) if o.status.success() && !o.stdout.is_empty() => {
-                eprintln!("engine bench: configuration from {}", script.display());
-                return String::from_utf8_lossy(&o.stdout).into_owned();
-            }
-            Ok(o) => eprintln!(
-                "engine bench: {} failed ({}), using the built-in equivalent",
-                script.display(),
-                String::from_utf8_lossy(&o.stderr).trim()
-            ),
-            Err(e) => eprintln!(
-                "engine bench: cannot run {} ({e}), using the built-in equivalent",
-                script.display()
-            ),
-        }
-    }
-    let crs = crs.display();
-    let pl = PARANOIA_LEVEL;
-    format!(
-        r#"SecRuleEngine On
-SecRequestBodyAccess On
-SecResponseBodyAccess Off
-SecRequestBodyLimit 13107200
-SecRequestBodyNoFilesLimit 131072
-SecRequestBodyLimitAction Reject
-SecAuditEngine Off
-SecRule REQUEST_HEADERS:Content-Type "^(?:application(?:/soap\+|/)|text/)xml" "id:200000,phase:1,t:none,t:lowercase,pass,nolog,ctl:requestBodyProcessor=XML"
-SecRule REQUEST_HEADERS:Content-Type "^application/json" "id:200001,phase:1,t:none,t:lowercase,pass,nolog,ctl:requestBodyProcessor=JSON"
-SecRule REQUEST_HEADERS:Content-Type "^application/[a-z0-9.-]+[+]json" "id:200006,phase:1,t:none,t:lowercase,pass,nolog,ctl:requestBodyProcessor=JSON"
-Include {crs}/crs-setup.conf.example
-SecAction "id:900000,phase:1,pass,t:none,nolog,tag:'OWASP_CRS',setvar:tx.blocking_paranoia_level={pl}"
-SecAction "id:900001,phase:1,pass,t:none,nolog,tag:'OWASP_CRS',setvar:tx.detection_paranoia_level={pl}"
-Include {crs}/rules/*.conf
-"#
-    )
-}
-
 fn load_ruleset() -> Option<Ruleset> {
     let crs = waf_test_support::crs_dir("bench engine")?;
-    let mut text = crs_config(&crs);
+    let mut text = waf_test_support::crs_config(&crs, PARANOIA_LEVEL);
     if !text.ends_with('\n') {
         text.push('\n');
     }

@@ -58,6 +58,30 @@ pub fn crs_files(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
+/// The CRS configuration at paranoia level `pl` for the checkout `dir`, as
+/// `corpus/crs-config.sh DIR PL` prints it (the peers' configuration: one
+/// text for the tests, the benches and the comparisons).
+///
+/// # Panics
+///
+/// When the script cannot run: the tests that call this need it.
+pub fn crs_config(dir: &Path, pl: u8) -> String {
+    let script = workspace_root().join("corpus/crs-config.sh");
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .arg(dir)
+        .arg(pl.to_string())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "{} failed: {}",
+        script.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// The workspace directory (this crate's parent).
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")

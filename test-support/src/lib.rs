@@ -18,7 +18,7 @@
 
 mod crs;
 
-pub use crs::{crs_dir, crs_files, CRS_DIR_VAR, REQUIRE_CRS_VAR};
+pub use crs::{crs_config, crs_dir, crs_files, CRS_DIR_VAR, REQUIRE_CRS_VAR};
 
 /// The multiplier of xorshift64*'s output (Vigna, "An experimental
 /// exploration of Marsaglia's xorshift generators, scrambled", 2016).
