@@ -142,6 +142,7 @@ pub fn decide(rs: &Ruleset, req: &Request, id: &str) -> Result<serde_json::Value
         "status": i.map_or(200, |i| i.status),
         "action": i.map(|i| i.action),
         "rule_id": i.map(|i| i.rule_id),
+        "reason": i.map(|i| i.reason()),
         "matched_ids": logged,
         "matched_ids_all": all,
         "ns": ns,
