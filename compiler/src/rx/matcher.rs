@@ -7,7 +7,7 @@ use super::{RxError, RxOptions};
 use regex_automata::dfa::{dense, Automaton, StartKind};
 use regex_automata::nfa::thompson::{self, WhichCaptures};
 use regex_automata::util::primitives::NonMaxUsize;
-use regex_automata::{meta, Input, MatchKind};
+use regex_automata::{meta, Anchored, Input, MatchKind};
 use regex_syntax::hir::Hir;
 use std::fmt;
 use std::ops::Range;
@@ -204,6 +204,25 @@ impl CompiledRx {
             matched
         };
         matched
+    }
+
+    /// The leftmost-first match that starts at or after `start` (with the
+    /// bytes before `start` as context, as PCRE's start offset keeps them).
+    pub fn find_from(&self, haystack: &[u8], start: usize) -> Option<Range<usize>> {
+        if start > haystack.len() {
+            return None;
+        }
+        self.meta
+            .search(&Input::new(haystack).range(start..))
+            .map(|m| m.range())
+    }
+
+    /// The end of the leftmost-first match that starts at the beginning of
+    /// `haystack`, if there is one.
+    pub fn prefix_match_end(&self, haystack: &[u8]) -> Option<usize> {
+        self.meta
+            .search(&Input::new(haystack).anchored(Anchored::Yes))
+            .map(|m| m.end())
     }
 
     /// Groups [`CompiledRx::captures`] fills without allocating.
