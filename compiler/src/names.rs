@@ -342,39 +342,123 @@ name_enum! {
     aliases {}
 }
 
+/// Everything the registry knows about a directive: one row per name in
+/// [`Directive::info`], matched without a catch-all arm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DirectiveInfo {
+    /// See [`Directive::args`].
+    pub args: Arity,
+    /// See [`Directive::supported`].
+    pub support: Support,
+    /// See [`Directive::v3_status`].
+    pub v3: V3Status,
+    /// See [`Directive::v3_only_value`].
+    pub v3_only_value: Option<&'static str>,
+    /// See [`Directive::v3_note`].
+    pub v3_note: Option<&'static str>,
+}
+
 impl Directive {
+    /// The directive's row of facts.
+    #[rustfmt::skip]
+    pub const fn info(self) -> DirectiveInfo {
+        use Directive as D;
+        use Support::*;
+        use V3Status::*;
+        // arguments, support, v3 status, the only value v3 accepts, a note on v3
+        const fn dir(args: Arity, support: Support, v3: V3Status, v3_only_value: Option<&'static str>, v3_note: Option<&'static str>) -> DirectiveInfo {
+            DirectiveInfo { args, support, v3, v3_only_value, v3_note }
+        }
+        match self {
+            D::Include => dir(Arity::exactly(1), Implemented, Accepted, None, None),
+            D::SecAction => dir(Arity::exactly(1), Implemented, Accepted, None, None),
+            D::SecArgumentSeparator => dir(Arity::exactly(1), Implemented, Accepted, None, None),
+            D::SecArgumentsLimit => dir(Arity::exactly(1), Implemented, Accepted, None, None),
+            D::SecAuditEngine => dir(Arity::exactly(1), Ignored, Accepted, None, None),
+            D::SecAuditLog => dir(Arity::exactly(1), Ignored, Accepted, None, None),
+            D::SecAuditLog2 => dir(Arity::exactly(1), Ignored, Accepted, None, None),
+            D::SecAuditLogDirMode => dir(Arity::exactly(1), Ignored, Accepted, None, None),
+            D::SecAuditLogFileMode => dir(Arity::exactly(1), Ignored, Accepted, None, None),
+            D::SecAuditLogFormat => dir(Arity::exactly(1), Ignored, Accepted, None, None),
+            D::SecAuditLogParts => dir(Arity::exactly(1), Ignored, Accepted, None, None),
+            D::SecAuditLogPrefix => dir(Arity::exactly(1), Ignored, Accepted, None, Some("since libmodsecurity 3.0.15")),
+            D::SecAuditLogRelevantStatus => dir(Arity::exactly(1), Ignored, Accepted, None, None),
+            D::SecAuditLogStorageDir => dir(Arity::exactly(1), Ignored, Accepted, None, None),
+            D::SecAuditLogType => dir(Arity::exactly(1), Ignored, Accepted, None, None),
+            D::SecCacheTransformations => dir(Arity::between(1, 2), Ignored, Rejected, None, Some("v3 refuses to load it (\"not supported\")")),
+            D::SecChrootDir => dir(Arity::exactly(1), Ignored, Rejected, None, Some("v3 refuses to load it (\"not supported\")")),
+            D::SecCollectionTimeout => dir(Arity::exactly(1), Ignored, Accepted, None, Some("accepted and ignored by v3")),
+            D::SecComponentSignature => dir(Arity::exactly(1), Ignored, Accepted, None, None),
+            D::SecConnEngine => dir(Arity::exactly(1), Ignored, Restricted, Some("Off"), Some("v3 accepts only `Off`; other values are \"not yet supported\"")),
+            D::SecConnReadStateLimit => dir(Arity::between(1, 2), Ignored, Rejected, None, Some("v3 refuses to load it (\"not supported\")")),
+            D::SecConnWriteStateLimit => dir(Arity::between(1, 2), Ignored, Rejected, None, Some("v3 refuses to load it (\"not supported\")")),
+            D::SecContentInjection => dir(Arity::exactly(1), Unsupported, Restricted, Some("Off"), Some("v3 accepts only `Off`; other values are \"not yet supported\"")),
+            D::SecCookieFormat => dir(Arity::exactly(1), Ignored, Restricted, Some("0"), Some("v3 accepts only `SecCookieFormat 0`")),
+            D::SecCookieV0Separator => dir(Arity::exactly(1), Unsupported, Rejected, None, Some("v3 refuses to load it (\"not supported\")")),
+            D::SecDataDir => dir(Arity::exactly(1), Ignored, Accepted, None, Some("accepted and ignored by v3")),
+            D::SecDebugLog => dir(Arity::exactly(1), Ignored, Accepted, None, None),
+            D::SecDebugLogLevel => dir(Arity::exactly(1), Ignored, Accepted, None, None),
+            D::SecDefaultAction => dir(Arity::exactly(1), Implemented, Accepted, None, None),
+            D::SecDisableBackendCompression => dir(Arity::exactly(1), Ignored, Restricted, Some("Off"), Some("v3 accepts only `Off`; other values are \"not yet supported\"")),
+            D::SecGeoLookupDb => dir(Arity::exactly(1), Ignored, Accepted, None, Some("needs a v3 build with GeoIP or MaxMind")),
+            D::SecGsbLookupDb => dir(Arity::exactly(1), Ignored, Rejected, None, Some("v3 refuses to load it (\"not supported\")")),
+            D::SecGuardianLog => dir(Arity::exactly(1), Ignored, Rejected, None, Some("v3 refuses to load it (\"not supported\")")),
+            D::SecHashEngine => dir(Arity::exactly(1), Unsupported, Restricted, Some("Off"), Some("v3 accepts only `Off`; other values are \"not yet supported\"")),
+            D::SecHashKey => dir(Arity::between(1, 2), Unsupported, Rejected, None, Some("v3 refuses to load it (\"not supported\")")),
+            D::SecHashMethodPm => dir(Arity::exactly(2), Unsupported, Rejected, None, Some("v3 refuses to load it (\"not supported\")")),
+            D::SecHashMethodRx => dir(Arity::exactly(2), Unsupported, Rejected, None, Some("v3 refuses to load it (\"not supported\")")),
+            D::SecHashParam => dir(Arity::exactly(1), Unsupported, Rejected, None, Some("v3 refuses to load it (\"not supported\")")),
+            D::SecHttpBlKey => dir(Arity::exactly(1), Ignored, Accepted, None, None),
+            D::SecInterceptOnError => dir(Arity::exactly(1), Ignored, Restricted, Some("Off"), Some("v3 accepts only `Off`; other values are \"not yet supported\"")),
+            D::SecMarker => dir(Arity::exactly(1), Implemented, Accepted, None, None),
+            D::SecParseXmlIntoArgs => dir(Arity::exactly(1), Unsupported, Accepted, None, Some("since libmodsecurity 3.0.15")),
+            D::SecPcreMatchLimit => dir(Arity::exactly(1), Ignored, Accepted, None, None),
+            D::SecPcreMatchLimitRecursion => dir(Arity::exactly(1), Ignored, Accepted, None, Some("accepted and ignored by v3")),
+            D::SecRemoteRules => dir(Arity::between(2, 3), Unsupported, Accepted, None, Some("needs a v3 build with libcurl")),
+            D::SecRemoteRulesFailAction => dir(Arity::exactly(1), Ignored, Accepted, None, None),
+            D::SecRequestBodyAccess => dir(Arity::exactly(1), Implemented, Accepted, None, None),
+            D::SecRequestBodyInMemoryLimit => dir(Arity::exactly(1), Ignored, Rejected, None, Some("rejected by v3: \"no longer supported\", the web server controls buffering")),
+            D::SecRequestBodyJsonDepthLimit => dir(Arity::exactly(1), Implemented, Accepted, None, None),
+            D::SecRequestBodyLimit => dir(Arity::exactly(1), Implemented, Accepted, None, None),
+            D::SecRequestBodyLimitAction => dir(Arity::exactly(1), Implemented, Accepted, None, None),
+            D::SecRequestBodyNoFilesLimit => dir(Arity::exactly(1), Implemented, Accepted, None, None),
+            D::SecResponseBodyAccess => dir(Arity::exactly(1), Implemented, Accepted, None, None),
+            D::SecResponseBodyLimit => dir(Arity::exactly(1), Implemented, Accepted, None, None),
+            D::SecResponseBodyLimitAction => dir(Arity::exactly(1), Implemented, Accepted, None, None),
+            D::SecResponseBodyMimeType => dir(Arity::at_least(1), Implemented, Accepted, None, None),
+            D::SecResponseBodyMimeTypesClear => dir(Arity::exactly(0), Implemented, Accepted, None, None),
+            D::SecRule => dir(Arity::between(2, 3), Implemented, Accepted, None, None),
+            D::SecRuleEngine => dir(Arity::exactly(1), Implemented, Accepted, None, None),
+            D::SecRuleInheritance => dir(Arity::exactly(1), Ignored, Restricted, Some("Off"), Some("v3 accepts only `Off`; other values are \"not yet supported\"")),
+            D::SecRulePerfTime => dir(Arity::exactly(1), Ignored, Rejected, None, Some("v3 refuses to load it (\"not supported\")")),
+            D::SecRuleRemoveById => dir(Arity::at_least(1), Implemented, Accepted, None, None),
+            D::SecRuleRemoveByMsg => dir(Arity::at_least(1), Implemented, Accepted, None, None),
+            D::SecRuleRemoveByTag => dir(Arity::at_least(1), Implemented, Accepted, None, None),
+            D::SecRuleScript => dir(Arity::between(1, 2), Unsupported, Accepted, None, Some("needs a v3 build with Lua")),
+            D::SecRuleUpdateActionById => dir(Arity::exactly(2), Implemented, Accepted, None, None),
+            D::SecRuleUpdateTargetById => dir(Arity::between(2, 3), Implemented, Accepted, None, None),
+            D::SecRuleUpdateTargetByMsg => dir(Arity::between(2, 3), Implemented, Accepted, None, None),
+            D::SecRuleUpdateTargetByTag => dir(Arity::between(2, 3), Implemented, Accepted, None, None),
+            D::SecSensorId => dir(Arity::exactly(1), Ignored, Rejected, None, Some("v3 refuses to load it (\"not supported\")")),
+            D::SecServerSignature => dir(Arity::exactly(1), Ignored, Rejected, None, Some("v3 refuses to load it (\"not supported\")")),
+            D::SecStatusEngine => dir(Arity::exactly(1), Ignored, Accepted, None, Some("accepted and ignored by v3")),
+            D::SecStreamInBodyInspection => dir(Arity::exactly(1), Unsupported, Rejected, None, Some("v3 refuses to load it (\"not supported\")")),
+            D::SecStreamOutBodyInspection => dir(Arity::exactly(1), Unsupported, Rejected, None, Some("v3 refuses to load it (\"not supported\")")),
+            D::SecTmpDir => dir(Arity::exactly(1), Ignored, Accepted, None, Some("accepted and ignored by v3")),
+            D::SecTmpSaveUploadedFiles => dir(Arity::exactly(1), Ignored, Accepted, None, None),
+            D::SecUnicodeMapFile => dir(Arity::exactly(2), Unsupported, Accepted, None, None),
+            D::SecUploadDir => dir(Arity::exactly(1), Ignored, Accepted, None, None),
+            D::SecUploadFileLimit => dir(Arity::exactly(1), Ignored, Accepted, None, None),
+            D::SecUploadFileMode => dir(Arity::exactly(1), Ignored, Accepted, None, None),
+            D::SecUploadKeepFiles => dir(Arity::exactly(1), Ignored, Accepted, None, None),
+            D::SecWebAppId => dir(Arity::exactly(1), Ignored, Accepted, None, None),
+            D::SecXmlExternalEntity => dir(Arity::exactly(1), Ignored, Accepted, None, None),
+        }
+    }
+
     /// How many arguments the directive takes.
     pub fn args(self) -> Arity {
-        use Directive as D;
-        match self {
-            D::SecRule => Arity::between(2, 3),
-            D::SecResponseBodyMimeTypesClear => Arity::exactly(0),
-            // Lists: `SecRuleRemoveById 1 2 100-200`, `SecResponseBodyMimeType text/html text/plain`.
-            D::SecRuleRemoveById
-            | D::SecRuleRemoveByTag
-            | D::SecRuleRemoveByMsg
-            | D::SecResponseBodyMimeType => Arity::at_least(1),
-            // `ID|TAG|MSG "TARGETS" ["REPLACED_TARGET"]`.
-            D::SecRuleUpdateTargetById
-            | D::SecRuleUpdateTargetByTag
-            | D::SecRuleUpdateTargetByMsg => Arity::between(2, 3),
-            D::SecRuleUpdateActionById => Arity::exactly(2),
-            // `SecUnicodeMapFile unicode.mapping 20127`: v3 requires the code page.
-            D::SecUnicodeMapFile => Arity::exactly(2),
-            // `SecRemoteRules [crypto] KEY URL`.
-            D::SecRemoteRules => Arity::between(2, 3),
-            // `SecRuleScript /path/script.lua ["ACTIONS"]`.
-            D::SecRuleScript => Arity::between(1, 2),
-            // `SecHashMethodRx HashHref "REGEX"`.
-            D::SecHashMethodPm | D::SecHashMethodRx => Arity::exactly(2),
-            // `SecHashKey rand|TEXT [KeyOnly|SessionID|RemoteIP]`.
-            D::SecHashKey => Arity::between(1, 2),
-            // `SecCacheTransformations On "minlen:64,..."`.
-            D::SecCacheTransformations => Arity::between(1, 2),
-            // `SecConnReadStateLimit 50 ["!@ipMatch ..."]`.
-            D::SecConnReadStateLimit | D::SecConnWriteStateLimit => Arity::between(1, 2),
-            _ => Arity::exactly(1),
-        }
+        self.info().args
     }
 
     /// What this engine does with the directive. The groups:
@@ -413,173 +497,23 @@ impl Directive {
     ///   `SecHash*` family (response rewriting / v2-only stream variables),
     ///   `SecCookieV0Separator` (changes cookie parsing; v3 rejects it).
     pub fn supported(self) -> Support {
-        use Directive as D;
-        use Support::*;
-        match self {
-            D::Include
-            | D::SecAction
-            | D::SecRule
-            | D::SecDefaultAction
-            | D::SecMarker
-            | D::SecRuleRemoveById
-            | D::SecRuleRemoveByMsg
-            | D::SecRuleRemoveByTag
-            | D::SecRuleUpdateActionById
-            | D::SecRuleUpdateTargetById
-            | D::SecRuleUpdateTargetByMsg
-            | D::SecRuleUpdateTargetByTag => Implemented,
-
-            D::SecRuleEngine
-            | D::SecRequestBodyAccess
-            | D::SecRequestBodyLimit
-            | D::SecRequestBodyNoFilesLimit
-            | D::SecRequestBodyLimitAction
-            | D::SecRequestBodyJsonDepthLimit
-            | D::SecResponseBodyAccess
-            | D::SecResponseBodyLimit
-            | D::SecResponseBodyLimitAction
-            | D::SecResponseBodyMimeType
-            | D::SecResponseBodyMimeTypesClear
-            | D::SecArgumentsLimit
-            | D::SecArgumentSeparator
-            | D::SecParseXmlIntoArgs
-            | D::SecUploadFileLimit
-            | D::SecUnicodeMapFile
-            | D::SecWebAppId => Implemented,
-
-            D::SecAuditEngine
-            | D::SecAuditLog
-            | D::SecAuditLog2
-            | D::SecAuditLogDirMode
-            | D::SecAuditLogFileMode
-            | D::SecAuditLogFormat
-            | D::SecAuditLogParts
-            | D::SecAuditLogPrefix
-            | D::SecAuditLogRelevantStatus
-            | D::SecAuditLogStorageDir
-            | D::SecAuditLogType
-            | D::SecDebugLog
-            | D::SecDebugLogLevel
-            | D::SecComponentSignature
-            | D::SecGuardianLog
-            | D::SecStatusEngine
-            | D::SecRulePerfTime
-            | D::SecSensorId => Ignored,
-
-            D::SecDataDir
-            | D::SecTmpDir
-            | D::SecUploadDir
-            | D::SecUploadFileMode
-            | D::SecUploadKeepFiles
-            | D::SecTmpSaveUploadedFiles
-            | D::SecCollectionTimeout
-            | D::SecChrootDir => Ignored,
-
-            D::SecServerSignature
-            | D::SecConnEngine
-            | D::SecConnReadStateLimit
-            | D::SecConnWriteStateLimit
-            | D::SecDisableBackendCompression
-            | D::SecInterceptOnError
-            | D::SecRequestBodyInMemoryLimit
-            | D::SecCacheTransformations
-            | D::SecPcreMatchLimit
-            | D::SecPcreMatchLimitRecursion
-            | D::SecRuleInheritance
-            | D::SecCookieFormat
-            | D::SecXmlExternalEntity
-            | D::SecRemoteRulesFailAction => Ignored,
-
-            D::SecGeoLookupDb | D::SecGsbLookupDb | D::SecHttpBlKey => Ignored,
-
-            D::SecRemoteRules
-            | D::SecRuleScript
-            | D::SecContentInjection
-            | D::SecStreamInBodyInspection
-            | D::SecStreamOutBodyInspection
-            | D::SecHashEngine
-            | D::SecHashKey
-            | D::SecHashMethodPm
-            | D::SecHashMethodRx
-            | D::SecHashParam
-            | D::SecCookieV0Separator => Unsupported,
-        }
+        self.info().support
     }
 
     /// What libmodsecurity v3 does with the directive (from `seclang-parser.yy`).
     pub fn v3_status(self) -> V3Status {
-        use Directive as D;
-        match self {
-            D::SecCookieFormat
-            | D::SecConnEngine
-            | D::SecContentInjection
-            | D::SecDisableBackendCompression
-            | D::SecHashEngine
-            | D::SecInterceptOnError
-            | D::SecRuleInheritance => V3Status::Restricted,
-
-            D::SecCacheTransformations
-            | D::SecChrootDir
-            | D::SecConnReadStateLimit
-            | D::SecConnWriteStateLimit
-            | D::SecCookieV0Separator
-            | D::SecGsbLookupDb
-            | D::SecGuardianLog
-            | D::SecHashKey
-            | D::SecHashMethodPm
-            | D::SecHashMethodRx
-            | D::SecHashParam
-            | D::SecRequestBodyInMemoryLimit
-            | D::SecRulePerfTime
-            | D::SecSensorId
-            | D::SecServerSignature
-            | D::SecStreamInBodyInspection
-            | D::SecStreamOutBodyInspection => V3Status::Rejected,
-
-            _ => V3Status::Accepted,
-        }
+        self.info().v3
     }
 
     /// The value a [`V3Status::Restricted`] directive must have for v3 to
     /// accept it (compared case-insensitively).
     pub fn v3_only_value(self) -> Option<&'static str> {
-        use Directive as D;
-        match self {
-            D::SecCookieFormat => Some("0"),
-            D::SecConnEngine
-            | D::SecContentInjection
-            | D::SecDisableBackendCompression
-            | D::SecHashEngine
-            | D::SecInterceptOnError
-            | D::SecRuleInheritance => Some("Off"),
-            _ => None,
-        }
+        self.info().v3_only_value
     }
 
     /// A short remark on v3's behaviour, where it is not the obvious one.
     pub fn v3_note(self) -> Option<&'static str> {
-        use Directive as D;
-        Some(match self {
-            D::SecRequestBodyInMemoryLimit => {
-                "rejected by v3: \"no longer supported\", the web server controls buffering"
-            }
-            D::SecCookieFormat => "v3 accepts only `SecCookieFormat 0`",
-            D::SecRuleScript => "needs a v3 build with Lua",
-            D::SecGeoLookupDb => "needs a v3 build with GeoIP or MaxMind",
-            D::SecRemoteRules => "needs a v3 build with libcurl",
-            D::SecCollectionTimeout | D::SecStatusEngine | D::SecTmpDir | D::SecDataDir => {
-                "accepted and ignored by v3"
-            }
-            D::SecPcreMatchLimitRecursion => "accepted and ignored by v3",
-            D::SecParseXmlIntoArgs | D::SecAuditLogPrefix => "since libmodsecurity 3.0.15",
-            _ => match self.v3_status() {
-                V3Status::Restricted => {
-                    "v3 accepts only `Off`; other values are \"not yet supported\""
-                }
-                V3Status::Rejected => "v3 refuses to load it (\"not supported\")",
-                _ => return None,
-            },
-        })
+        self.info().v3_note
     }
 }
 
@@ -750,47 +684,156 @@ pub fn is_v2_only_variable(name: &str) -> bool {
         .any(|v| v.eq_ignore_ascii_case(name))
 }
 
+/// Everything the registry knows about a variable: one row per name in
+/// [`Variable::info`], matched without a catch-all arm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VariableInfo {
+    /// See [`Variable::supported`].
+    pub support: Support,
+    /// See [`Variable::is_collection`].
+    pub collection: bool,
+    /// See [`Variable::keys_case_insensitive`].
+    pub keys_case_insensitive: bool,
+    /// See [`Variable::earliest_phase`].
+    pub earliest_phase: u8,
+    /// See [`Variable::is_persistent`].
+    pub persistent: bool,
+}
+
 impl Variable {
+    /// The variable's row of facts.
+    #[rustfmt::skip]
+    pub const fn info(self) -> VariableInfo {
+        use Support::*;
+        use Variable as V;
+        // support, collection, case-insensitive keys, earliest phase, persistent
+        const fn var(support: Support, collection: bool, keys_case_insensitive: bool, earliest_phase: u8, persistent: bool) -> VariableInfo {
+            VariableInfo { support, collection, keys_case_insensitive, earliest_phase, persistent }
+        }
+        match self {
+            V::Args => var(Implemented, true, true, 1, false),
+            V::ArgsCombinedSize => var(Implemented, false, false, 1, false),
+            V::ArgsGet => var(Implemented, true, true, 1, false),
+            V::ArgsGetNames => var(Implemented, true, true, 1, false),
+            V::ArgsNames => var(Implemented, true, true, 1, false),
+            V::ArgsPost => var(Implemented, true, true, 2, false),
+            V::ArgsPostNames => var(Implemented, true, true, 2, false),
+            V::AuthType => var(Implemented, false, false, 1, false),
+            V::Duration => var(Implemented, false, false, 1, false),
+            V::Env => var(Implemented, true, false, 1, false),
+            V::Files => var(Implemented, true, true, 2, false),
+            V::FilesCombinedSize => var(Implemented, false, false, 2, false),
+            V::FilesNames => var(Implemented, true, true, 2, false),
+            V::FilesSizes => var(Implemented, true, true, 2, false),
+            V::FilesTmpContent => var(Unsupported, true, true, 2, false),
+            V::FilesTmpNames => var(Unsupported, true, true, 2, false),
+            V::FullRequest => var(Implemented, false, false, 2, false),
+            V::FullRequestLength => var(Implemented, false, false, 2, false),
+            V::Geo => var(Unsupported, true, true, 1, false),
+            V::Global => var(Implemented, true, true, 1, true),
+            V::HighestSeverity => var(Implemented, false, false, 1, false),
+            V::InboundDataError => var(Implemented, false, false, 2, false),
+            V::Ip => var(Implemented, true, true, 1, true),
+            V::MatchedVar => var(Implemented, false, false, 1, false),
+            V::MatchedVarName => var(Implemented, false, false, 1, false),
+            V::MatchedVars => var(Implemented, true, true, 1, false),
+            V::MatchedVarsNames => var(Implemented, true, true, 1, false),
+            V::ModsecBuild => var(Unsupported, false, false, 1, false),
+            V::MscPcreError => var(Implemented, false, false, 1, false),
+            V::MscPcreLimitsExceeded => var(Implemented, false, false, 1, false),
+            V::MultipartBoundaryQuoted => var(Implemented, false, false, 2, false),
+            V::MultipartBoundaryWhitespace => var(Implemented, false, false, 2, false),
+            V::MultipartCrlfLfLines => var(Implemented, false, false, 2, false),
+            V::MultipartDataAfter => var(Implemented, false, false, 2, false),
+            V::MultipartDataBefore => var(Implemented, false, false, 2, false),
+            V::MultipartFileLimitExceeded => var(Implemented, false, false, 2, false),
+            V::MultipartFilename => var(Implemented, true, true, 2, false),
+            V::MultipartHeaderFolding => var(Implemented, false, false, 2, false),
+            V::MultipartInvalidHeaderFolding => var(Implemented, false, false, 2, false),
+            V::MultipartInvalidPart => var(Implemented, false, false, 2, false),
+            V::MultipartInvalidQuoting => var(Implemented, false, false, 2, false),
+            V::MultipartLfLine => var(Implemented, false, false, 2, false),
+            V::MultipartMissingSemicolon => var(Implemented, false, false, 2, false),
+            V::MultipartName => var(Implemented, true, true, 2, false),
+            V::MultipartPartHeaders => var(Implemented, true, true, 2, false),
+            V::MultipartStrictError => var(Implemented, false, false, 2, false),
+            V::MultipartUnmatchedBoundary => var(Implemented, false, false, 2, false),
+            V::OutboundDataError => var(Implemented, false, false, 4, false),
+            V::PathInfo => var(Implemented, false, false, 1, false),
+            V::QueryString => var(Implemented, false, false, 1, false),
+            V::RemoteAddr => var(Implemented, false, false, 1, false),
+            V::RemoteHost => var(Unsupported, false, false, 1, false),
+            V::RemotePort => var(Implemented, false, false, 1, false),
+            V::RemoteUser => var(Unsupported, false, false, 1, false),
+            V::ReqbodyError => var(Implemented, false, false, 2, false),
+            V::ReqbodyErrorMsg => var(Implemented, false, false, 2, false),
+            V::ReqbodyProcessor => var(Implemented, false, false, 1, false),
+            V::ReqbodyProcessorError => var(Implemented, false, false, 2, false),
+            V::ReqbodyProcessorErrorMsg => var(Implemented, false, false, 2, false),
+            V::RequestBasename => var(Implemented, false, false, 1, false),
+            V::RequestBody => var(Implemented, false, false, 2, false),
+            V::RequestBodyLength => var(Implemented, false, false, 2, false),
+            V::RequestCookies => var(Implemented, true, true, 1, false),
+            V::RequestCookiesNames => var(Implemented, true, true, 1, false),
+            V::RequestFilename => var(Implemented, false, false, 1, false),
+            V::RequestHeaders => var(Implemented, true, true, 1, false),
+            V::RequestHeadersNames => var(Implemented, true, true, 1, false),
+            V::RequestLine => var(Implemented, false, false, 1, false),
+            V::RequestMethod => var(Implemented, false, false, 1, false),
+            V::RequestProtocol => var(Implemented, false, false, 1, false),
+            V::RequestUri => var(Implemented, false, false, 1, false),
+            V::RequestUriRaw => var(Implemented, false, false, 1, false),
+            V::Resource => var(Implemented, true, true, 1, true),
+            V::ResponseBody => var(Implemented, false, false, 4, false),
+            V::ResponseContentLength => var(Implemented, false, false, 3, false),
+            V::ResponseContentType => var(Implemented, false, false, 3, false),
+            V::ResponseHeaders => var(Implemented, true, true, 3, false),
+            V::ResponseHeadersNames => var(Implemented, true, true, 3, false),
+            V::ResponseProtocol => var(Implemented, false, false, 3, false),
+            V::ResponseStatus => var(Implemented, false, false, 3, false),
+            V::Rule => var(Unsupported, true, false, 1, false),
+            V::ServerAddr => var(Implemented, false, false, 1, false),
+            V::ServerName => var(Implemented, false, false, 1, false),
+            V::ServerPort => var(Implemented, false, false, 1, false),
+            V::Session => var(Implemented, true, true, 1, true),
+            V::SessionId => var(Unsupported, false, false, 1, false),
+            V::Status => var(Implemented, false, false, 3, false),
+            V::StatusLine => var(Implemented, false, false, 3, false),
+            V::Time => var(Implemented, false, false, 1, false),
+            V::TimeDay => var(Implemented, false, false, 1, false),
+            V::TimeEpoch => var(Implemented, false, false, 1, false),
+            V::TimeHour => var(Implemented, false, false, 1, false),
+            V::TimeMin => var(Implemented, false, false, 1, false),
+            V::TimeMon => var(Implemented, false, false, 1, false),
+            V::TimeSec => var(Implemented, false, false, 1, false),
+            V::TimeWday => var(Implemented, false, false, 1, false),
+            V::TimeYear => var(Implemented, false, false, 1, false),
+            V::Tx => var(Implemented, true, true, 1, false),
+            V::UniqueId => var(Implemented, false, false, 1, false),
+            V::UrlencodedError => var(Implemented, false, false, 1, false),
+            V::User => var(Implemented, true, true, 1, true),
+            V::UserId => var(Unsupported, false, false, 1, false),
+            V::WebAppId => var(Unsupported, false, false, 1, false),
+            V::Xml => var(Implemented, true, false, 2, false),
+        }
+    }
+
+    /// What this engine does with the variable: `Unsupported` for those v3
+    /// knows but nothing sets in a self-contained engine (`FILES_TMPNAMES`
+    /// and `FILES_TMP_CONTENT`: no temporary files are kept; `GEO`: no GeoIP
+    /// database; `REMOTE_HOST`: no reverse DNS; `REMOTE_USER`: no server
+    /// authentication; `SESSIONID`/`USERID`: `setsid`/`setuid` are not
+    /// implemented; `WEBAPPID`, `MODSEC_BUILD`, `RULE`): rules on them see an
+    /// unset variable, and the checker says so.
+    pub fn supported(self) -> Support {
+        self.info().support
+    }
+
     /// Whether it accepts a `:selector` and yields several values. These are
     /// exactly the variables the v3 grammar accepts with a dictionary element
     /// (`ARGS:foo`, `TX:/^x/`, `XML:/xpath`, `ENV:PATH`, `RULE:id`...).
     pub fn is_collection(self) -> bool {
-        use Variable as V;
-        matches!(
-            self,
-            V::Args
-                | V::ArgsGet
-                | V::ArgsPost
-                | V::ArgsNames
-                | V::ArgsGetNames
-                | V::ArgsPostNames
-                | V::Env
-                | V::Files
-                | V::FilesNames
-                | V::FilesSizes
-                | V::FilesTmpContent
-                | V::FilesTmpNames
-                | V::Geo
-                | V::Global
-                | V::Ip
-                | V::MatchedVars
-                | V::MatchedVarsNames
-                | V::MultipartFilename
-                | V::MultipartName
-                | V::MultipartPartHeaders
-                | V::RequestCookies
-                | V::RequestCookiesNames
-                | V::RequestHeaders
-                | V::RequestHeadersNames
-                | V::Resource
-                | V::ResponseHeaders
-                | V::ResponseHeadersNames
-                | V::Rule
-                | V::Session
-                | V::Tx
-                | V::User
-                | V::Xml
-        )
+        self.info().collection
     }
 
     /// Whether selector keys are compared case-insensitively (always `false`
@@ -802,7 +845,7 @@ impl Variable {
     /// expression) and `RULE` (v3 compares the key with `id`, `msg`, ...
     /// verbatim).
     pub fn keys_case_insensitive(self) -> bool {
-        self.is_collection() && !matches!(self, Variable::Env | Variable::Xml | Variable::Rule)
+        self.info().keys_case_insensitive
     }
 
     /// The first phase in which the variable has a value (1 request headers,
@@ -813,60 +856,12 @@ impl Variable {
     /// chosen from `Content-Type` in phase 1; transaction-scoped values
     /// (`TX`, `MATCHED_*`, `RULE`, persistent collections, time) exist from 1.
     pub fn earliest_phase(self) -> u8 {
-        use Variable as V;
-        match self {
-            V::ArgsPost
-            | V::ArgsPostNames
-            | V::Files
-            | V::FilesCombinedSize
-            | V::FilesNames
-            | V::FilesSizes
-            | V::FilesTmpContent
-            | V::FilesTmpNames
-            | V::FullRequest
-            | V::FullRequestLength
-            | V::InboundDataError
-            | V::MultipartBoundaryQuoted
-            | V::MultipartBoundaryWhitespace
-            | V::MultipartCrlfLfLines
-            | V::MultipartDataAfter
-            | V::MultipartDataBefore
-            | V::MultipartFileLimitExceeded
-            | V::MultipartFilename
-            | V::MultipartHeaderFolding
-            | V::MultipartInvalidHeaderFolding
-            | V::MultipartInvalidPart
-            | V::MultipartInvalidQuoting
-            | V::MultipartLfLine
-            | V::MultipartMissingSemicolon
-            | V::MultipartName
-            | V::MultipartPartHeaders
-            | V::MultipartStrictError
-            | V::MultipartUnmatchedBoundary
-            | V::ReqbodyError
-            | V::ReqbodyErrorMsg
-            | V::ReqbodyProcessorError
-            | V::ReqbodyProcessorErrorMsg
-            | V::RequestBody
-            | V::RequestBodyLength
-            | V::Xml => 2,
-            V::ResponseContentLength
-            | V::ResponseContentType
-            | V::ResponseHeaders
-            | V::ResponseHeadersNames
-            | V::ResponseProtocol
-            | V::ResponseStatus
-            | V::Status
-            | V::StatusLine => 3,
-            V::ResponseBody | V::OutboundDataError => 4,
-            _ => 1,
-        }
+        self.info().earliest_phase
     }
 
     /// Persistent collections (opened with `initcol`/`setsid`/`setuid`/`setrsc`).
     pub fn is_persistent(self) -> bool {
-        use Variable as V;
-        matches!(self, V::Ip | V::Session | V::User | V::Global | V::Resource)
+        self.info().persistent
     }
 }
 
@@ -928,22 +923,82 @@ name_enum! {
     }
 }
 
+/// Everything the registry knows about an operator. Each name has one row in
+/// [`Operator::info`], whose `match` has no catch-all arm: a new operator
+/// does not compile until its row says what it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OperatorInfo {
+    /// See [`Operator::argument`].
+    pub argument: ArgKind,
+    /// See [`Operator::supported`].
+    pub support: Support,
+    /// See [`Operator::v3_status`].
+    pub v3: V3Status,
+    /// See [`Operator::takes_file`].
+    pub takes_file: bool,
+    /// See [`Operator::allows_macros`].
+    pub allows_macros: bool,
+}
+
 impl Operator {
+    /// The operator's row of facts.
+    #[rustfmt::skip]
+    pub const fn info(self) -> OperatorInfo {
+        use ArgKind::{None as NoArg, Required};
+        use Operator as O;
+        use Support::*;
+        use V3Status::*;
+        // argument, support, v3 status, takes a file, allows macros
+        const fn op(argument: ArgKind, support: Support, v3: V3Status, takes_file: bool, allows_macros: bool) -> OperatorInfo {
+            OperatorInfo { argument, support, v3, takes_file, allows_macros }
+        }
+        match self {
+            O::BeginsWith => op(Required, Implemented, Accepted, false, true),
+            O::Contains => op(Required, Implemented, Accepted, false, true),
+            O::ContainsWord => op(Required, Implemented, Accepted, false, true),
+            O::DetectSqli => op(NoArg, Implemented, Accepted, false, false),
+            O::DetectXss => op(NoArg, Implemented, Accepted, false, false),
+            O::EndsWith => op(Required, Implemented, Accepted, false, true),
+            O::Eq => op(Required, Implemented, Accepted, false, true),
+            O::FuzzyHash => op(Required, Unsupported, Accepted, true, false),
+            O::Ge => op(Required, Implemented, Accepted, false, true),
+            O::GeoLookup => op(NoArg, Unsupported, Accepted, false, false),
+            O::GsbLookup => op(Required, Unsupported, Rejected, false, false),
+            O::Gt => op(Required, Implemented, Accepted, false, true),
+            O::InspectFile => op(Required, Unsupported, Accepted, true, false),
+            O::IpMatch => op(Required, Implemented, Accepted, false, false),
+            O::IpMatchFromFile => op(Required, Implemented, Accepted, true, false),
+            O::Le => op(Required, Implemented, Accepted, false, true),
+            O::Lt => op(Required, Implemented, Accepted, false, true),
+            O::NoMatch => op(NoArg, Implemented, NotInV3, false, false),
+            O::Pm => op(Required, Implemented, Accepted, false, false),
+            O::PmFromFile => op(Required, Implemented, Accepted, true, false),
+            O::Rbl => op(Required, Unsupported, Accepted, false, false),
+            O::Rsub => op(Required, Unsupported, Rejected, false, false),
+            O::Rx => op(Required, Implemented, Accepted, false, true),
+            O::RxGlobal => op(Required, Implemented, Accepted, false, true),
+            O::Streq => op(Required, Implemented, Accepted, false, true),
+            O::Strmatch => op(Required, Implemented, Accepted, false, true),
+            O::UnconditionalMatch => op(NoArg, Implemented, Accepted, false, false),
+            O::ValidateByteRange => op(Required, Implemented, Accepted, false, false),
+            O::ValidateDtd => op(Required, Unsupported, Accepted, true, false),
+            O::ValidateHash => op(Required, Unsupported, Rejected, false, false),
+            O::ValidateSchema => op(Required, Unsupported, Accepted, true, false),
+            O::ValidateUrlEncoding => op(NoArg, Implemented, Accepted, false, false),
+            O::ValidateUtf8Encoding => op(NoArg, Implemented, Accepted, false, false),
+            O::VerifyCc => op(Required, Implemented, Accepted, false, false),
+            O::VerifyCpf => op(Required, Implemented, Accepted, false, false),
+            O::VerifySsn => op(Required, Implemented, Accepted, false, false),
+            O::VerifySvnr => op(Required, Implemented, Accepted, false, false),
+            O::Within => op(Required, Implemented, Accepted, false, true),
+        }
+    }
+
     /// Whether the operator takes an argument. The v3 scanner lexes
     /// `@detectSQLi`, `@detectXSS`, `@geoLookup`, `@validateUrlEncoding`,
     /// `@validateUtf8Encoding` (and `@unconditionalMatch`) without one.
     pub fn argument(self) -> ArgKind {
-        use Operator as O;
-        match self {
-            O::DetectSqli
-            | O::DetectXss
-            | O::GeoLookup
-            | O::UnconditionalMatch
-            | O::NoMatch
-            | O::ValidateUrlEncoding
-            | O::ValidateUtf8Encoding => ArgKind::None,
-            _ => ArgKind::Required,
-        }
+        self.info().argument
     }
 
     /// What this engine does with the operator.
@@ -954,33 +1009,16 @@ impl Operator {
     /// `@geoLookup` (GeoIP database), `@fuzzyHash` (ssdeep database),
     /// `@inspectFile` (runs an external program), `@validateDTD` /
     /// `@validateSchema` (libxml2 validation against external files),
-    /// `@gsbLookup` / `@rsub` / `@validateHash` (rejected by v3 too) and
-    /// `@noMatch` (not a v3 operator).
+    /// `@gsbLookup` / `@rsub` / `@validateHash` (rejected by v3 too).
+    /// `@noMatch` is not a v3 operator (ModSecurity v2's); it is implemented:
+    /// it never matches.
     pub fn supported(self) -> Support {
-        use Operator as O;
-        match self {
-            O::Rbl
-            | O::GeoLookup
-            | O::FuzzyHash
-            | O::InspectFile
-            | O::ValidateDtd
-            | O::ValidateSchema
-            | O::GsbLookup
-            | O::Rsub
-            | O::ValidateHash
-            | O::NoMatch => Support::Unsupported,
-            _ => Support::Implemented,
-        }
+        self.info().support
     }
 
     /// What libmodsecurity v3 does with the operator.
     pub fn v3_status(self) -> V3Status {
-        use Operator as O;
-        match self {
-            O::GsbLookup | O::Rsub | O::ValidateHash => V3Status::Rejected,
-            O::NoMatch => V3Status::NotInV3,
-            _ => V3Status::Accepted,
-        }
+        self.info().v3
     }
 
     /// Whether the argument names a file (resolved relative to the rule
@@ -988,16 +1026,7 @@ impl Operator {
     /// schema of `validateDTD` / `validateSchema`, the hash database of
     /// `fuzzyHash` (followed by a threshold), the script of `inspectFile`.
     pub fn takes_file(self) -> bool {
-        use Operator as O;
-        matches!(
-            self,
-            O::PmFromFile
-                | O::IpMatchFromFile
-                | O::ValidateDtd
-                | O::ValidateSchema
-                | O::FuzzyHash
-                | O::InspectFile
-        )
+        self.info().takes_file
     }
 
     /// Whether `%{...}` in the argument is expanded at run time in v3. v3
@@ -1008,24 +1037,7 @@ impl Operator {
     /// others (`pm`, `ipMatch`, the `*FromFile` ones, `validate*`, `verify*`,
     /// `rbl`, ...) read their argument once at load time.
     pub fn allows_macros(self) -> bool {
-        use Operator as O;
-        matches!(
-            self,
-            O::Rx
-                | O::RxGlobal
-                | O::Streq
-                | O::Strmatch
-                | O::Contains
-                | O::ContainsWord
-                | O::BeginsWith
-                | O::EndsWith
-                | O::Within
-                | O::Eq
-                | O::Ge
-                | O::Gt
-                | O::Le
-                | O::Lt
-        )
+        self.info().allows_macros
     }
 }
 
@@ -1086,7 +1098,72 @@ name_enum! {
     }
 }
 
+/// Everything the registry knows about a transformation: one row per name
+/// in [`Transform::info`], matched without a catch-all arm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TransformInfo {
+    /// Every transformation is implemented (byte-exact with v3), but the
+    /// column exists so that one that is not cannot be added silently.
+    pub support: Support,
+    /// See [`Transform::is_identity_on_ascii_lowercase_alnum`].
+    pub identity_on_ascii_lowercase_alnum: bool,
+}
+
 impl Transform {
+    /// The transformation's row of facts.
+    #[rustfmt::skip]
+    pub const fn info(self) -> TransformInfo {
+        use Support::*;
+        use Transform as T;
+        // support, identity on ASCII lower-case letters and digits
+        const fn tr(support: Support, identity_on_ascii_lowercase_alnum: bool) -> TransformInfo {
+            TransformInfo { support, identity_on_ascii_lowercase_alnum }
+        }
+        match self {
+            T::Base64Decode => tr(Implemented, false),
+            T::Base64DecodeExt => tr(Implemented, false),
+            T::Base64Encode => tr(Implemented, false),
+            T::CmdLine => tr(Implemented, true),
+            T::CompressWhitespace => tr(Implemented, true),
+            T::CssDecode => tr(Implemented, true),
+            T::EscapeSeqDecode => tr(Implemented, true),
+            T::HexDecode => tr(Implemented, false),
+            T::HexEncode => tr(Implemented, false),
+            T::HtmlEntityDecode => tr(Implemented, true),
+            T::JsDecode => tr(Implemented, true),
+            T::Length => tr(Implemented, false),
+            T::Lowercase => tr(Implemented, true),
+            T::Md5 => tr(Implemented, false),
+            T::None => tr(Implemented, true),
+            T::NormalisePath => tr(Implemented, true),
+            T::NormalisePathWin => tr(Implemented, true),
+            T::ParityEven7bit => tr(Implemented, false),
+            T::ParityOdd7bit => tr(Implemented, false),
+            T::ParityZero7bit => tr(Implemented, true),
+            T::RemoveComments => tr(Implemented, true),
+            T::RemoveCommentsChar => tr(Implemented, true),
+            T::RemoveNulls => tr(Implemented, true),
+            T::RemoveWhitespace => tr(Implemented, true),
+            T::ReplaceComments => tr(Implemented, true),
+            T::ReplaceNulls => tr(Implemented, true),
+            T::Sha1 => tr(Implemented, false),
+            T::SqlHexDecode => tr(Implemented, false),
+            T::Trim => tr(Implemented, true),
+            T::TrimLeft => tr(Implemented, true),
+            T::TrimRight => tr(Implemented, true),
+            T::Uppercase => tr(Implemented, false),
+            T::UrlDecode => tr(Implemented, true),
+            T::UrlDecodeUni => tr(Implemented, true),
+            T::UrlEncode => tr(Implemented, true),
+            T::Utf8ToUnicode => tr(Implemented, true),
+        }
+    }
+
+    /// What this engine does with the transformation.
+    pub fn supported(self) -> Support {
+        self.info().support
+    }
+
     /// Whether the transformation returns its input unchanged when the input
     /// consists only of ASCII lower-case letters and digits (`[a-z0-9]*`):
     /// true for the decoders whose escapes need a punctuation character
@@ -1097,34 +1174,7 @@ impl Transform {
     /// `uppercase`, `hexDecode`, `sqlHexDecode` (`0x41` is alphanumeric),
     /// `base64Decode*`, `parityEven7bit` / `parityOdd7bit` (set bit 8).
     pub fn is_identity_on_ascii_lowercase_alnum(self) -> bool {
-        use Transform as T;
-        matches!(
-            self,
-            T::None
-                | T::Lowercase
-                | T::UrlDecode
-                | T::UrlDecodeUni
-                | T::UrlEncode
-                | T::HtmlEntityDecode
-                | T::JsDecode
-                | T::CssDecode
-                | T::EscapeSeqDecode
-                | T::RemoveNulls
-                | T::ReplaceNulls
-                | T::RemoveWhitespace
-                | T::CompressWhitespace
-                | T::Trim
-                | T::TrimLeft
-                | T::TrimRight
-                | T::NormalisePath
-                | T::NormalisePathWin
-                | T::RemoveComments
-                | T::ReplaceComments
-                | T::RemoveCommentsChar
-                | T::CmdLine
-                | T::Utf8ToUnicode
-                | T::ParityZero7bit
-        )
+        self.info().identity_on_ascii_lowercase_alnum
     }
 }
 
@@ -1194,55 +1244,98 @@ name_enum! {
     aliases {}
 }
 
+/// Everything the registry knows about an action: one row per name in
+/// [`Action::info`], matched without a catch-all arm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ActionInfo {
+    /// See [`Action::kind`].
+    pub kind: ActionKind,
+    /// See [`Action::value`].
+    pub value: ArgKind,
+    /// See [`Action::supported`].
+    pub support: Support,
+    /// See [`Action::v3_status`].
+    pub v3: V3Status,
+    /// See [`Action::allowed_in_chain_link`].
+    pub in_chain_link: bool,
+    /// See [`Action::v3_rejects_in_chain_link`].
+    pub v3_rejects_in_chain_link: bool,
+}
+
 impl Action {
+    /// The action's row of facts.
+    #[rustfmt::skip]
+    pub const fn info(self) -> ActionInfo {
+        use Action as A;
+        use ActionKind::*;
+        use ArgKind::{None as NoArg, Optional, Required};
+        use Support::*;
+        use V3Status::*;
+        // kind, value, support, v3 status, allowed in a chain link, v3 rejects it in a chain link
+        const fn act(kind: ActionKind, value: ArgKind, support: Support, v3: V3Status, in_chain_link: bool, v3_rejects_in_chain_link: bool) -> ActionInfo {
+            ActionInfo { kind, value, support, v3, in_chain_link, v3_rejects_in_chain_link }
+        }
+        match self {
+            A::Accuracy => act(Metadata, Required, Implemented, Accepted, false, false),
+            A::Allow => act(Disruptive, Optional, Implemented, Accepted, false, true),
+            A::Append => act(NonDisruptive, Required, Unsupported, Rejected, true, false),
+            A::AuditLog => act(NonDisruptive, NoArg, Ignored, Accepted, true, false),
+            A::Block => act(Disruptive, NoArg, Implemented, Accepted, false, false),
+            A::Capture => act(NonDisruptive, NoArg, Implemented, Accepted, true, false),
+            A::Chain => act(Flow, NoArg, Implemented, Accepted, true, false),
+            A::Ctl => act(NonDisruptive, Required, Implemented, Accepted, true, false),
+            A::Deny => act(Disruptive, NoArg, Implemented, Accepted, false, true),
+            A::DeprecateVar => act(NonDisruptive, Required, Unsupported, Rejected, true, false),
+            A::Drop => act(Disruptive, NoArg, Implemented, Accepted, false, true),
+            A::Exec => act(NonDisruptive, Required, Unsupported, Accepted, true, false),
+            A::ExpireVar => act(NonDisruptive, Required, Ignored, Accepted, true, false),
+            A::Id => act(Metadata, Required, Implemented, Accepted, false, false),
+            A::InitCol => act(NonDisruptive, Required, Implemented, Accepted, true, false),
+            A::Log => act(NonDisruptive, NoArg, Implemented, Accepted, true, false),
+            A::LogData => act(NonDisruptive, Required, Implemented, Accepted, false, false),
+            A::Maturity => act(Metadata, Required, Implemented, Accepted, false, false),
+            A::Msg => act(Metadata, Required, Implemented, Accepted, false, false),
+            A::MultiMatch => act(NonDisruptive, NoArg, Implemented, Accepted, true, false),
+            A::NoAuditLog => act(NonDisruptive, NoArg, Ignored, Accepted, true, false),
+            A::NoLog => act(NonDisruptive, NoArg, Implemented, Accepted, true, false),
+            A::Pass => act(Disruptive, NoArg, Implemented, Accepted, false, true),
+            A::Pause => act(Disruptive, Required, Unsupported, Rejected, false, true),
+            A::Phase => act(Metadata, Required, Implemented, Accepted, false, false),
+            A::Prepend => act(NonDisruptive, Required, Unsupported, Rejected, true, false),
+            A::Proxy => act(Disruptive, Required, Unsupported, Rejected, false, true),
+            A::Redirect => act(Disruptive, Required, Implemented, Accepted, false, true),
+            A::Rev => act(Metadata, Required, Implemented, Accepted, false, false),
+            A::SanitiseArg => act(NonDisruptive, Required, Ignored, Rejected, true, false),
+            A::SanitiseMatched => act(NonDisruptive, NoArg, Ignored, Rejected, true, false),
+            A::SanitiseMatchedBytes => act(NonDisruptive, Optional, Ignored, Rejected, true, false),
+            A::SanitiseRequestHeader => act(NonDisruptive, Required, Ignored, Rejected, true, false),
+            A::SanitiseResponseHeader => act(NonDisruptive, Required, Ignored, Rejected, true, false),
+            A::SetEnv => act(NonDisruptive, Required, Implemented, Accepted, true, false),
+            A::SetRsc => act(NonDisruptive, Required, Implemented, Accepted, true, false),
+            A::SetSid => act(NonDisruptive, Required, Implemented, Accepted, true, false),
+            A::SetUid => act(NonDisruptive, Required, Implemented, Accepted, true, false),
+            A::SetVar => act(NonDisruptive, Required, Implemented, Accepted, true, false),
+            A::Severity => act(Metadata, Required, Implemented, Accepted, false, false),
+            A::Skip => act(Flow, Required, Implemented, Accepted, false, false),
+            A::SkipAfter => act(Flow, Required, Implemented, Accepted, false, false),
+            A::Status => act(Data, Required, Implemented, Accepted, true, false),
+            A::T => act(NonDisruptive, Required, Implemented, Accepted, true, false),
+            A::Tag => act(Metadata, Required, Implemented, Accepted, false, false),
+            A::Ver => act(Metadata, Required, Implemented, Accepted, false, false),
+            A::XmlNs => act(Data, Required, Ignored, Accepted, true, false),
+        }
+    }
+
     /// The v3 reference manual's classification.
     pub fn kind(self) -> ActionKind {
-        use Action as A;
-        match self {
-            A::Allow
-            | A::Block
-            | A::Deny
-            | A::Drop
-            | A::Pass
-            | A::Pause
-            | A::Proxy
-            | A::Redirect => ActionKind::Disruptive,
-            A::Chain | A::Skip | A::SkipAfter => ActionKind::Flow,
-            A::Accuracy
-            | A::Id
-            | A::Maturity
-            | A::Msg
-            | A::Phase
-            | A::Rev
-            | A::Severity
-            | A::Tag
-            | A::Ver => ActionKind::Metadata,
-            A::Status | A::XmlNs => ActionKind::Data,
-            _ => ActionKind::NonDisruptive,
-        }
+        self.info().kind
     }
 
     /// Whether the action takes a value (`name:value`). `allow` may be
     /// `allow`, `allow:phase` or `allow:request`; `sanitiseMatchedBytes` may
     /// carry `:1/4`.
     pub fn value(self) -> ArgKind {
-        use Action as A;
-        match self {
-            A::AuditLog
-            | A::Block
-            | A::Capture
-            | A::Chain
-            | A::Deny
-            | A::Drop
-            | A::Log
-            | A::MultiMatch
-            | A::NoAuditLog
-            | A::NoLog
-            | A::Pass
-            | A::SanitiseMatched => ArgKind::None,
-            A::Allow | A::SanitiseMatchedBytes => ArgKind::Optional,
-            _ => ArgKind::Required,
-        }
+        self.info().value
     }
 
     /// What this engine does with the action.
@@ -1254,39 +1347,12 @@ impl Action {
     /// audit-log output) and `expirevar` (a no-op in v3 as well).
     /// Everything else is implemented.
     pub fn supported(self) -> Support {
-        use Action as A;
-        match self {
-            A::Append | A::Prepend | A::Pause | A::Proxy | A::DeprecateVar | A::Exec => {
-                Support::Unsupported
-            }
-            A::AuditLog
-            | A::NoAuditLog
-            | A::ExpireVar
-            | A::SanitiseArg
-            | A::SanitiseMatched
-            | A::SanitiseMatchedBytes
-            | A::SanitiseRequestHeader
-            | A::SanitiseResponseHeader => Support::Ignored,
-            _ => Support::Implemented,
-        }
+        self.info().support
     }
 
     /// What libmodsecurity v3 does with the action.
     pub fn v3_status(self) -> V3Status {
-        use Action as A;
-        match self {
-            A::Append
-            | A::Prepend
-            | A::DeprecateVar
-            | A::Pause
-            | A::Proxy
-            | A::SanitiseArg
-            | A::SanitiseMatched
-            | A::SanitiseMatchedBytes
-            | A::SanitiseRequestHeader
-            | A::SanitiseResponseHeader => V3Status::Rejected,
-            _ => V3Status::Accepted,
-        }
+        self.info().v3
     }
 
     /// Whether the action may appear in a chained rule other than the chain
@@ -1306,19 +1372,14 @@ impl Action {
     /// (a link's `phase` is overwritten with the starter's; its `id`, `msg`,
     /// `tag`... are kept but never used for the chain).
     pub fn allowed_in_chain_link(self) -> bool {
-        use Action as A;
-        match self.kind() {
-            ActionKind::Disruptive | ActionKind::Metadata => false,
-            ActionKind::Flow => self == A::Chain,
-            _ => self != A::LogData,
-        }
+        self.info().in_chain_link
     }
 
     /// Whether libmodsecurity v3 refuses to load a chain link that carries
     /// this action ("Disruptive actions can only be specified by chain
     /// starter rules."). `block` is not counted as disruptive there.
     pub fn v3_rejects_in_chain_link(self) -> bool {
-        self.kind() == ActionKind::Disruptive && self != Action::Block
+        self.info().v3_rejects_in_chain_link
     }
 }
 
@@ -1361,57 +1422,73 @@ name_enum! {
     aliases {}
 }
 
+/// Everything the registry knows about a `ctl:` option: one row per name in
+/// [`CtlOption::info`], matched without a catch-all arm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CtlInfo {
+    /// See [`CtlOption::supported`].
+    pub support: Support,
+    /// See [`CtlOption::v3_status`].
+    pub v3: V3Status,
+    /// See [`CtlOption::values`].
+    pub values: Option<&'static [&'static str]>,
+}
+
 impl CtlOption {
+    /// The option's row of facts.
+    #[rustfmt::skip]
+    pub const fn info(self) -> CtlInfo {
+        use CtlOption as C;
+        use Support::*;
+        use V3Status::*;
+        // support, v3 status, the values it takes (None: free-form)
+        const fn ctl(support: Support, v3: V3Status, values: Option<&'static [&'static str]>) -> CtlInfo {
+            CtlInfo { support, v3, values }
+        }
+        match self {
+            C::AuditEngine => ctl(Ignored, Accepted, Some(&["On", "Off", "RelevantOnly"])),
+            C::AuditLogParts => ctl(Ignored, Accepted, None),
+            C::DebugLogLevel => ctl(Unsupported, NotInV3, None),
+            C::ForceRequestBodyVariable => ctl(Ignored, Accepted, Some(&["On", "Off"])),
+            C::HashEnforcement => ctl(Unsupported, NotInV3, Some(&["On", "Off"])),
+            C::HashEngine => ctl(Unsupported, NotInV3, Some(&["On", "Off"])),
+            C::ParseXmlIntoArgs => ctl(Unsupported, Accepted, Some(&["On", "Off", "OnlyArgs"])),
+            C::RequestBodyAccess => ctl(Implemented, Accepted, Some(&["On", "Off"])),
+            C::RequestBodyLimit => ctl(Unsupported, NotInV3, None),
+            C::RequestBodyProcessor => ctl(Implemented, Accepted, Some(&["URLENCODED", "XML", "JSON"])),
+            C::ResponseBodyAccess => ctl(Implemented, NotInV3, Some(&["On", "Off"])),
+            C::ResponseBodyLimit => ctl(Unsupported, NotInV3, None),
+            C::RuleEngine => ctl(Implemented, Accepted, Some(&["On", "Off", "DetectionOnly"])),
+            C::RuleRemoveById => ctl(Implemented, Accepted, None),
+            C::RuleRemoveByMsg => ctl(Implemented, NotInV3, None),
+            C::RuleRemoveByTag => ctl(Implemented, Accepted, None),
+            C::RuleRemoveTargetById => ctl(Implemented, Accepted, None),
+            C::RuleRemoveTargetByMsg => ctl(Implemented, NotInV3, None),
+            C::RuleRemoveTargetByTag => ctl(Implemented, Accepted, None),
+        }
+    }
+
     /// What libmodsecurity v3 does with the option.
     pub fn v3_status(self) -> V3Status {
-        use CtlOption as C;
-        match self {
-            C::AuditEngine
-            | C::AuditLogParts
-            | C::ForceRequestBodyVariable
-            | C::ParseXmlIntoArgs
-            | C::RequestBodyAccess
-            | C::RequestBodyProcessor
-            | C::RuleEngine
-            | C::RuleRemoveById
-            | C::RuleRemoveByTag
-            | C::RuleRemoveTargetById
-            | C::RuleRemoveTargetByTag => V3Status::Accepted,
-            _ => V3Status::NotInV3,
-        }
+        self.info().v3
     }
 
     /// What this engine does with the option. Ignored: `auditEngine`,
     /// `auditLogParts` (audit log), and `forceRequestBodyVariable`
-    /// (`REQUEST_BODY` is always populated, as in v3). Every option v3 does
-    /// not know is unsupported (the product targets v3; v2-only features are
-    /// out of scope). The rest is implemented.
+    /// (`REQUEST_BODY` is always populated, as in v3). Implemented although
+    /// v3 does not know them (ModSecurity v2 options, cheap to honour):
+    /// `ruleRemoveByMsg`, `ruleRemoveTargetByMsg`, `responseBodyAccess`.
+    /// Unsupported: `parseXmlIntoArgs` (v3.0.15 and later), the per-request
+    /// body limits and the v2-only `debugLogLevel` and `hash*` options.
     pub fn supported(self) -> Support {
-        use CtlOption as C;
-        match self {
-            C::AuditEngine | C::AuditLogParts | C::ForceRequestBodyVariable => Support::Ignored,
-            _ if self.v3_status() == V3Status::NotInV3 => Support::Unsupported,
-            _ => Support::Implemented,
-        }
+        self.info().support
     }
 
     /// The values v3 accepts after `=` (case-insensitively), for options with
     /// a closed set; `None` for free-form values (ids, tags, `id;TARGET`,
     /// `+E`, numbers).
     pub fn values(self) -> Option<&'static [&'static str]> {
-        use CtlOption as C;
-        Some(match self {
-            C::AuditEngine => &["On", "Off", "RelevantOnly"],
-            C::ParseXmlIntoArgs => &["On", "Off", "OnlyArgs"],
-            C::RequestBodyProcessor => &["URLENCODED", "XML", "JSON"],
-            C::RuleEngine => &["On", "Off", "DetectionOnly"],
-            C::ForceRequestBodyVariable
-            | C::RequestBodyAccess
-            | C::ResponseBodyAccess
-            | C::HashEngine
-            | C::HashEnforcement => &["On", "Off"],
-            _ => return None,
-        })
+        self.info().values
     }
 }
 
@@ -1748,7 +1825,11 @@ mod tests {
         }
 
         assert_eq!(CtlOption::RuleRemoveByMsg.v3_status(), V3Status::NotInV3);
-        assert_eq!(CtlOption::RuleRemoveByMsg.supported(), Support::Unsupported);
+        assert_eq!(CtlOption::RuleRemoveByMsg.supported(), Support::Implemented);
+        assert_eq!(
+            CtlOption::RequestBodyLimit.supported(),
+            Support::Unsupported
+        );
         assert_eq!(CtlOption::RuleEngine.supported(), Support::Implemented);
         assert!(Transform::Lowercase.is_identity_on_ascii_lowercase_alnum());
         assert!(!Transform::SqlHexDecode.is_identity_on_ascii_lowercase_alnum());

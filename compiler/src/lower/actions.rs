@@ -4,7 +4,7 @@ use super::{macro_string, Lowerer};
 use crate::ast::{ActionAst, RuleAst, Text};
 use crate::diag::{closest, Code, Diagnostic};
 use crate::ir::*;
-use crate::names::{self, Action as A, ArgKind, Transform};
+use crate::names::{self, Action as A, ArgKind, Support, Transform};
 use crate::source::Span;
 
 /// A rule's disruptive action before `block` is resolved against the defaults.
@@ -98,6 +98,17 @@ impl Lowerer<'_> {
                 self.error(d);
                 continue;
             };
+            if kind.supported() == Support::Unsupported {
+                self.error(
+                    Diagnostic::warning(
+                        Code::Suspicious,
+                        a.name_span,
+                        format!("`{}` is not supported by this engine", kind.name()),
+                    )
+                    .with_label("this action has no effect here")
+                    .with_hint("see the list of unsupported actions in docs/architecture.md"),
+                );
+            }
             match (kind.value(), &a.value) {
                 (ArgKind::Required, None) => {
                     self.error(
@@ -288,7 +299,21 @@ impl Lowerer<'_> {
                         });
                     }
                 }
-                other => b.links[n].actions.push(LinkAction::Ignored { action: other, value: value.map(|t| t.value.clone()) }),
+                // Accepted without effect (`Ignored`), or reported above
+                // (`Unsupported`): named one by one, so that a new action
+                // cannot land here unnoticed.
+                A::Append
+                | A::Exec
+                | A::Prepend
+                | A::SanitiseArg
+                | A::SanitiseMatched
+                | A::SanitiseMatchedBytes
+                | A::SanitiseRequestHeader
+                | A::SanitiseResponseHeader
+                | A::XmlNs => b.links[n].actions.push(LinkAction::Ignored {
+                    action: kind,
+                    value: value.map(|t| t.value.clone()),
+                }),
             }
         }
     }
@@ -438,6 +463,16 @@ impl Lowerer<'_> {
             self.error(d);
             return None;
         };
+        if opt.supported() == Support::Unsupported {
+            self.error(
+                Diagnostic::warning(
+                    Code::Suspicious,
+                    lhs.span(),
+                    format!("`ctl:{}` is not supported by this engine", opt.name()),
+                )
+                .with_label("this option has no effect here"),
+            );
+        }
         let v = rhs.value.trim();
         let vspan = rhs.span();
         let on_off = |this: &mut Self| -> Option<bool> {
@@ -548,10 +583,12 @@ impl Lowerer<'_> {
             C::ResponseBodyLimit => Ctl::ResponseBodyLimit(number(self)?),
             C::AuditEngine => Ctl::AuditEngine(v.to_string()),
             C::AuditLogParts => Ctl::AuditLogParts(v.to_string()),
-            _ => Ctl::Ignored {
-                option: opt.name().to_string(),
-                value: v.to_string(),
-            },
+            C::DebugLogLevel | C::HashEnforcement | C::HashEngine | C::ParseXmlIntoArgs => {
+                Ctl::Ignored {
+                    option: opt.name().to_string(),
+                    value: v.to_string(),
+                }
+            }
         })
     }
 

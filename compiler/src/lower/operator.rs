@@ -4,7 +4,7 @@ use super::{macro_string, Lowerer};
 use crate::ast::{OperatorAst, RuleAst, Text};
 use crate::diag::{closest, Code, Diagnostic};
 use crate::ir::*;
-use crate::names::{ArgKind, Operator as O, Support};
+use crate::names::{ArgKind, Operator as O};
 use crate::rx::CompiledRx;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -112,7 +112,10 @@ impl Lowerer<'_> {
             }
         };
         Some(match name {
-            O::Rx => OpKind::Rx(self.regex(arg)?),
+            // `@rxGlobal` matches exactly when `@rx` does (some match
+            // exists); with `capture`, TX:0-9 hold the first match's groups
+            // here, where v3 keeps looking through later matches.
+            O::Rx | O::RxGlobal => OpKind::Rx(self.regex(arg)?),
             O::Pm => {
                 let phrases: Vec<String> = arg
                     .value
@@ -170,20 +173,28 @@ impl Lowerer<'_> {
             O::VerifyCc | O::VerifyCpf | O::VerifySsn | O::VerifySvnr => OpKind::Verify {
                 rx: self.regex(arg)?,
             },
-            other => {
-                if other.supported() != Support::Implemented {
-                    self.error(
-                        Diagnostic::warning(
-                            Code::Suspicious,
-                            arg.span(),
-                            format!("`@{}` is not supported by this engine", other.name()),
-                        )
-                        .with_label("this operator never matches here")
-                        .with_hint(
-                            "it needs an external service or file format; see docs/architecture.md",
-                        ),
-                    );
-                }
+            // The operators the registry marks unsupported, named one by
+            // one so that a new operator cannot land here unnoticed.
+            unsupported @ (O::FuzzyHash
+            | O::GeoLookup
+            | O::GsbLookup
+            | O::InspectFile
+            | O::Rbl
+            | O::Rsub
+            | O::ValidateDtd
+            | O::ValidateHash
+            | O::ValidateSchema) => {
+                self.error(
+                    Diagnostic::warning(
+                        Code::Suspicious,
+                        arg.span(),
+                        format!("`@{}` is not supported by this engine", unsupported.name()),
+                    )
+                    .with_label("this operator never matches here")
+                    .with_hint(
+                        "it needs an external service or file format; see docs/architecture.md",
+                    ),
+                );
                 OpKind::Unsupported {
                     argument: arg.value.clone(),
                 }

@@ -4,7 +4,7 @@ use super::Lowerer;
 use crate::ast::Text;
 use crate::diag::{Code, Diagnostic};
 use crate::ir::LimitAction;
-use crate::names::{Directive as D, Support};
+use crate::names::Directive as D;
 use crate::source::Span;
 
 impl Lowerer<'_> {
@@ -96,10 +96,86 @@ impl Lowerer<'_> {
                 ),
             },
             D::SecComponentSignature => s.component_signatures.push(v),
-            other => {
-                if other.supported() != Support::Implemented {
-                    s.ignored.push((other, span));
-                }
+            // Items, not settings: the parser makes rules, markers, rule
+            // exceptions and includes of them.
+            D::Include
+            | D::SecAction
+            | D::SecDefaultAction
+            | D::SecMarker
+            | D::SecRule
+            | D::SecRuleRemoveById
+            | D::SecRuleRemoveByMsg
+            | D::SecRuleRemoveByTag
+            | D::SecRuleUpdateActionById
+            | D::SecRuleUpdateTargetById
+            | D::SecRuleUpdateTargetByMsg
+            | D::SecRuleUpdateTargetByTag => {}
+            // Accepted without effect (see `Directive::supported`).
+            D::SecAuditLog
+            | D::SecAuditLog2
+            | D::SecAuditLogDirMode
+            | D::SecAuditLogFileMode
+            | D::SecAuditLogFormat
+            | D::SecAuditLogParts
+            | D::SecAuditLogPrefix
+            | D::SecAuditLogRelevantStatus
+            | D::SecAuditLogStorageDir
+            | D::SecAuditLogType
+            | D::SecCacheTransformations
+            | D::SecChrootDir
+            | D::SecConnEngine
+            | D::SecConnReadStateLimit
+            | D::SecConnWriteStateLimit
+            | D::SecCookieFormat
+            | D::SecDataDir
+            | D::SecDebugLog
+            | D::SecDebugLogLevel
+            | D::SecDisableBackendCompression
+            | D::SecGeoLookupDb
+            | D::SecGsbLookupDb
+            | D::SecGuardianLog
+            | D::SecHttpBlKey
+            | D::SecInterceptOnError
+            | D::SecPcreMatchLimit
+            | D::SecPcreMatchLimitRecursion
+            | D::SecRemoteRulesFailAction
+            | D::SecRuleInheritance
+            | D::SecRulePerfTime
+            | D::SecSensorId
+            | D::SecServerSignature
+            | D::SecStatusEngine
+            | D::SecTmpDir
+            | D::SecTmpSaveUploadedFiles
+            | D::SecUploadDir
+            | D::SecUploadFileLimit
+            | D::SecUploadFileMode
+            | D::SecUploadKeepFiles
+            | D::SecWebAppId
+            | D::SecXmlExternalEntity => s.ignored.push((d, span)),
+            // Would change matching, but cannot run here: said so.
+            D::SecContentInjection
+            | D::SecCookieV0Separator
+            | D::SecHashEngine
+            | D::SecHashKey
+            | D::SecHashMethodPm
+            | D::SecHashMethodRx
+            | D::SecHashParam
+            | D::SecParseXmlIntoArgs
+            | D::SecRemoteRules
+            | D::SecRuleScript
+            | D::SecStreamInBodyInspection
+            | D::SecStreamOutBodyInspection
+            | D::SecUnicodeMapFile => {
+                self.error(
+                    Diagnostic::warning(
+                        Code::Suspicious,
+                        span,
+                        format!("`{}` is not supported by this engine", d.name()),
+                    )
+                    .with_label("this directive has no effect here")
+                    .with_hint("see the list of unsupported directives in docs/architecture.md"),
+                );
+                self.p.settings.ignored.push((d, span));
             }
         }
     }

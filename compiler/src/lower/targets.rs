@@ -4,7 +4,7 @@ use super::Lowerer;
 use crate::ast::{RuleAst, SelectorAst, SelectorKind, TargetAst, Text};
 use crate::diag::{closest, Code, Diagnostic};
 use crate::ir::*;
-use crate::names::Variable;
+use crate::names::{Support, Variable};
 
 impl Lowerer<'_> {
     /// The value slots and exclusions of one link. `extra` are targets added
@@ -89,6 +89,17 @@ impl Lowerer<'_> {
             self.error(d);
             return None;
         };
+        if variable.supported() == Support::Unsupported && !t.exclude {
+            self.error(
+                Diagnostic::warning(
+                    Code::Suspicious,
+                    t.name_span,
+                    format!("`{}` is not supported by this engine", variable.name()),
+                )
+                .with_label("always unset here")
+                .with_hint("nothing sets it in a self-contained engine; see docs/architecture.md"),
+            );
+        }
         if phase > 0 && phase < variable.earliest_phase() && !t.exclude {
             self.error(
                 Diagnostic::warning(
