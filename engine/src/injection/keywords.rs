@@ -1,10 +1,10 @@
 //! libinjection's SQL word table: keyword → token type, and the fingerprint
 //! blacklist (entries `0…` of type `F`).
 //!
-//! The data is not duplicated here: it is read at run time from the
-//! `libinjectionrs` crate's public table
-//! (`libinjectionrs::sqli::sqli_data::SQL_KEYWORDS`, generated from
-//! libinjection's `sqlparse_data.json`). Its 9,352 entries are identical to the
+//! The data is ours, generated into `keywords_table.rs` from libinjection's
+//! `sqlparse_data.json` as the `libinjectionrs` crate ships it
+//! (`engine/tests/sqli_keywords.rs` regenerates it and checks it stays equal;
+//! the crate is a dev-dependency only). Its 9,352 entries are identical to the
 //! `sql_keywords[]` array of the C library bundled with ModSecurity v3.0.9
 //! (`others/libinjection/src/libinjection_sqli_data.h`; checked entry by entry
 //! when this module was written). The table is sorted by byte value and all its
@@ -12,8 +12,8 @@
 //! lookup is a binary search that upper-cases the probe byte by byte: no copy,
 //! no allocation.
 
+use super::keywords_table::SQL_KEYWORDS;
 use core::cmp::Ordering;
-use libinjectionrs::sqli::sqli_data::SQL_KEYWORDS;
 
 /// The token type of `word` (case-insensitive, ASCII only, as libinjection's
 /// `cstrcasecmp`), or 0 when it is not in the table.
@@ -31,8 +31,8 @@ pub(super) fn lookup(word: &[u8]) -> u8 {
     let Some(bucket) = SQL_KEYWORDS.get(lo..hi) else {
         return 0;
     };
-    match bucket.binary_search_by(|k| cmp_upper(k.word.as_bytes(), word)) {
-        Ok(i) => bucket.get(i).map_or(0, |k| k.token_type),
+    match bucket.binary_search_by(|(w, _)| cmp_upper(w.as_bytes(), word)) {
+        Ok(i) => bucket.get(i).map_or(0, |&(_, token_type)| token_type),
         Err(_) => 0,
     }
 }
@@ -48,7 +48,7 @@ const fn first_byte_index() -> [u16; 257] {
     let mut b = 0;
     while b <= 256 {
         while i < SQL_KEYWORDS.len() {
-            let w = SQL_KEYWORDS[i].word.as_bytes();
+            let w = SQL_KEYWORDS[i].0.as_bytes();
             if !w.is_empty() && w[0] as usize >= b {
                 break;
             }
@@ -79,15 +79,14 @@ mod tests {
     fn table_is_sorted_upper_case_and_complete() {
         assert_eq!(SQL_KEYWORDS.len(), 9352, "libinjection data changed");
         for w in SQL_KEYWORDS.windows(2) {
-            assert!(w[0].word.as_bytes() < w[1].word.as_bytes(), "{}", w[1].word);
+            assert!(w[0].0.as_bytes() < w[1].0.as_bytes(), "{}", w[1].0);
         }
-        for k in SQL_KEYWORDS {
-            assert!(!k
-                .word
+        for (word, _) in SQL_KEYWORDS {
+            assert!(!word
                 .bytes()
                 .any(|b| b.is_ascii_lowercase() || b == 0 || b >= 0x80));
         }
-        let fingerprints = SQL_KEYWORDS.iter().filter(|k| k.token_type == b'F').count();
+        let fingerprints = SQL_KEYWORDS.iter().filter(|k| k.1 == b'F').count();
         assert_eq!(fingerprints, 8_367, "fingerprint count");
     }
 
