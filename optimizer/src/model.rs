@@ -53,18 +53,33 @@ impl Kind {
     }
 }
 
-impl std::str::FromStr for Kind {
-    type Err = String;
+/// A name that is not one of [`Kind::ALL`]'s.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownKind(pub String);
 
-    fn from_str(s: &str) -> Result<Kind, String> {
+impl std::fmt::Display for UnknownKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = Kind::ALL.iter().map(|k| k.as_str()).collect();
+        write!(
+            f,
+            "unknown kind `{}` (one of: {})",
+            self.0,
+            names.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnknownKind {}
+
+impl std::str::FromStr for Kind {
+    type Err = UnknownKind;
+
+    fn from_str(s: &str) -> Result<Kind, UnknownKind> {
         Kind::ALL
             .iter()
             .copied()
             .find(|k| k.as_str() == s)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Kind::ALL.iter().map(|k| k.as_str()).collect();
-                format!("unknown kind `{s}` (one of: {})", names.join(", "))
-            })
+            .ok_or_else(|| UnknownKind(s.to_string()))
     }
 }
 

@@ -100,7 +100,11 @@ impl Program {
     }
 
     /// Checks the invariants listed in the module documentation.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), InvalidProgram> {
+        self.check().map_err(InvalidProgram)
+    }
+
+    fn check(&self) -> Result<(), String> {
         for (p, phase) in self.phases.iter().enumerate() {
             for (pos, &ri) in phase.rules.iter().enumerate() {
                 let rule = self.rules.get(ri.index()).ok_or(format!(
@@ -155,6 +159,19 @@ impl Program {
         Ok(())
     }
 }
+
+/// A broken invariant of a [`Program`] (see the module documentation): a
+/// bug in whatever built it, never a property of the rules.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InvalidProgram(String);
+
+impl std::fmt::Display for InvalidProgram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "invalid program: {}", self.0)
+    }
+}
+
+impl std::error::Error for InvalidProgram {}
 
 /// Engine settings from `Sec*` directives.
 #[derive(Clone, Debug, Serialize)]

@@ -625,8 +625,28 @@ fn rule_ref(kind: names::Directive, args: &[Text], diags: &mut Diagnostics) -> O
     }
 }
 
+/// Why a rule id list does not parse.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IdListError {
+    /// A token that is neither an id nor `FROM-TO`.
+    NotAnId(String),
+    /// A range whose start is after its end.
+    EmptyRange(String),
+}
+
+impl std::fmt::Display for IdListError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IdListError::NotAnId(t) => write!(f, "`{t}` is not a rule id or range"),
+            IdListError::EmptyRange(t) => write!(f, "the range `{t}` is empty"),
+        }
+    }
+}
+
+impl std::error::Error for IdListError {}
+
 /// Parses `1 2,3 10-20` into inclusive ranges.
-pub fn parse_id_list(s: &str, out: &mut Vec<(u64, u64)>) -> Result<(), String> {
+pub fn parse_id_list(s: &str, out: &mut Vec<(u64, u64)>) -> Result<(), IdListError> {
     for tok in s
         .split(|c: char| c == ',' || c.is_ascii_whitespace())
         .filter(|t| !t.is_empty())
@@ -635,14 +655,11 @@ pub fn parse_id_list(s: &str, out: &mut Vec<(u64, u64)>) -> Result<(), String> {
             Some((a, b)) => (a.trim(), b.trim()),
             None => (tok, tok),
         };
-        let a: u64 = a
-            .parse()
-            .map_err(|_| format!("`{tok}` is not a rule id or range"))?;
-        let b: u64 = b
-            .parse()
-            .map_err(|_| format!("`{tok}` is not a rule id or range"))?;
+        let not_an_id = |_| IdListError::NotAnId(tok.to_string());
+        let a: u64 = a.parse().map_err(not_an_id)?;
+        let b: u64 = b.parse().map_err(not_an_id)?;
         if a > b {
-            return Err(format!("the range `{tok}` is empty"));
+            return Err(IdListError::EmptyRange(tok.to_string()));
         }
         out.push((a, b));
     }
