@@ -796,7 +796,7 @@ impl Variable {
             V::ServerName => var(Implemented, false, false, 1, false),
             V::ServerPort => var(Implemented, false, false, 1, false),
             V::Session => var(Implemented, true, true, 1, true),
-            V::SessionId => var(Unsupported, false, false, 1, false),
+            V::SessionId => var(Implemented, false, false, 1, false),
             V::Status => var(Implemented, false, false, 3, false),
             V::StatusLine => var(Implemented, false, false, 3, false),
             V::Time => var(Implemented, false, false, 1, false),
@@ -812,7 +812,7 @@ impl Variable {
             V::UniqueId => var(Implemented, false, false, 1, false),
             V::UrlencodedError => var(Implemented, false, false, 1, false),
             V::User => var(Implemented, true, true, 1, true),
-            V::UserId => var(Unsupported, false, false, 1, false),
+            V::UserId => var(Implemented, false, false, 1, false),
             V::WebAppId => var(Unsupported, false, false, 1, false),
             V::Xml => var(Implemented, true, false, 2, false),
         }
@@ -822,9 +822,9 @@ impl Variable {
     /// knows but nothing sets in a self-contained engine (`FILES_TMPNAMES`
     /// and `FILES_TMP_CONTENT`: no temporary files are kept; `GEO`: no GeoIP
     /// database; `REMOTE_HOST`: no reverse DNS; `REMOTE_USER`: no server
-    /// authentication; `SESSIONID`/`USERID`: `setsid`/`setuid` are not
-    /// implemented; `WEBAPPID`, `MODSEC_BUILD`, `RULE`): rules on them see an
-    /// unset variable, and the checker says so.
+    /// authentication; `WEBAPPID`, `MODSEC_BUILD`, `RULE`): rules on them see
+    /// an unset variable, and the checker says so. (`SESSIONID` and `USERID`
+    /// are set by `setsid` and `setuid`.)
     pub fn supported(self) -> Support {
         self.info().support
     }

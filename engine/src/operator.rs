@@ -75,9 +75,9 @@ pub fn matches(
             }
             true
         }
-        OpKind::Verify { rx } => {
+        OpKind::Verify { rx, checksum } => {
             let rx = &program.regexes[rx.index()];
-            match verify::find(op.name, rx, value) {
+            match verify::find(*checksum, rx, value) {
                 Some(m) => {
                     caps.set0(m);
                     true

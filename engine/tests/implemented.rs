@@ -336,3 +336,21 @@ fn unsupported_variables_are_reported_and_implemented_ones_are_not() {
         );
     }
 }
+
+#[test]
+fn setsid_and_setuid_set_their_variables() {
+    for (action, variable) in [("setsid", "SESSIONID"), ("setuid", "USERID")] {
+        let rules = format!(
+            "SecAction \"id:2,phase:1,pass,nolog,{action}:%{{REQUEST_HEADERS.x-test}}\"\n\
+             SecRule {variable} \"@streq %{{REQUEST_HEADERS.x-expected}}\" \"id:1,phase:1,deny\"\n"
+        );
+        assert!(
+            blocks(&rules, b"abc", b"abc"),
+            "{action} does not set {variable}"
+        );
+        assert!(
+            !blocks(&rules, b"abc", b"abd"),
+            "{action}: {variable} matched another value"
+        );
+    }
+}

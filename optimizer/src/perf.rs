@@ -70,7 +70,7 @@ fn expected_values(v: Variable, selector: &Selector, count: bool) -> f64 {
 /// The operator's cost per value, in DFA passes, before the prefilter.
 fn operator_cost(p: &Program, kind: &OpKind) -> f64 {
     match kind {
-        OpKind::Rx(id) | OpKind::Verify { rx: id } => match p.regexes[id.index()].strategy() {
+        OpKind::Rx(id) | OpKind::Verify { rx: id, .. } => match p.regexes[id.index()].strategy() {
             Strategy::FullDfa { .. } => 1.0,
             Strategy::LazyDfa => 2.0,
         },

@@ -66,7 +66,7 @@ fn prefilter_text(pf: &Prefilter) -> String {
 fn operator_text(p: &Program, op: &Operator) -> String {
     let neg = if op.negated { "!" } else { "" };
     let arg = match &op.kind {
-        OpKind::Rx(id) | OpKind::Verify { rx: id } => {
+        OpKind::Rx(id) | OpKind::Verify { rx: id, .. } => {
             let rx = &p.regexes[id.index()];
             let how = match rx.strategy() {
                 Strategy::FullDfa { bytes } => format!("full DFA {bytes} B"),

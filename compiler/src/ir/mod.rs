@@ -609,8 +609,10 @@ pub enum OpKind {
     DetectXss,
     /// `@verifyCC` and friends: a regex finds candidates, a checksum confirms.
     Verify {
-        /// The regex to check a `@verify*` candidate's pattern.
+        /// The regex that finds candidates.
         rx: RxId,
+        /// The check a candidate must pass.
+        checksum: Checksum,
     },
     /// Parsed but not executable here (needs an external service or file
     /// format this engine does not have); never matches. A lint warning says so.
@@ -638,6 +640,19 @@ impl OpKind {
             _ => None,
         }
     }
+}
+
+/// The checksum of a `@verify*` operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Checksum {
+    /// `@verifyCC`: Luhn.
+    Luhn,
+    /// `@verifyCPF`: the Brazilian CPF's two mod-11 check digits.
+    Cpf,
+    /// `@verifySSN`: the US social security number's rules.
+    Ssn,
+    /// `@verifySVNR`: the Austrian social insurance number's check digit.
+    Svnr,
 }
 
 /// `@ipMatch` network: address and prefix length.

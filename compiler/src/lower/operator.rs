@@ -170,8 +170,21 @@ impl Lowerer<'_> {
             O::NoMatch => OpKind::NoMatch,
             O::DetectSqli => OpKind::DetectSqli,
             O::DetectXss => OpKind::DetectXss,
-            O::VerifyCc | O::VerifyCpf | O::VerifySsn | O::VerifySvnr => OpKind::Verify {
+            O::VerifyCc => OpKind::Verify {
                 rx: self.regex(arg)?,
+                checksum: Checksum::Luhn,
+            },
+            O::VerifyCpf => OpKind::Verify {
+                rx: self.regex(arg)?,
+                checksum: Checksum::Cpf,
+            },
+            O::VerifySsn => OpKind::Verify {
+                rx: self.regex(arg)?,
+                checksum: Checksum::Ssn,
+            },
+            O::VerifySvnr => OpKind::Verify {
+                rx: self.regex(arg)?,
+                checksum: Checksum::Svnr,
             },
             // The operators the registry marks unsupported, named one by
             // one so that a new operator cannot land here unnoticed.

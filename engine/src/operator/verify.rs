@@ -33,22 +33,20 @@
 //! window that is not the end of the value is not a candidate (it could be
 //! cut short, or see a false end of input).
 
-use waf_compiler::names::Operator as Name;
+use waf_compiler::ir::Checksum;
 use waf_compiler::rx::CompiledRx;
 
 /// The longest candidate the suffix operators consider, in bytes. Real
 /// numbers with their separators are a few dozen bytes.
 pub(crate) const CANDIDATE_WINDOW: usize = 256;
 
-/// The first candidate of `value` that `name`'s checksum accepts.
-pub(crate) fn find<'v>(name: Name, rx: &CompiledRx, value: &'v [u8]) -> Option<&'v [u8]> {
-    let check: fn(&[u8]) -> bool = match name {
-        Name::VerifyCc => return find_cc(rx, value),
-        Name::VerifyCpf => cpf,
-        Name::VerifySsn => ssn,
-        Name::VerifySvnr => svnr,
-        // The lowering gives `OpKind::Verify` to the four names above only.
-        _ => return None,
+/// The first candidate of `value` that `checksum` accepts.
+pub(crate) fn find<'v>(checksum: Checksum, rx: &CompiledRx, value: &'v [u8]) -> Option<&'v [u8]> {
+    let check: fn(&[u8]) -> bool = match checksum {
+        Checksum::Luhn => return find_cc(rx, value),
+        Checksum::Cpf => cpf,
+        Checksum::Ssn => ssn,
+        Checksum::Svnr => svnr,
     };
     let starts = value.len().saturating_sub(1);
     for start in 0..starts {
@@ -350,17 +348,17 @@ mod tests {
         let cc = rx(r"\d{4}[- ]?\d{4}[- ]?\d{4}[- ]?\d{4}");
         let v = b"order 4111 1111 1111 1112 paid with 4111 1111 1111 1111.";
         assert_eq!(
-            find(Name::VerifyCc, &cc, v),
+            find(Checksum::Luhn, &cc, v),
             Some(&b"4111 1111 1111 1111"[..])
         );
-        assert_eq!(find(Name::VerifyCc, &cc, b"4111 1111 1111 1112"), None);
+        assert_eq!(find(Checksum::Luhn, &cc, b"4111 1111 1111 1112"), None);
         let ssn_rx = rx(r"\d{3}-?\d{2}-?\d{4}");
         let v = b"ids 666-12-3456 and 123-45-6780";
-        assert_eq!(find(Name::VerifySsn, &ssn_rx, v), Some(&b"123-45-6780"[..]));
+        assert_eq!(find(Checksum::Ssn, &ssn_rx, v), Some(&b"123-45-6780"[..]));
         // Inside a longer digit run, the first offset whose nine digits
         // verify: area 666 is refused, 661 is not.
         assert_eq!(
-            find(Name::VerifySsn, &ssn_rx, b"x6661234567801"),
+            find(Checksum::Ssn, &ssn_rx, b"x6661234567801"),
             Some(&b"661234567"[..])
         );
     }
@@ -370,12 +368,12 @@ mod tests {
         // v3 runs the regex on each suffix: `^` matches at every position.
         let anchored = rx(r"^\d{3}-\d{2}-\d{4}$");
         assert_eq!(
-            find(Name::VerifySsn, &anchored, b"ssn: 123-45-6780"),
+            find(Checksum::Ssn, &anchored, b"ssn: 123-45-6780"),
             Some(&b"123-45-6780"[..])
         );
         // The last byte is never a start: a one-byte value never matches.
         let one = rx(r"\d");
-        assert_eq!(find(Name::VerifyCpf, &one, b"5"), None);
+        assert_eq!(find(Checksum::Cpf, &one, b"5"), None);
     }
 
     #[test]
@@ -383,10 +381,10 @@ mod tests {
         // A megabyte of digits: each start looks at one window at most.
         let digits_rx = rx(r"\d+$");
         let v = vec![b'1'; 1 << 20];
-        assert_eq!(find(Name::VerifySvnr, &digits_rx, &v), None);
+        assert_eq!(find(Checksum::Svnr, &digits_rx, &v), None);
         // `$` inside a window that is not the end of the value is not the end.
         let mut v = vec![b'7'; CANDIDATE_WINDOW * 2];
         v.extend_from_slice(b"x");
-        assert_eq!(find(Name::VerifySvnr, &rx(r"\d{10}$"), &v), None);
+        assert_eq!(find(Checksum::Svnr, &rx(r"\d{10}$"), &v), None);
     }
 }

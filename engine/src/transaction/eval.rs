@@ -570,6 +570,17 @@ impl<'r> Transaction<'r> {
         }
     }
 
+    /// Expands `m` into the scratch value buffer.
+    fn expand_to_scratch(&mut self, m: &MacroString) {
+        let value = &mut self.cache.scratch.value;
+        value.clear();
+        Vars {
+            i: &self.inputs,
+            s: &self.state,
+        }
+        .expand_into(m, value);
+    }
+
     fn after_match_actions(&mut self, link: &'r Link) {
         for a in &link.actions {
             match a {
@@ -588,7 +599,29 @@ impl<'r> Transaction<'r> {
                     vars.expand_into(value, v);
                     self.state.env.set(n, v);
                 }
-                _ => {}
+                // v3: the id becomes SESSIONID/USERID and opens the
+                // SESSION/USER/RESOURCE collection under that key.
+                LinkAction::SetSid(m) => {
+                    self.expand_to_scratch(m);
+                    let id = &mut self.state.session_id;
+                    id.clear();
+                    id.extend_from_slice(&self.cache.scratch.value);
+                    self.state.init_collection(V::Session);
+                }
+                LinkAction::SetUid(m) => {
+                    self.expand_to_scratch(m);
+                    let id = &mut self.state.user_id;
+                    id.clear();
+                    id.extend_from_slice(&self.cache.scratch.value);
+                    self.state.init_collection(V::User);
+                }
+                LinkAction::SetRsc(_) => self.state.init_collection(V::Resource),
+                // Run per matched value (`per_match_actions`).
+                LinkAction::SetVar(_) => {}
+                // Accepted without effect here (see `Action::supported`).
+                LinkAction::ExpireVar { .. }
+                | LinkAction::DeprecateVar { .. }
+                | LinkAction::Ignored { .. } => {}
             }
         }
     }

@@ -16,6 +16,10 @@ pub(super) struct RuleState<'r> {
     pub persistent: Vec<(V, Collection)>,
     pub persistent_len: usize,
     pub env: Collection,
+    /// `SESSIONID`, set by `setsid`.
+    pub session_id: Vec<u8>,
+    /// `USERID`, set by `setuid`.
+    pub user_id: Vec<u8>,
     pub mode: EngineMode,
     pub request_body_access: bool,
     pub response_body_access: bool,
@@ -61,6 +65,8 @@ impl<'r> RuleState<'r> {
             persistent: Vec::new(),
             persistent_len: 0,
             env: Collection::default(),
+            session_id: Vec::new(),
+            user_id: Vec::new(),
             mode: s.rule_engine,
             request_body_access: s.request_body_access,
             response_body_access: s.response_body_access,
@@ -85,6 +91,8 @@ impl<'r> RuleState<'r> {
     pub(super) fn clear(&mut self, s: &Settings) {
         self.tx.clear();
         self.env.clear();
+        self.session_id.clear();
+        self.user_id.clear();
         self.matched_vars.clear();
         self.persistent_len = 0;
         self.mode = s.rule_engine;

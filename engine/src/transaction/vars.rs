@@ -319,6 +319,8 @@ impl Vars<'_, '_> {
                 .get(b"host")
                 .is_some_and(|h| bytes(h.split(|&c| c == b':').next().unwrap_or(h), out)),
             V::UniqueId => bytes(self.i.unique_id.as_bytes(), out),
+            V::SessionId => bytes(&self.s.session_id, out),
+            V::UserId => bytes(&self.s.user_id, out),
             V::ReqbodyError | V::ReqbodyProcessorError => {
                 self.i.body_done && flag(self.i.body_result.reqbody_error, out)
             }
@@ -461,8 +463,6 @@ impl Vars<'_, '_> {
             | V::RemoteHost
             | V::RemoteUser
             | V::Rule
-            | V::SessionId
-            | V::UserId
             | V::WebAppId => false,
         }
     }
