@@ -13,15 +13,16 @@
 //! fast one (alternating which goes first), and checks that both made the
 //! same decision.
 
-use crate::corpus::{self, Corpus, CorpusRequest};
 use crate::input::{EngineFlags, RuleInput};
+use crate::progress::Progress;
 use crate::{CliError, CmdResult};
 use serde_json::json;
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use waf_compiler::Options;
 use waf_engine::{EvalOptions, EvalStats, RuleProfile, Ruleset, Transaction};
+use waf_harness::corpus::{Corpus, CorpusRequest};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -51,7 +52,7 @@ pub struct Args {
     /// Print one JSON object on standard output instead of the report.
     #[arg(long)]
     pub json: bool,
-    /// Show progress on standard error (default: when it is a terminal).
+    /// Show a progress bar on standard error even when it is not a terminal.
     #[arg(long)]
     pub progress: bool,
     #[command(flatten)]
@@ -79,14 +80,15 @@ pub fn run(args: Args) -> CmdResult {
     let load_start = Instant::now();
     let rs = args.input.ruleset(&opts)?;
     let load = load_start.elapsed();
-    let corpus = corpus::load_nonempty(&args.corpus)?;
+    let corpus = crate::input::load_corpus(&args.corpus)?;
     let threads = args.threads;
     let passes = args.passes;
     let fast_opts = args.engine.options();
     let naive = args.compare.map(|_| EvalOptions::naive());
     let progress = Progress::new(
-        args.progress || std::io::stderr().is_terminal(),
-        (passes + args.warmup) * corpus.requests.len(),
+        "bench",
+        ((passes + args.warmup) * corpus.requests.len()) as u64,
+        args.progress,
     );
 
     let wall_start = Instant::now();
@@ -523,54 +525,5 @@ fn ratio(a: f64, b: f64) -> f64 {
         a / b
     } else {
         0.0
-    }
-}
-
-/// A progress line on standard error, redrawn at most every 200 ms.
-struct Progress {
-    enabled: bool,
-    total: usize,
-    done: std::sync::atomic::AtomicUsize,
-    last: std::sync::Mutex<Instant>,
-}
-
-impl Progress {
-    fn new(enabled: bool, total: usize) -> Progress {
-        Progress {
-            enabled,
-            total,
-            done: std::sync::atomic::AtomicUsize::new(0),
-            last: std::sync::Mutex::new(Instant::now()),
-        }
-    }
-
-    fn tick(&self) {
-        if !self.enabled {
-            return;
-        }
-        let done = self.done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-        if !done.is_multiple_of(256) {
-            return;
-        }
-        if let Ok(mut last) = self.last.try_lock() {
-            if last.elapsed() >= Duration::from_millis(200) {
-                *last = Instant::now();
-                let pct = 100.0 * done as f64 / self.total.max(1) as f64;
-                let width = 30;
-                let filled = (pct / 100.0 * width as f64) as usize;
-                eprint!(
-                    "\r[{}{}] {pct:5.1}% {done}/{}",
-                    "#".repeat(filled.min(width)),
-                    " ".repeat(width - filled.min(width)),
-                    self.total
-                );
-            }
-        }
-    }
-
-    fn finish(&self) {
-        if self.enabled {
-            eprintln!("\r{:60}\r", "");
-        }
     }
 }

@@ -75,6 +75,20 @@ impl fmt::Display for CliError {
 
 impl std::error::Error for CliError {}
 
+/// A corpus that cannot be read or parsed: a usage error.
+impl From<waf_harness::corpus::CorpusError> for CliError {
+    fn from(e: waf_harness::corpus::CorpusError) -> CliError {
+        CliError::usage(e)
+    }
+}
+
+/// Tests, overrides or selections that cannot be read: a usage error.
+impl From<waf_harness::ftw::FtwError> for CliError {
+    fn from(e: waf_harness::ftw::FtwError) -> CliError {
+        CliError::usage(e)
+    }
+}
+
 /// Writing to standard output or a file failed: an I/O error.
 impl From<std::io::Error> for CliError {
     fn from(e: std::io::Error) -> CliError {

@@ -78,6 +78,16 @@ impl RuleInput {
     }
 }
 
+/// The requests of `paths` (JSONL, HAR, go-ftw YAML; see docs/formats.md):
+/// at least one, or a usage error.
+pub fn load_corpus(paths: &[PathBuf]) -> Result<waf_harness::corpus::Corpus, crate::CliError> {
+    match waf_harness::corpus::load(paths) {
+        Ok(c) if !c.requests.is_empty() => Ok(c),
+        Ok(_) => Err(crate::CliError::usage("the corpus has no request")),
+        Err(e) => Err(crate::CliError::usage(e)),
+    }
+}
+
 /// A clap value parser for counts that must be at least 1 (passes, threads):
 /// zero would silently mean one, or nothing.
 pub fn positive(s: &str) -> Result<usize, String> {

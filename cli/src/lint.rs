@@ -22,7 +22,8 @@ pub struct Args {
     pub color: report::Color,
     /// Report rules whose estimated cost exceeds this many value tests per
     /// request (`perf-cost`; see docs/optimizer.md for the estimate).
-    #[arg(long, value_name = "N", default_value_t = waf_optimizer::perf::DEFAULT_BUDGET)]
+    #[arg(long, value_name = "N", default_value_t = waf_optimizer::perf::DEFAULT_BUDGET,
+          conflicts_with = "no_perf")]
     pub perf_budget: f64,
     /// Leave out the performance checks (`perf-*` codes).
     #[arg(long)]

@@ -2,13 +2,13 @@
 
 mod bench;
 mod compile;
-mod corpus;
 mod error;
 mod eval;
 mod ftw;
 mod input;
 mod lint;
 mod profile;
+mod progress;
 mod report;
 mod suggest;
 

@@ -45,7 +45,6 @@
 //!   of the configuration, evaluated on the corpus or not);
 //! - `rules_never_matched[]` {`id`, `location`, `evaluations`}, in file order.
 
-use crate::corpus::{self, CorpusRequest};
 use crate::input::{EngineFlags, RuleInput};
 use crate::{CliError, CmdResult};
 use serde_json::{json, Value};
@@ -56,6 +55,7 @@ use std::time::{Duration, Instant};
 use waf_compiler::ir::{NodeId, Program};
 use waf_compiler::Options;
 use waf_engine::{ChainProfile, EvalOptions, EvalStats, RuleProfile, Ruleset};
+use waf_harness::corpus::CorpusRequest;
 
 #[path = "profile_html.rs"]
 pub(crate) mod profile_html;
@@ -136,7 +136,7 @@ pub fn collect(
 
 pub fn run(args: Args) -> CmdResult {
     let rs = args.input.ruleset(&Options::default())?;
-    let corpus = corpus::load_nonempty(&args.corpus)?;
+    let corpus = crate::input::load_corpus(&args.corpus)?;
     let passes = args.passes;
     let opts = args.engine.options();
     let run = collect(&rs, &corpus.requests, passes, opts);

@@ -7,7 +7,6 @@
 //! (`--verify`), comparing every decision and matched-rule list.
 
 use crate::bench::{decision, run_one};
-use crate::corpus::{self, Corpus, CorpusRequest};
 use crate::input::RuleInput;
 use crate::{CliError, CmdResult};
 use serde_json::json;
@@ -17,6 +16,7 @@ use std::time::{Duration, Instant};
 use waf_compiler::ir::Program;
 use waf_compiler::Options;
 use waf_engine::{EvalOptions, EvalStats};
+use waf_harness::corpus::{Corpus, CorpusRequest};
 use waf_optimizer::{edit, Analysis, Kind, Origin, Safety, Suggestion};
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,7 +86,7 @@ pub fn run(args: Args) -> CmdResult {
         .collect();
 
     if !args.corpus.is_empty() {
-        let corpus = corpus::load_nonempty(&args.corpus)?;
+        let corpus = crate::input::load_corpus(&args.corpus)?;
         // The engine takes a program of its own; the listing keeps the first.
         let rs = args.input.ruleset(&opts)?;
         let run = crate::profile::collect(&rs, &corpus.requests, 1, EvalOptions::default());
@@ -153,7 +153,7 @@ pub fn run(args: Args) -> CmdResult {
     if args.verify.is_empty() {
         return Ok(());
     }
-    let corpus = corpus::load_nonempty(&args.verify)?;
+    let corpus = crate::input::load_corpus(&args.verify)?;
     let overrides: HashMap<PathBuf, String> = applied
         .files
         .iter()
