@@ -10,6 +10,7 @@ mod lint;
 mod profile;
 mod progress;
 mod report;
+mod serve;
 mod suggest;
 
 use clap::{Parser, Subcommand};
@@ -86,6 +87,14 @@ enum Command {
         "1 the rules do not compile"
     ))]
     Profile(profile::Args),
+    /// Run the WAF as a reverse proxy in front of an application: all five phases, bodies held until inspected, phase-4 blocks before any byte is sent, ModSecurity-style error log, SIGHUP reloads the rules.
+    #[command(after_help = help!(
+        "  waf serve --upstream http://127.0.0.1:9000             # the embedded default ruleset
+  waf serve -c /tmp/crs-pl1.conf --listen 0.0.0.0:8080 --upstream http://10.0.0.5:80 --error-log waf.log
+  kill -HUP <pid>                                         # reload the rules (errors keep the old ones)",
+        "1 the rules do not compile"
+    ))]
+    Serve(serve::Args),
 }
 
 fn main() -> ExitCode {
@@ -98,6 +107,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => ("bench", bench::run(a)),
         Command::Suggest(a) => ("suggest", suggest::run(a)),
         Command::Profile(a) => ("profile", profile::run(a)),
+        Command::Serve(a) => ("serve", serve::run(a)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

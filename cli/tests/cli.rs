@@ -253,6 +253,7 @@ fn every_subcommand_help_has_an_example_and_the_exit_codes() {
         &["bench"],
         &["suggest"],
         &["profile"],
+        &["serve"],
         &["test", "ftw"],
     ] {
         let mut args = cmd.to_vec();

@@ -1,0 +1,199 @@
+//! `waf serve`: the engine in front of an HTTP application, as a reverse
+//! proxy.
+//!
+//! Every request goes through the five phases with the engine's streaming
+//! API ([`waf_engine::Transaction`]):
+//!
+//! 1. request headers (phase 1);
+//! 2. the request body, fed as it arrives within `SecRequestBodyLimit` /
+//!    `SecRequestBodyNoFilesLimit` (Reject → 413 before anything is sent
+//!    upstream), then phase 2; the body goes upstream only once phase 2
+//!    allowed it;
+//! 3. the upstream's status and headers (phase 3);
+//! 4. the response body, buffered only when the engine inspects it
+//!    (`SecResponseBodyAccess` and `SecResponseBodyMimeType`), up to
+//!    `SecResponseBodyLimit`, so that a phase-4 intervention replaces the
+//!    response before any byte of it reaches the client; other responses
+//!    stream through untouched;
+//! 5. logging, whatever happened.
+//!
+//! Interventions: `deny` answers with the rule's status, `redirect` with a
+//! `Location`, `drop` closes the connection; `DetectionOnly` only logs.
+//! Matched rules are written to the error log as ModSecurity does (one
+//! `ModSecurity: Warning. ...` line per matched rule that logs, then the
+//! `Access denied ...` line), by a writer thread that never blocks traffic.
+//!
+//! The ruleset is swapped atomically on reload ([`Server::reload`], SIGHUP
+//! for `waf serve`): requests in flight finish on the ruleset they started
+//! with; rules that do not compile leave the running ones in place.
+
+#![warn(missing_docs)]
+
+mod log;
+mod proxy;
+mod rules;
+
+pub use hyper::Uri;
+pub use log::ErrorLog;
+pub use rules::{RuleSource, Rules};
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+
+/// How the proxy is set up.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Where to accept connections.
+    pub listen: SocketAddr,
+    /// The application: `http://host:port` (a path prefix is kept in front
+    /// of each request's path).
+    pub upstream: hyper::Uri,
+    /// Longest wait for a client's request headers.
+    pub header_timeout: Duration,
+    /// Longest wait for the whole request body.
+    pub body_timeout: Duration,
+    /// Longest wait for the upstream's response headers.
+    pub upstream_timeout: Duration,
+    /// The most request body bytes held (inspected or not) before the request
+    /// is refused with 413, whatever the rules' limits say: the proxy holds
+    /// the body until phase 2 allows it.
+    pub max_request_body: usize,
+}
+
+impl Config {
+    /// A configuration with the default timeouts and limits.
+    pub fn new(listen: SocketAddr, upstream: hyper::Uri) -> Config {
+        Config {
+            listen,
+            upstream,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            upstream_timeout: Duration::from_secs(30),
+            max_request_body: 64 << 20,
+        }
+    }
+}
+
+/// Why the server could not start.
+#[derive(Debug)]
+pub enum ServeError {
+    /// The upstream URL is not `http://host[:port][/prefix]`.
+    Upstream(String),
+    /// The listening socket could not be opened.
+    Listen(std::io::Error),
+    /// The async runtime could not start.
+    Runtime(std::io::Error),
+}
+
+impl std::fmt::Display for ServeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ServeError::Upstream(m) => write!(f, "bad upstream: {m}"),
+            ServeError::Listen(e) => write!(f, "cannot listen: {e}"),
+            ServeError::Runtime(e) => write!(f, "cannot start the runtime: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ServeError {}
+
+/// A running proxy: its address, and the handle to reload its rules.
+pub struct Server {
+    addr: SocketAddr,
+    rules: Arc<Rules>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Server {
+    /// Binds `config.listen` and serves on the current tokio runtime until
+    /// the returned server is dropped or [`Server::stop`]ped.
+    pub async fn start(
+        config: Config,
+        rules: Arc<Rules>,
+        log: ErrorLog,
+    ) -> Result<Server, ServeError> {
+        let upstream = proxy::Upstream::new(&config.upstream).map_err(ServeError::Upstream)?;
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .map_err(ServeError::Listen)?;
+        let addr = listener.local_addr().map_err(ServeError::Listen)?;
+        let state = Arc::new(proxy::State::new(config, rules.clone(), upstream, log));
+        let task = tokio::spawn(proxy::accept_loop(listener, state));
+        Ok(Server { addr, rules, task })
+    }
+
+    /// The address the proxy listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Recompiles the rules from their source and swaps them in; on error,
+    /// the running rules stay and the diagnostics are returned.
+    pub fn reload(&self) -> Result<(), waf_compiler::CompileError> {
+        self.rules.reload()
+    }
+
+    /// Stops accepting connections.
+    pub fn stop(self) {
+        self.task.abort();
+    }
+
+    /// Waits until the accept loop ends (it runs until stopped).
+    pub async fn wait(self) {
+        let _ = self.task.await;
+    }
+}
+
+/// Runs the proxy until interrupted (Ctrl-C or SIGTERM), on a runtime of its
+/// own: what `waf serve` does. SIGHUP reloads the rules; the outcome of each
+/// reload (or the diagnostics that kept the old rules) goes to `report`.
+pub fn run(
+    config: Config,
+    rules: Arc<Rules>,
+    log: ErrorLog,
+    report: impl Fn(&str) + Send + Sync + 'static,
+) -> Result<(), ServeError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(ServeError::Runtime)?;
+    runtime.block_on(async move {
+        let server = Server::start(config, rules.clone(), log).await?;
+        report(&format!("listening on {}", server.addr()));
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let (Ok(mut hup), Ok(mut term)) = (
+                signal(SignalKind::hangup()),
+                signal(SignalKind::terminate()),
+            ) else {
+                let _ = tokio::signal::ctrl_c().await;
+                return Ok(());
+            };
+            loop {
+                tokio::select! {
+                    _ = hup.recv() => {
+                        let rules = rules.clone();
+                        // Compiling CRS takes about a second: off the runtime.
+                        let outcome = tokio::task::spawn_blocking(move || rules.reload()).await;
+                        match outcome {
+                            Ok(Ok(())) => report("rules reloaded"),
+                            Ok(Err(e)) => report(&format!("reload refused, the running rules stay:\n{e}")),
+                            Err(e) => report(&format!("reload failed: {e}")),
+                        }
+                    }
+                    _ = term.recv() => break,
+                    _ = tokio::signal::ctrl_c() => break,
+                }
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+        server.stop();
+        Ok(())
+    })
+}

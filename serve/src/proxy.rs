@@ -1,0 +1,448 @@
+//! One request through the five phases, and the accept loop.
+
+use crate::log::ErrorLog;
+use crate::rules::Rules;
+use crate::Config;
+use bytes::Bytes;
+use http_body_util::{combinators::BoxBody, BodyExt, Full};
+use hyper::body::{Body, Incoming};
+use hyper::header::{HeaderName, HeaderValue, HOST, LOCATION};
+use hyper::{Request, Response, StatusCode, Uri, Version};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use waf_engine::{Intervention, Transaction};
+
+/// The body the proxy answers with: buffered, or the upstream's streamed.
+pub(crate) type ProxyBody = BoxBody<Bytes, ProxyError>;
+
+/// Why a connection ends without a response: a `drop` intervention, or the
+/// client or upstream connection failing mid-body. (A concrete type: hyper's
+/// connection builders need one, not a boxed trait object.)
+#[derive(Debug)]
+pub(crate) enum ProxyError {
+    /// The WAF decided to close the connection.
+    Dropped,
+    /// Reading a body failed.
+    Http(hyper::Error),
+}
+
+impl std::fmt::Display for ProxyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProxyError::Dropped => f.write_str("connection dropped by the WAF"),
+            ProxyError::Http(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for ProxyError {}
+
+type BoxError = ProxyError;
+
+/// Where requests go.
+pub(crate) struct Upstream {
+    scheme_authority: String,
+    prefix: String,
+}
+
+impl Upstream {
+    pub(crate) fn new(uri: &Uri) -> Result<Upstream, String> {
+        if uri.scheme_str() != Some("http") {
+            return Err(format!("`{uri}`: only http:// upstreams are supported"));
+        }
+        let authority = uri
+            .authority()
+            .ok_or_else(|| format!("`{uri}` has no host"))?;
+        Ok(Upstream {
+            scheme_authority: format!("http://{authority}"),
+            prefix: uri.path().trim_end_matches('/').to_string(),
+        })
+    }
+
+    /// The upstream URI for a request target (path and query).
+    fn uri(&self, path_and_query: &str) -> Result<Uri, hyper::http::Error> {
+        let uri = format!("{}{}{}", self.scheme_authority, self.prefix, path_and_query);
+        Ok(uri.parse::<Uri>()?)
+    }
+}
+
+/// What every connection shares.
+pub(crate) struct State {
+    config: Config,
+    rules: Arc<Rules>,
+    upstream: Upstream,
+    client: Client<HttpConnector, Full<Bytes>>,
+    log: ErrorLog,
+}
+
+impl State {
+    pub(crate) fn new(
+        config: Config,
+        rules: Arc<Rules>,
+        upstream: Upstream,
+        log: ErrorLog,
+    ) -> State {
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(config.upstream_timeout));
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(std::time::Duration::from_secs(60))
+            .build(connector);
+        State {
+            config,
+            rules,
+            upstream,
+            client,
+            log,
+        }
+    }
+}
+
+/// Accepts connections until the task is aborted; each is served (HTTP/1.1
+/// or HTTP/2, detected) on a task of its own.
+pub(crate) async fn accept_loop(listener: TcpListener, state: Arc<State>) {
+    loop {
+        let Ok((stream, remote)) = listener.accept().await else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let local = stream.local_addr().unwrap_or(remote);
+        let header_timeout = state.config.header_timeout;
+        let state = state.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req| {
+                let state = state.clone();
+                async move { handle(state, req, remote, local).await }
+            });
+            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            builder
+                .http1()
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_timeout);
+            let _ = builder
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+/// A response the proxy makes itself.
+fn local_response(status: StatusCode, body: &'static str) -> Response<ProxyBody> {
+    let mut r = Response::new(
+        Full::new(Bytes::from_static(body.as_bytes()))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+/// The response for an intervention, or `Err` to close the connection
+/// (`drop`).
+fn intervention_response(i: &Intervention) -> Result<Response<ProxyBody>, BoxError> {
+    match i.action {
+        "drop" => Err(ProxyError::Dropped),
+        "redirect" => {
+            let status = StatusCode::from_u16(i.status)
+                .ok()
+                .filter(|s| s.is_redirection())
+                .unwrap_or(StatusCode::FOUND);
+            let mut r = local_response(status, "");
+            if let Some(v) = i.url.as_deref().and_then(|u| HeaderValue::from_str(u).ok()) {
+                r.headers_mut().insert(LOCATION, v);
+            }
+            Ok(r)
+        }
+        _ => {
+            let status = StatusCode::from_u16(i.status).unwrap_or(StatusCode::FORBIDDEN);
+            let body = match status.as_u16() {
+                413 => "request body too large\n",
+                500 => "internal server error\n",
+                _ => "request blocked\n",
+            };
+            Ok(local_response(status, body))
+        }
+    }
+}
+
+fn version_bytes(v: Version) -> &'static [u8] {
+    match v {
+        Version::HTTP_09 => b"",
+        Version::HTTP_10 => b"HTTP/1.0",
+        Version::HTTP_2 => b"HTTP/2.0",
+        Version::HTTP_3 => b"HTTP/3.0",
+        _ => b"HTTP/1.1",
+    }
+}
+
+/// Hop-by-hop headers, never forwarded (RFC 9110, section 7.6.1).
+fn hop_by_hop(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+    )
+}
+
+/// Writes the matched rules that log, and the intervention, to the error log.
+fn log_transaction(log: &ErrorLog, tx: &Transaction<'_>) {
+    let uri = String::from_utf8_lossy(tx.uri_raw()).into_owned();
+    let id = tx.unique_id().to_string();
+    for m in tx.matched_rules().iter().filter(|m| m.log) {
+        log.write(m.log_line(&uri, &id));
+    }
+    if let Some(i) = tx.intervention() {
+        log.write(i.log_line(&uri, &id));
+    }
+}
+
+/// Ends the transaction (logging phase, error log) and answers with its
+/// intervention.
+fn finish_with_intervention(
+    log: &ErrorLog,
+    tx: &mut Transaction<'_>,
+) -> Result<Response<ProxyBody>, BoxError> {
+    tx.process_logging();
+    log_transaction(log, tx);
+    match tx.intervention() {
+        Some(i) => intervention_response(i),
+        None => Ok(local_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "no intervention\n",
+        )),
+    }
+}
+
+/// One request, from headers to logging.
+async fn handle(
+    state: Arc<State>,
+    req: Request<Incoming>,
+    remote: SocketAddr,
+    local: SocketAddr,
+) -> Result<Response<ProxyBody>, BoxError> {
+    let rs = state.rules.current();
+    let mut tx = rs.transaction();
+    let (parts, mut body) = req.into_parts();
+
+    // Phase 1.
+    tx.process_connection(
+        &remote.ip().to_string(),
+        remote.port(),
+        &local.ip().to_string(),
+        local.port(),
+    );
+    let target = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_string();
+    tx.process_uri(
+        target.as_bytes(),
+        parts.method.as_str().as_bytes(),
+        version_bytes(parts.version),
+    );
+    if parts.headers.get(HOST).is_none() {
+        // HTTP/2 carries the host in `:authority`.
+        if let Some(a) = parts.uri.authority() {
+            tx.add_request_header(b"Host", a.as_str().as_bytes());
+        }
+    }
+    for (name, value) in &parts.headers {
+        tx.add_request_header(name.as_str().as_bytes(), value.as_bytes());
+    }
+    tx.process_request_headers();
+    if tx.intervention().is_some() {
+        return finish_with_intervention(&state.log, &mut tx);
+    }
+
+    // The request body: fed while the engine wants it, held until phase 2.
+    let mut held = Vec::new();
+    let mut wanted = true;
+    let deadline = tokio::time::Instant::now() + state.config.body_timeout;
+    loop {
+        let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+            Err(_) => {
+                return Ok(local_response(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "request body timeout\n",
+                ))
+            }
+            Ok(None) => break,
+            Ok(Some(Err(e))) => return Err(ProxyError::Http(e)),
+            Ok(Some(Ok(frame))) => frame,
+        };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        if held.len() + data.len() > state.config.max_request_body {
+            return Ok(local_response(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "request body too large\n",
+            ));
+        }
+        if wanted {
+            wanted = tx.append_request_body(&data);
+            if tx.intervention().is_some() {
+                return finish_with_intervention(&state.log, &mut tx);
+            }
+        }
+        held.extend_from_slice(&data);
+    }
+    tx.process_request_body();
+    if tx.intervention().is_some() {
+        return finish_with_intervention(&state.log, &mut tx);
+    }
+
+    // Upstream.
+    let Ok(uri) = state.upstream.uri(&target) else {
+        return Ok(local_response(
+            StatusCode::BAD_REQUEST,
+            "bad request target\n",
+        ));
+    };
+    let mut up = Request::builder().method(parts.method.clone()).uri(uri);
+    for (name, value) in &parts.headers {
+        if !hop_by_hop(name) {
+            up = up.header(name, value);
+        }
+    }
+    let Ok(up) = up.body(Full::new(Bytes::from(held))) else {
+        return Ok(local_response(StatusCode::BAD_REQUEST, "bad request\n"));
+    };
+    let response =
+        match tokio::time::timeout(state.config.upstream_timeout, state.client.request(up)).await {
+            Err(_) => {
+                tx.process_logging();
+                log_transaction(&state.log, &tx);
+                return Ok(local_response(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "upstream timeout\n",
+                ));
+            }
+            Ok(Err(_)) => {
+                tx.process_logging();
+                log_transaction(&state.log, &tx);
+                return Ok(local_response(
+                    StatusCode::BAD_GATEWAY,
+                    "upstream unavailable\n",
+                ));
+            }
+            Ok(Ok(r)) => r,
+        };
+
+    // Phase 3.
+    let (mut rparts, rbody) = response.into_parts();
+    for (name, value) in &rparts.headers {
+        tx.add_response_header(name.as_str().as_bytes(), value.as_bytes());
+    }
+    tx.process_response_headers(rparts.status.as_u16(), version_bytes(rparts.version));
+    if tx.intervention().is_some() {
+        return finish_with_intervention(&state.log, &mut tx);
+    }
+    rparts.headers.retain_hop_by_hop();
+
+    if !tx.inspects_response_body() {
+        // Streamed untouched: SSE, downloads, anything not inspected.
+        tx.process_logging();
+        log_transaction(&state.log, &tx);
+        let body = rbody.map_err(ProxyError::Http).boxed();
+        return Ok(Response::from_parts(rparts, body));
+    }
+
+    // Phase 4: buffer what the engine inspects, decide before sending.
+    let mut rbody = rbody;
+    let mut buffered = Vec::new();
+    let mut wanted = true;
+    while wanted {
+        match rbody.frame().await {
+            None => break,
+            Some(Err(e)) => return Err(ProxyError::Http(e)),
+            Some(Ok(frame)) => {
+                let Ok(data) = frame.into_data() else {
+                    continue;
+                };
+                wanted = tx.append_response_body(&data);
+                buffered.extend_from_slice(&data);
+                if tx.intervention().is_some() {
+                    return finish_with_intervention(&state.log, &mut tx);
+                }
+            }
+        }
+    }
+    tx.process_response_body();
+    if tx.intervention().is_some() {
+        return finish_with_intervention(&state.log, &mut tx);
+    }
+    tx.process_logging();
+    log_transaction(&state.log, &tx);
+    let head = Full::new(Bytes::from(buffered)).map_err(|never| match never {});
+    let body: ProxyBody = if rbody.is_end_stream() {
+        head.boxed()
+    } else {
+        // The engine stopped wanting bytes (ProcessPartial past the limit):
+        // what it saw, then the rest as it comes.
+        let rest = rbody.map_err(ProxyError::Http);
+        StreamAfter {
+            head: Some(head),
+            rest,
+        }
+        .boxed()
+    };
+    Ok(Response::from_parts(rparts, body))
+}
+
+trait RetainHopByHop {
+    fn retain_hop_by_hop(&mut self);
+}
+
+impl RetainHopByHop for hyper::HeaderMap {
+    /// Removes the hop-by-hop headers of an upstream response.
+    fn retain_hop_by_hop(&mut self) {
+        let names: Vec<HeaderName> = self.keys().filter(|n| hop_by_hop(n)).cloned().collect();
+        for n in names {
+            self.remove(n);
+        }
+    }
+}
+
+/// A buffered head, then the rest of a streamed body.
+struct StreamAfter<H, R> {
+    head: Option<H>,
+    rest: R,
+}
+
+impl<H, R> Body for StreamAfter<H, R>
+where
+    H: Body<Data = Bytes, Error = BoxError> + Unpin,
+    R: Body<Data = Bytes, Error = BoxError> + Unpin,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, BoxError>>> {
+        use std::task::Poll;
+        if let Some(head) = self.head.as_mut() {
+            match std::pin::Pin::new(head).poll_frame(cx) {
+                Poll::Ready(None) => self.head = None,
+                other => return other,
+            }
+        }
+        std::pin::Pin::new(&mut self.rest).poll_frame(cx)
+    }
+}

@@ -1,0 +1,317 @@
+//! `waf serve` end to end on loopback: a real backend (hyper), the proxy in
+//! front of it, and a real client, for each phase and intervention.
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use waf_serve::{Config, ErrorLog, RuleSource, Rules, Server};
+
+const RULES: &str = r#"
+SecRuleEngine On
+SecRequestBodyAccess On
+SecResponseBodyAccess On
+SecResponseBodyMimeType text/html
+SecRequestBodyLimit 1000
+SecRequestBodyNoFilesLimit 1000
+SecRequestBodyLimitAction Reject
+SecRule ARGS "@contains attack" "id:1,phase:2,deny,status:403,log,msg:'attack in an argument'"
+SecRule REQUEST_URI "@beginsWith /old" "id:2,phase:1,redirect:/new,log"
+SecRule REQUEST_URI "@beginsWith /drop" "id:3,phase:1,drop,log"
+SecRule RESPONSE_BODY "@contains SECRET-LEAK" "id:4,phase:4,deny,status:403,log,msg:'leak'"
+"#;
+
+/// The backend: counts requests; `/leak` answers a secret in HTML, `/events`
+/// an event stream, anything else echoes the request body.
+async fn backend(hits: Arc<AtomicUsize>) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let hits = hits.clone();
+            tokio::spawn(async move {
+                let service =
+                    hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                        let hits = hits.clone();
+                        async move {
+                            hits.fetch_add(1, Ordering::SeqCst);
+                            let path = req.uri().path().to_string();
+                            let body = req
+                                .into_body()
+                                .collect()
+                                .await
+                                .map(|b| b.to_bytes())
+                                .unwrap_or_default();
+                            let (ctype, text) = match path.as_str() {
+                                "/leak" => ("text/html", Bytes::from_static(b"<p>SECRET-LEAK</p>")),
+                                "/events" => (
+                                    "text/event-stream",
+                                    Bytes::from_static(b"data: SECRET-LEAK\n\n"),
+                                ),
+                                _ => (
+                                    "text/html",
+                                    if body.is_empty() {
+                                        Bytes::from_static(b"hello from backend")
+                                    } else {
+                                        body
+                                    },
+                                ),
+                            };
+                            let mut r = Response::new(Full::new(text));
+                            r.headers_mut()
+                                .insert("content-type", ctype.parse().expect("header"));
+                            Ok::<_, std::convert::Infallible>(r)
+                        }
+                    });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+/// A `Write` the test can read back.
+#[derive(Clone, Default)]
+struct Shared(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Shared {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .map_err(|_| std::io::ErrorKind::Other)?
+            .extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Shared {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().expect("lock")).into_owned()
+    }
+}
+
+struct Setup {
+    server: Server,
+    hits: Arc<AtomicUsize>,
+    log: Shared,
+}
+
+async fn setup(source: RuleSource, upstream: Option<SocketAddr>) -> Setup {
+    let hits = Arc::new(AtomicUsize::new(0));
+    let up = match upstream {
+        Some(a) => a,
+        None => backend(hits.clone()).await,
+    };
+    let rules = Arc::new(Rules::load(source).expect("rules compile"));
+    let log = Shared::default();
+    let mut config = Config::new(
+        "127.0.0.1:0".parse().expect("addr"),
+        format!("http://{up}").parse().expect("uri"),
+    );
+    config.upstream_timeout = Duration::from_secs(2);
+    let server = Server::start(config, rules, ErrorLog::to_writer(Box::new(log.clone())))
+        .await
+        .expect("start");
+    Setup { server, hits, log }
+}
+
+async fn send(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> Result<(StatusCode, hyper::HeaderMap, String), String> {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let req = Request::builder()
+        .method(method)
+        .uri(format!("http://{addr}{path}"))
+        .header("host", "example.com")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .map_err(|e| e.to_string())?;
+    let r = tokio::time::timeout(Duration::from_secs(10), client.request(req))
+        .await
+        .map_err(|_| "timeout".to_string())?
+        .map_err(|e| e.to_string())?;
+    let (parts, body) = r.into_parts();
+    let bytes = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
+    Ok((
+        parts.status,
+        parts.headers,
+        String::from_utf8_lossy(&bytes).into_owned(),
+    ))
+}
+
+fn text_rules() -> RuleSource {
+    RuleSource::Text {
+        name: "serve-test.conf".into(),
+        text: RULES.into(),
+    }
+}
+
+#[tokio::test]
+async fn benign_requests_reach_the_backend() {
+    let s = setup(text_rules(), None).await;
+    let (status, _, body) = send(s.server.addr(), "GET", "/index.html?q=garden", "")
+        .await
+        .expect("response");
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, "hello from backend");
+    let (status, _, body) = send(s.server.addr(), "POST", "/form", "name=alice")
+        .await
+        .expect("response");
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, "name=alice", "the held body is forwarded whole");
+    assert_eq!(s.hits.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn phase_1_and_2_blocks_never_reach_the_backend() {
+    let s = setup(text_rules(), None).await;
+    let (status, _, _) = send(s.server.addr(), "GET", "/?x=attack", "")
+        .await
+        .expect("response");
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, _, _) = send(s.server.addr(), "POST", "/form", "a=attack")
+        .await
+        .expect("response");
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        s.hits.load(Ordering::SeqCst),
+        0,
+        "a blocked body is never forwarded"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let log = s.log.text();
+    assert!(
+        log.contains(r#"[id "1"]"#) && log.contains("attack in an argument"),
+        "{log}"
+    );
+    assert!(
+        log.contains("Access denied with code 403 (phase 2)"),
+        "{log}"
+    );
+}
+
+#[tokio::test]
+async fn a_body_over_the_limit_is_413_before_forwarding() {
+    let s = setup(text_rules(), None).await;
+    let big = format!("a={}", "b".repeat(5000));
+    let (status, _, _) = send(s.server.addr(), "POST", "/form", &big)
+        .await
+        .expect("response");
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(s.hits.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_phase_4_block_replaces_the_response_before_any_byte() {
+    let s = setup(text_rules(), None).await;
+    let (status, _, body) = send(s.server.addr(), "GET", "/leak", "")
+        .await
+        .expect("response");
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(!body.contains("SECRET"), "{body}");
+    // Not an inspected type: streamed through untouched.
+    let (status, _, body) = send(s.server.addr(), "GET", "/events", "")
+        .await
+        .expect("response");
+    assert_eq!(status, StatusCode::OK);
+    assert!(body.contains("SECRET-LEAK"));
+}
+
+#[tokio::test]
+async fn redirect_and_drop() {
+    let s = setup(text_rules(), None).await;
+    let (status, headers, _) = send(s.server.addr(), "GET", "/old/page", "")
+        .await
+        .expect("response");
+    assert_eq!(status, StatusCode::FOUND);
+    assert_eq!(
+        headers.get("location").map(|v| v.as_bytes()),
+        Some(&b"/new"[..])
+    );
+    assert!(
+        send(s.server.addr(), "GET", "/drop", "").await.is_err(),
+        "the connection is closed"
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_upstream_is_502_quickly() {
+    // A port nothing listens on.
+    let free = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr");
+    let s = setup(text_rules(), Some(free)).await;
+    let start = std::time::Instant::now();
+    let (status, _, _) = send(s.server.addr(), "GET", "/", "")
+        .await
+        .expect("response");
+    assert_eq!(status, StatusCode::BAD_GATEWAY);
+    assert!(start.elapsed() < Duration::from_secs(3));
+}
+
+#[tokio::test]
+async fn reload_swaps_rules_and_keeps_them_on_error() {
+    let dir = std::env::temp_dir().join(format!("waf-serve-reload-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let file = dir.join("rules.conf");
+    std::fs::write(
+        &file,
+        "SecRuleEngine On\nSecRule ARGS \"@contains one\" \"id:1,phase:1,deny\"\n",
+    )
+    .expect("write");
+    let s = setup(RuleSource::Files(vec![file.clone()]), None).await;
+    let addr = s.server.addr();
+    assert_eq!(
+        send(addr, "GET", "/?a=one", "").await.expect("r").0,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        send(addr, "GET", "/?a=two", "").await.expect("r").0,
+        StatusCode::OK
+    );
+    std::fs::write(
+        &file,
+        "SecRuleEngine On\nSecRule ARGS \"@contains two\" \"id:1,phase:1,deny\"\n",
+    )
+    .expect("write");
+    s.server.reload().expect("the new rules compile");
+    assert_eq!(
+        send(addr, "GET", "/?a=one", "").await.expect("r").0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        send(addr, "GET", "/?a=two", "").await.expect("r").0,
+        StatusCode::FORBIDDEN
+    );
+    std::fs::write(
+        &file,
+        "SecRule ARGS \"@nosuchop x\" \"id:1,phase:1,deny\"\n",
+    )
+    .expect("write");
+    assert!(s.server.reload().is_err(), "broken rules are refused");
+    assert_eq!(
+        send(addr, "GET", "/?a=two", "").await.expect("r").0,
+        StatusCode::FORBIDDEN,
+        "the running rules stay"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
