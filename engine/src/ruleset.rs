@@ -21,6 +21,42 @@ pub struct Ruleset {
     plan: Plan,
     /// What [`Ruleset::transaction`] uses.
     options: EvalOptions,
+    /// Evaluation caches of dropped transactions, for the next ones: a
+    /// server that makes a transaction per request gets warm buffers and a
+    /// warm cross-transaction cache instead of building them each time.
+    pub(crate) pool: CachePool,
+}
+
+/// Evaluation caches kept for reuse (at most [`CachePool::CAPACITY`]).
+///
+/// Opaque here (`Any`): the transaction module owns the cache type, and the
+/// ruleset must not depend on it (dependencies point one way).
+#[derive(Default)]
+pub(crate) struct CachePool(std::sync::Mutex<Vec<Box<dyn std::any::Any + Send>>>);
+
+impl std::fmt::Debug for CachePool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.0.lock().map_or(0, |p| p.len());
+        write!(f, "CachePool({n} cached)")
+    }
+}
+
+impl CachePool {
+    /// More than the concurrent transactions of a busy server needs; each
+    /// cache is a few megabytes with CRS.
+    const CAPACITY: usize = 64;
+
+    pub(crate) fn take(&self) -> Option<Box<dyn std::any::Any + Send>> {
+        self.0.lock().ok()?.pop()
+    }
+
+    pub(crate) fn give(&self, cache: Box<dyn std::any::Any + Send>) {
+        if let Ok(mut pool) = self.0.lock() {
+            if pool.len() < Self::CAPACITY {
+                pool.push(cache);
+            }
+        }
+    }
 }
 
 /// How much of a ruleset the prefilter covers.
@@ -55,6 +91,7 @@ impl Ruleset {
             injection: Box::new(Libinjection),
             scanner,
             options: EvalOptions::default(),
+            pool: CachePool::default(),
         }
     }
 

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# Load comparison of `waf serve` with nginx + ModSecurity v3, same machine,
+# same run (issue 11's table): wrk sends benign browser-like requests
+# (corpus/gen_benign.py, bodies included) through
+#   (a) nginx proxying, no WAF
+#   (b) nginx + libnginx-mod-http-modsecurity (ModSecurity v3) + CRS PL1
+#   (c) waf serve, no rules
+#   (d) waf serve + CRS PL1 (the same configuration text as (b))
+# to the same backend (nginx answering 200). Prints throughput, p50/p99
+# latency, non-2xx responses, CPU seconds and peak RSS of each proxy.
+#
+#   corpus/serve-load.sh [SECONDS]       (default 15 per scenario)
+#
+# Needs: target/release/waf (cargo build --release -p waf-cli), python3, and
+# Debian's nginx, libnginx-mod-http-modsecurity and wrk (installed here with
+# apt-get when missing and running as root). CRS from $CRS (../shared/crs).
+# Everything listens on 127.0.0.1 only; all processes are stopped on exit.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$here/.."
+secs="${1:-15}"
+CRS="${CRS:-$root/../shared/crs}"
+WAF="${WAF:-$root/target/release/waf}"
+CONNS="${CONNS:-32}"
+work="$(mktemp -d /tmp/waf-serve-load.XXXXXX)"
+pids=()
+cleanup() { for p in "${pids[@]:-}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+
+need=()
+command -v nginx >/dev/null || need+=(nginx)
+[ -e /usr/lib/nginx/modules/ngx_http_modsecurity_module.so ] || need+=(libnginx-mod-http-modsecurity)
+command -v wrk >/dev/null || need+=(wrk)
+if [ "${#need[@]}" -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${need[@]}" >/dev/null
+  else
+    echo "serve-load.sh: install ${need[*]} (Debian packages)" >&2; exit 2
+  fi
+fi
+[ -x "$WAF" ] || { echo "serve-load.sh: build $WAF first (cargo build --release -p waf-cli)" >&2; exit 2; }
+
+"$here/crs-config.sh" "$CRS" 1 > "$work/crs-pl1.conf"
+: > "$work/empty.conf"
+python3 "$here/gen_benign.py" --n 1000 --seed 1 --out "$work/benign.jsonl" >/dev/null
+
+# The wrk script: cycles through the corpus, bodies and headers included.
+python3 - "$work/benign.jsonl" "$work/requests.lua" <<'PY'
+import json, sys
+def lua(s):
+    # Printable ASCII as is, anything else as a 3-digit decimal escape.
+    return '"' + "".join(chr(b) if 32 <= b < 127 and b not in (34, 92) else "\\%03d" % b
+                         for b in s.encode()) + '"'
+out = ["requests = {}"]
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    hs = ", ".join("[%s] = %s" % (lua(k), lua(v)) for k, v in r["headers"] if k.lower() != "content-length")
+    out.append("requests[#requests + 1] = wrk.format(%s, %s, {%s}, %s)" % (
+        lua(r["method"]), lua(r["uri"]), hs, lua(r["body"]) if r.get("body") is not None else "nil"))
+out.append("local i = 0")
+out.append("request = function() i = i %% #requests + 1; return requests[i] end".replace("%%", "%"))
+open(sys.argv[2], "w").write("\n".join(out) + "\n")
+PY
+
+nginx_conf() { # NAME PORT BODY
+  mkdir -p "$work/$1/logs"
+  cat > "$work/$1/nginx.conf" <<EOF
+$( [ "$1" = modsec ] && echo "load_module /usr/lib/nginx/modules/ngx_http_modsecurity_module.so;" )
+worker_processes 2;
+pid $work/$1/nginx.pid;
+error_log $work/$1/logs/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $work/$1; proxy_temp_path $work/$1; fastcgi_temp_path $work/$1;
+  uwsgi_temp_path $work/$1; scgi_temp_path $work/$1;
+  client_max_body_size 16m;
+  upstream app { server 127.0.0.1:19000; keepalive 64; }
+  server {
+    listen 127.0.0.1:$2;
+    $3
+  }
+}
+EOF
+}
+nginx_conf backend 19000 'location / { return 200 "ok\n"; }'
+nginx_conf plain 19001 'location / { proxy_pass http://app; proxy_http_version 1.1; proxy_set_header Connection ""; }'
+nginx_conf modsec 19002 "modsecurity on; modsecurity_rules_file $work/crs-pl1.conf; location / { proxy_pass http://app; proxy_http_version 1.1; proxy_set_header Connection \"\"; }"
+
+nginx -p "$work/backend" -c "$work/backend/nginx.conf" -g 'daemon off;' & pids+=($!)
+nginx -p "$work/plain" -c "$work/plain/nginx.conf" -g 'daemon off;' & pids+=($!); plain_pid=$!
+nginx -p "$work/modsec" -c "$work/modsec/nginx.conf" -g 'daemon off;' & pids+=($!); modsec_pid=$!
+"$WAF" serve -c "$work/empty.conf" --listen 127.0.0.1:19003 --upstream http://127.0.0.1:19000 \
+  --error-log "$work/waf-empty.log" 2>>"$work/waf-empty.out" & pids+=($!); empty_pid=$!
+"$WAF" serve -c "$work/crs-pl1.conf" --listen 127.0.0.1:19004 --upstream http://127.0.0.1:19000 \
+  --error-log "$work/waf-crs.log" 2>>"$work/waf-crs.out" & pids+=($!); crs_pid=$!
+
+# Wait (bounded) until every port answers.
+for port in 19000 19001 19002 19003 19004; do
+  for _ in $(seq 1 100); do
+    curl -s -o /dev/null "http://127.0.0.1:$port/" && break
+    sleep 0.1
+  done
+done
+
+# CPU seconds (utime + stime) of a process and its children, and peak RSS (KiB).
+cpu_of() { local total=0; for p in $1 $(pgrep -P "$1" || true); do
+  read -r -a f < "/proc/$p/stat"; total=$((total + f[13] + f[14])); done
+  echo "$total"; }
+rss_of() { local total=0; for p in $1 $(pgrep -P "$1" || true); do
+  total=$((total + $(awk '/VmHWM/ {print $2}' "/proc/$p/status"))); done; echo "$total"; }
+hz=$(getconf CLK_TCK)
+
+run() { # LABEL PORT PID
+  local before after
+  # A short warm-up, then the timed run.
+  wrk -t1 -c8 -d2s -s "$work/requests.lua" "http://127.0.0.1:$2" >/dev/null 2>&1 || true
+  before=$(cpu_of "$3")
+  wrk -t2 -c"$CONNS" -d"${secs}s" --latency -s "$work/requests.lua" "http://127.0.0.1:$2" > "$work/$1.wrk" 2>&1
+  after=$(cpu_of "$3")
+  python3 - "$1" "$work/$1.wrk" "$(( (after - before) ))" "$hz" "$(rss_of "$3")" <<'PY'
+import re, sys
+label, path, ticks, hz, rss = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+t = open(path).read()
+rps = float(re.search(r"Requests/sec:\s+([\d.]+)", t).group(1))
+def lat(p):
+    m = re.search(r"\s%s%%\s+([\d.]+)(us|ms|s)" % p, t)
+    v, u = float(m.group(1)), m.group(2)
+    return v / 1000 if u == "us" else v * 1000 if u == "s" else v
+non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", t)
+print("| %s | %.0f | %.2f | %.2f | %s | %.1f | %.0f |" % (
+    label, rps, lat(50), lat(99), non2xx.group(1) if non2xx else "0", ticks / hz, rss / 1024))
+PY
+}
+
+echo "waf serve load, $(nproc) cores, wrk -t2 -c$CONNS -d${secs}s, 1000 benign requests cycled, CRS PL1"
+echo
+echo "| proxy | req/s | p50 ms | p99 ms | non-2xx | CPU s | peak RSS MiB |"
+echo "|---|---|---|---|---|---|---|"
+run "(a) nginx, no WAF" 19001 "$plain_pid"
+run "(b) nginx + ModSecurity 3 + CRS" 19002 "$modsec_pid"
+run "(c) waf serve, no rules" 19003 "$empty_pid"
+run "(d) waf serve + CRS" 19004 "$crs_pid"
+echo
+echo "(CPU s: the proxy's processes only; backend and wrk share the same cores. Logs: $work)"
