@@ -46,6 +46,9 @@ async fn backend(hits: Arc<AtomicUsize>) -> SocketAddr {
                         async move {
                             hits.fetch_add(1, Ordering::SeqCst);
                             let path = req.uri().path().to_string();
+                            if path == "/slow" {
+                                tokio::time::sleep(Duration::from_secs(3)).await;
+                            }
                             let body = req
                                 .into_body()
                                 .collect()
@@ -112,6 +115,14 @@ struct Setup {
 }
 
 async fn setup(source: RuleSource, upstream: Option<SocketAddr>) -> Setup {
+    setup_with(source, upstream, |_| {}).await
+}
+
+async fn setup_with(
+    source: RuleSource,
+    upstream: Option<SocketAddr>,
+    tune: impl FnOnce(&mut Config),
+) -> Setup {
     let hits = Arc::new(AtomicUsize::new(0));
     let up = match upstream {
         Some(a) => a,
@@ -124,6 +135,7 @@ async fn setup(source: RuleSource, upstream: Option<SocketAddr>) -> Setup {
         format!("http://{up}").parse().expect("uri"),
     );
     config.upstream_timeout = Duration::from_secs(2);
+    tune(&mut config);
     let server = Server::start(config, rules, ErrorLog::to_writer(Box::new(log.clone())))
         .await
         .expect("start");
@@ -314,4 +326,127 @@ async fn reload_swaps_rules_and_keeps_them_on_error() {
         "the running rules stay"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Reads from `stream` until it is closed (or `limit` passes); returns what
+/// was read and whether the peer closed.
+async fn read_until_closed(stream: &mut tokio::net::TcpStream, limit: Duration) -> (String, bool) {
+    use tokio::io::AsyncReadExt;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Err(_) => return (String::from_utf8_lossy(&out).into_owned(), false),
+            Ok(Ok(0)) | Ok(Err(_)) => return (String::from_utf8_lossy(&out).into_owned(), true),
+            Ok(Ok(n)) => out.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+#[tokio::test]
+async fn slow_headers_are_cut_off() {
+    use tokio::io::AsyncWriteExt;
+    let s = setup_with(text_rules(), None, |c| {
+        c.header_timeout = Duration::from_millis(500)
+    })
+    .await;
+    let mut stream = tokio::net::TcpStream::connect(s.server.addr())
+        .await
+        .expect("connect");
+    // Slowloris: a request line and a header, never finished.
+    stream
+        .write_all(b"GET / HTTP/1.1\r\nHost: example.com\r\n")
+        .await
+        .expect("write");
+    let start = std::time::Instant::now();
+    let (_, closed) = read_until_closed(&mut stream, Duration::from_secs(5)).await;
+    assert!(closed, "the connection is closed");
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(s.hits.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_body_that_stops_coming_is_408_and_never_forwarded() {
+    use tokio::io::AsyncWriteExt;
+    let s = setup_with(text_rules(), None, |c| {
+        c.body_timeout = Duration::from_millis(500)
+    })
+    .await;
+    let mut stream = tokio::net::TcpStream::connect(s.server.addr())
+        .await
+        .expect("connect");
+    stream
+        .write_all(b"POST /form HTTP/1.1\r\nHost: example.com\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\na=1&b=2")
+        .await
+        .expect("write");
+    let (answer, _) = read_until_closed(&mut stream, Duration::from_secs(5)).await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert_eq!(s.hits.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_client_leaving_mid_body_leaves_the_proxy_serving() {
+    use tokio::io::AsyncWriteExt;
+    let s = setup(text_rules(), None).await;
+    for _ in 0..20 {
+        let mut stream = tokio::net::TcpStream::connect(s.server.addr())
+            .await
+            .expect("connect");
+        stream
+            .write_all(
+                b"POST /form HTTP/1.1\r\nHost: example.com\r\nContent-Length: 1000\r\n\r\nabc",
+            )
+            .await
+            .expect("write");
+        drop(stream);
+    }
+    let (status, _, body) = send(s.server.addr(), "POST", "/form", "name=bob")
+        .await
+        .expect("response");
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, "name=bob");
+    assert_eq!(
+        s.hits.load(Ordering::SeqCst),
+        1,
+        "no half body was forwarded"
+    );
+}
+
+#[tokio::test]
+async fn malformed_http_is_400() {
+    use tokio::io::AsyncWriteExt;
+    let s = setup(text_rules(), None).await;
+    let mut stream = tokio::net::TcpStream::connect(s.server.addr())
+        .await
+        .expect("connect");
+    stream
+        .write_all(b"GET / HTTP/1.1\r\nHo st: x\r\n\r\n")
+        .await
+        .expect("write");
+    let (answer, _) = read_until_closed(&mut stream, Duration::from_secs(5)).await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert_eq!(s.hits.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_slow_upstream_is_504_after_the_timeout() {
+    let s = setup_with(text_rules(), None, |c| {
+        c.upstream_timeout = Duration::from_millis(500)
+    })
+    .await;
+    let start = std::time::Instant::now();
+    let (status, _, _) = send(s.server.addr(), "GET", "/slow", "")
+        .await
+        .expect("response");
+    assert_eq!(status, StatusCode::GATEWAY_TIMEOUT);
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
 }
