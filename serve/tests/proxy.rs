@@ -450,3 +450,55 @@ async fn a_slow_upstream_is_504_after_the_timeout() {
         start.elapsed()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reloads_under_load_fail_no_request() {
+    let dir = std::env::temp_dir().join(format!("waf-serve-reload-load-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let file = dir.join("rules.conf");
+    std::fs::write(&file, RULES).expect("write");
+    let s = setup(RuleSource::Files(vec![file.clone()]), None).await;
+    let addr = s.server.addr();
+    let clients: Vec<_> = (0..4)
+        .map(|c| {
+            tokio::spawn(async move {
+                let mut failures = Vec::new();
+                for i in 0..100 {
+                    let (path, want) = if i % 2 == 0 {
+                        ("/index.html?q=garden", StatusCode::OK)
+                    } else {
+                        ("/?x=attack", StatusCode::FORBIDDEN)
+                    };
+                    match send(addr, "GET", path, "").await {
+                        Ok((status, _, _)) if status == want => {}
+                        other => failures.push(format!("client {c} request {i}: {other:?}")),
+                    }
+                }
+                failures
+            })
+        })
+        .collect();
+    // Reload while the clients run: every request must still be answered
+    // by a whole ruleset, old or new.
+    let mut reloads = 0;
+    while !clients.iter().all(|c| c.is_finished()) && reloads < 200 {
+        s.server.reload().expect("the rules compile");
+        reloads += 1;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut failures = Vec::new();
+    for c in clients {
+        failures.extend(c.await.expect("client task"));
+    }
+    assert!(
+        reloads >= 5,
+        "only {reloads} reloads happened during the load"
+    );
+    assert!(
+        failures.is_empty(),
+        "{} failed: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(5)]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
