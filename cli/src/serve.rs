@@ -23,6 +23,9 @@ pub struct Args {
     /// standard error when absent.
     #[arg(long, value_name = "FILE")]
     pub error_log: Option<PathBuf>,
+    /// Serve `/healthz` and `/metrics` (Prometheus text) on this address.
+    #[arg(long, value_name = "ADDR")]
+    pub admin: Option<SocketAddr>,
     /// Longest wait, in seconds, for the upstream's response headers.
     #[arg(long, value_name = "SECONDS", default_value_t = 30)]
     pub upstream_timeout: u64,
@@ -51,6 +54,7 @@ pub fn run(args: Args) -> CmdResult {
     };
     let mut config = Config::new(args.listen, args.upstream);
     config.upstream_timeout = Duration::from_secs(args.upstream_timeout);
+    config.admin = args.admin;
     waf_serve::run(config, Arc::new(rules), log, |m| {
         eprintln!("waf serve: {m}")
     })

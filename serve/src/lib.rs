@@ -30,11 +30,13 @@
 #![warn(missing_docs)]
 
 mod log;
+mod metrics;
 mod proxy;
 mod rules;
 
 pub use hyper::Uri;
 pub use log::ErrorLog;
+pub use metrics::Metrics;
 pub use rules::{RuleSource, Rules};
 
 use std::net::SocketAddr;
@@ -56,6 +58,8 @@ pub struct Config {
     pub body_timeout: Duration,
     /// Longest wait for the upstream's response headers.
     pub upstream_timeout: Duration,
+    /// Where to serve `/healthz` and `/metrics` (Prometheus), if anywhere.
+    pub admin: Option<SocketAddr>,
     /// The most request body bytes held (inspected or not) before the request
     /// is refused with 413, whatever the rules' limits say: the proxy holds
     /// the body until phase 2 allows it.
@@ -72,6 +76,7 @@ impl Config {
             body_timeout: Duration::from_secs(30),
             upstream_timeout: Duration::from_secs(30),
             max_request_body: 64 << 20,
+            admin: None,
         }
     }
 }
@@ -102,8 +107,11 @@ impl std::error::Error for ServeError {}
 /// A running proxy: its address, and the handle to reload its rules.
 pub struct Server {
     addr: SocketAddr,
+    admin_addr: Option<SocketAddr>,
     rules: Arc<Rules>,
+    metrics: Arc<Metrics>,
     task: tokio::task::JoinHandle<()>,
+    admin_task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Server {
@@ -119,9 +127,42 @@ impl Server {
             .await
             .map_err(ServeError::Listen)?;
         let addr = listener.local_addr().map_err(ServeError::Listen)?;
-        let state = Arc::new(proxy::State::new(config, rules.clone(), upstream, log));
+        let metrics = Arc::new(Metrics::default());
+        let (admin_addr, admin_task) = match config.admin {
+            Some(a) => {
+                let l = TcpListener::bind(a).await.map_err(ServeError::Listen)?;
+                let at = l.local_addr().map_err(ServeError::Listen)?;
+                let task = tokio::spawn(proxy::admin_loop(l, metrics.clone(), log.clone()));
+                (Some(at), Some(task))
+            }
+            None => (None, None),
+        };
+        let state = Arc::new(proxy::State::new(
+            config,
+            rules.clone(),
+            upstream,
+            log,
+            metrics.clone(),
+        ));
         let task = tokio::spawn(proxy::accept_loop(listener, state));
-        Ok(Server { addr, rules, task })
+        Ok(Server {
+            addr,
+            admin_addr,
+            rules,
+            metrics,
+            task,
+            admin_task,
+        })
+    }
+
+    /// The admin address (`/healthz`, `/metrics`), when configured.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
+    }
+
+    /// The proxy's counters.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     /// The address the proxy listens on.
@@ -132,12 +173,17 @@ impl Server {
     /// Recompiles the rules from their source and swaps them in; on error,
     /// the running rules stay and the diagnostics are returned.
     pub fn reload(&self) -> Result<(), waf_compiler::CompileError> {
-        self.rules.reload()
+        let outcome = self.rules.reload();
+        self.metrics.reload(outcome.is_ok());
+        outcome
     }
 
     /// Stops accepting connections.
     pub fn stop(self) {
         self.task.abort();
+        if let Some(t) = self.admin_task {
+            t.abort();
+        }
     }
 
     /// Waits until the accept loop ends (it runs until stopped).
@@ -178,6 +224,7 @@ pub fn run(
                         let rules = rules.clone();
                         // Compiling CRS takes about a second: off the runtime.
                         let outcome = tokio::task::spawn_blocking(move || rules.reload()).await;
+                        server.metrics().reload(matches!(outcome, Ok(Ok(()))));
                         match outcome {
                             Ok(Ok(())) => report("rules reloaded"),
                             Ok(Err(e)) => report(&format!("reload refused, the running rules stay:\n{e}")),

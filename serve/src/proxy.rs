@@ -1,6 +1,7 @@
 //! One request through the five phases, and the accept loop.
 
 use crate::log::ErrorLog;
+use crate::metrics::Metrics;
 use crate::rules::Rules;
 use crate::Config;
 use bytes::Bytes;
@@ -77,6 +78,7 @@ pub(crate) struct State {
     upstream: Upstream,
     client: Client<HttpConnector, Full<Bytes>>,
     log: ErrorLog,
+    metrics: Arc<Metrics>,
 }
 
 impl State {
@@ -85,6 +87,7 @@ impl State {
         rules: Arc<Rules>,
         upstream: Upstream,
         log: ErrorLog,
+        metrics: Arc<Metrics>,
     ) -> State {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(config.upstream_timeout));
@@ -98,7 +101,45 @@ impl State {
             upstream,
             client,
             log,
+            metrics,
         }
+    }
+}
+
+/// Serves `/healthz` and `/metrics` until the task is aborted.
+pub(crate) async fn admin_loop(listener: TcpListener, metrics: Arc<Metrics>, log: ErrorLog) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let (metrics, log) = (metrics.clone(), log.clone());
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+                let (metrics, log) = (metrics.clone(), log.clone());
+                async move {
+                    let r = match req.uri().path() {
+                        "/healthz" => local_response(StatusCode::OK, "ok\n"),
+                        "/metrics" => {
+                            let mut r = Response::new(
+                                Full::new(Bytes::from(metrics.render(log.dropped())))
+                                    .map_err(|never| match never {})
+                                    .boxed(),
+                            );
+                            r.headers_mut().insert(
+                                hyper::header::CONTENT_TYPE,
+                                HeaderValue::from_static("text/plain; version=0.0.4"),
+                            );
+                            r
+                        }
+                        _ => local_response(StatusCode::NOT_FOUND, "not found\n"),
+                    };
+                    Ok::<_, ProxyError>(r)
+                }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
     }
 }
 
@@ -212,13 +253,16 @@ fn log_transaction(log: &ErrorLog, tx: &Transaction<'_>) {
 /// Ends the transaction (logging phase, error log) and answers with its
 /// intervention.
 fn finish_with_intervention(
-    log: &ErrorLog,
+    state: &State,
     tx: &mut Transaction<'_>,
 ) -> Result<Response<ProxyBody>, BoxError> {
     tx.process_logging();
-    log_transaction(log, tx);
+    log_transaction(&state.log, tx);
     match tx.intervention() {
-        Some(i) => intervention_response(i),
+        Some(i) => {
+            state.metrics.intervention(i.rule_id, i.status);
+            intervention_response(i)
+        }
         None => Ok(local_response(
             StatusCode::INTERNAL_SERVER_ERROR,
             "no intervention\n",
@@ -233,6 +277,7 @@ async fn handle(
     remote: SocketAddr,
     local: SocketAddr,
 ) -> Result<Response<ProxyBody>, BoxError> {
+    state.metrics.request();
     let rs = state.rules.current();
     let mut tx = rs.transaction();
     let (parts, mut body) = req.into_parts();
@@ -265,7 +310,7 @@ async fn handle(
     }
     tx.process_request_headers();
     if tx.intervention().is_some() {
-        return finish_with_intervention(&state.log, &mut tx);
+        return finish_with_intervention(&state, &mut tx);
     }
 
     // The request body: fed while the engine wants it, held until phase 2.
@@ -287,6 +332,7 @@ async fn handle(
         let Ok(data) = frame.into_data() else {
             continue;
         };
+        state.metrics.body_bytes(data.len());
         if held.len() + data.len() > state.config.max_request_body {
             return Ok(local_response(
                 StatusCode::PAYLOAD_TOO_LARGE,
@@ -296,14 +342,14 @@ async fn handle(
         if wanted {
             wanted = tx.append_request_body(&data);
             if tx.intervention().is_some() {
-                return finish_with_intervention(&state.log, &mut tx);
+                return finish_with_intervention(&state, &mut tx);
             }
         }
         held.extend_from_slice(&data);
     }
     tx.process_request_body();
     if tx.intervention().is_some() {
-        return finish_with_intervention(&state.log, &mut tx);
+        return finish_with_intervention(&state, &mut tx);
     }
 
     // Upstream.
@@ -325,6 +371,7 @@ async fn handle(
     let response =
         match tokio::time::timeout(state.config.upstream_timeout, state.client.request(up)).await {
             Err(_) => {
+                state.metrics.upstream_error();
                 tx.process_logging();
                 log_transaction(&state.log, &tx);
                 return Ok(local_response(
@@ -333,6 +380,7 @@ async fn handle(
                 ));
             }
             Ok(Err(_)) => {
+                state.metrics.upstream_error();
                 tx.process_logging();
                 log_transaction(&state.log, &tx);
                 return Ok(local_response(
@@ -350,7 +398,7 @@ async fn handle(
     }
     tx.process_response_headers(rparts.status.as_u16(), version_bytes(rparts.version));
     if tx.intervention().is_some() {
-        return finish_with_intervention(&state.log, &mut tx);
+        return finish_with_intervention(&state, &mut tx);
     }
     rparts.headers.retain_hop_by_hop();
 
@@ -377,14 +425,14 @@ async fn handle(
                 wanted = tx.append_response_body(&data);
                 buffered.extend_from_slice(&data);
                 if tx.intervention().is_some() {
-                    return finish_with_intervention(&state.log, &mut tx);
+                    return finish_with_intervention(&state, &mut tx);
                 }
             }
         }
     }
     tx.process_response_body();
     if tx.intervention().is_some() {
-        return finish_with_intervention(&state.log, &mut tx);
+        return finish_with_intervention(&state, &mut tx);
     }
     tx.process_logging();
     log_transaction(&state.log, &tx);

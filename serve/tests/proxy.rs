@@ -502,3 +502,33 @@ async fn reloads_under_load_fail_no_request() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn the_admin_address_serves_health_and_metrics() {
+    let s = setup_with(text_rules(), None, |c| {
+        c.admin = Some("127.0.0.1:0".parse().expect("addr"))
+    })
+    .await;
+    let admin = s.server.admin_addr().expect("admin address");
+    send(s.server.addr(), "GET", "/", "")
+        .await
+        .expect("response");
+    send(s.server.addr(), "GET", "/?x=attack", "")
+        .await
+        .expect("response");
+    s.server.reload().expect("reload");
+    let (status, _, body) = send(admin, "GET", "/healthz", "").await.expect("health");
+    assert_eq!((status, body.as_str()), (StatusCode::OK, "ok\n"));
+    let (status, headers, body) = send(admin, "GET", "/metrics", "").await.expect("metrics");
+    assert_eq!(status, StatusCode::OK);
+    assert!(headers["content-type"]
+        .to_str()
+        .unwrap_or("")
+        .starts_with("text/plain"));
+    assert!(body.contains("waf_requests_total 2\n"), "{body}");
+    assert!(
+        body.contains("waf_interventions_total{rule_id=\"1\",status=\"403\"} 1\n"),
+        "{body}"
+    );
+    assert!(body.contains("waf_reloads_total 1\n"), "{body}");
+}
