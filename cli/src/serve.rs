@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use waf_serve::{Config, ErrorLog, RuleSource, Rules};
+use waf_serve::{Config, ErrorLog, Logs, RuleSource, Rules};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -23,6 +23,10 @@ pub struct Args {
     /// standard error when absent.
     #[arg(long, value_name = "FILE")]
     pub error_log: Option<PathBuf>,
+    /// JSON audit log (ModSecurity v3's layout, one record per line) of the
+    /// transactions the rules' `SecAuditEngine` selects.
+    #[arg(long, value_name = "FILE")]
+    pub audit_log: Option<PathBuf>,
     /// Serve `/healthz` and `/metrics` (Prometheus text) on this address.
     #[arg(long, value_name = "ADDR")]
     pub admin: Option<SocketAddr>,
@@ -41,21 +45,25 @@ pub fn run(args: Args) -> CmdResult {
         crate::report::eprint(e.sources(), e.diagnostics());
         CliError::findings(format!("the rules have {} error(s)", e.error_count()))
     })?;
-    let log = match &args.error_log {
-        Some(p) => {
-            let f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
-                .map_err(|e| CliError::usage(format!("cannot open `{}`: {e}", p.display())))?;
-            ErrorLog::to_writer(Box::new(f))
-        }
-        None => ErrorLog::to_writer(Box::new(std::io::stderr())),
+    let open = |p: &PathBuf| -> Result<ErrorLog, CliError> {
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+            .map_err(|e| CliError::usage(format!("cannot open `{}`: {e}", p.display())))?;
+        Ok(ErrorLog::to_writer(Box::new(f)))
+    };
+    let logs = Logs {
+        error: match &args.error_log {
+            Some(p) => open(p)?,
+            None => ErrorLog::to_writer(Box::new(std::io::stderr())),
+        },
+        audit: args.audit_log.as_ref().map(open).transpose()?,
     };
     let mut config = Config::new(args.listen, args.upstream);
     config.upstream_timeout = Duration::from_secs(args.upstream_timeout);
     config.admin = args.admin;
-    waf_serve::run(config, Arc::new(rules), log, |m| {
+    waf_serve::run(config, Arc::new(rules), logs, |m| {
         eprintln!("waf serve: {m}")
     })
     .map_err(CliError::usage)

@@ -53,6 +53,7 @@ pub use ruleset::{PrefilterStats, Ruleset, DEFAULT_RULES, DEFAULT_RULES_NAME};
 pub use stats::{ChainProfile, EvalStats, RuleProfile};
 pub use transaction::Transaction;
 pub use transform::apply as apply_transform;
+pub use waf_compiler::ir::{AuditParts, EngineMode};
 pub use waf_compiler::names::Transform;
 pub use waf_compiler::CompileError;
 

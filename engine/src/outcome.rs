@@ -136,6 +136,9 @@ pub struct MatchedRule {
     pub matched_var: String,
     /// False for `nolog` rules: they matched but write no alert.
     pub log: bool,
+    /// False for `noauditlog` rules: their match alone does not make the
+    /// transaction relevant to the audit log.
+    pub auditlog: bool,
     /// The rule's disruptive action fired (not `pass`), whatever the engine mode.
     pub disruptive: bool,
     /// `file:line` of the rule.

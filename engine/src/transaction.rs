@@ -56,7 +56,7 @@ use inputs::Inputs;
 use memo::Memo;
 use state::{Allow, RuleState};
 use std::time::{SystemTime, UNIX_EPOCH};
-use waf_compiler::ir::{EngineMode, LimitAction, Program, Settings};
+use waf_compiler::ir::{AuditEngine, AuditParts, EngineMode, LimitAction, Program, Settings};
 
 /// One HTTP request and its response, fed phase by phase.
 ///
@@ -480,6 +480,28 @@ impl<'r> Transaction<'r> {
     pub fn request_body_error(&self) -> Option<&[u8]> {
         let r = &self.inputs.body_result;
         r.reqbody_error.then_some(r.reqbody_error_msg.as_slice())
+    }
+
+    /// `SecRuleEngine`, as `ctl:ruleEngine` left it.
+    pub fn rule_engine(&self) -> EngineMode {
+        self.state.mode
+    }
+
+    /// The audit-log parts to write for this transaction (`SecAuditLogParts`,
+    /// as `ctl:auditLogParts` left it), or `None` when `SecAuditEngine` (or
+    /// `ctl:auditEngine`) says it is not logged: `Off`, or `RelevantOnly`
+    /// with neither an intervention nor a matched rule that logs to the
+    /// audit log. Ask after [`Transaction::process_logging`].
+    pub fn audit_log_parts(&self) -> Option<AuditParts> {
+        let relevant = match self.state.audit_engine {
+            AuditEngine::Off => false,
+            AuditEngine::On => true,
+            AuditEngine::RelevantOnly => {
+                self.state.intervention.is_some()
+                    || self.matched_rules().iter().any(|m| m.auditlog && m.log)
+            }
+        };
+        relevant.then_some(self.state.audit_parts)
     }
 
     /// Request body bytes fed so far, kept or not.

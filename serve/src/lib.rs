@@ -29,6 +29,7 @@
 
 #![warn(missing_docs)]
 
+mod audit;
 mod log;
 mod metrics;
 mod proxy;
@@ -104,6 +105,15 @@ impl std::fmt::Display for ServeError {
 
 impl std::error::Error for ServeError {}
 
+/// Where the proxy writes: the ModSecurity-style error log, and the JSON
+/// audit log if any (both through the same bounded, non-blocking writer).
+pub struct Logs {
+    /// Matched rules and interventions, one line each.
+    pub error: ErrorLog,
+    /// One JSON record per transaction `SecAuditEngine` selects.
+    pub audit: Option<ErrorLog>,
+}
+
 /// A running proxy: its address, and the handle to reload its rules.
 pub struct Server {
     addr: SocketAddr,
@@ -120,8 +130,9 @@ impl Server {
     pub async fn start(
         config: Config,
         rules: Arc<Rules>,
-        log: ErrorLog,
+        logs: Logs,
     ) -> Result<Server, ServeError> {
+        let Logs { error: log, audit } = logs;
         let upstream = proxy::Upstream::new(&config.upstream).map_err(ServeError::Upstream)?;
         let listener = TcpListener::bind(config.listen)
             .await
@@ -142,6 +153,7 @@ impl Server {
             rules.clone(),
             upstream,
             log,
+            audit,
             metrics.clone(),
         ));
         let task = tokio::spawn(proxy::accept_loop(listener, state));
@@ -198,7 +210,7 @@ impl Server {
 pub fn run(
     config: Config,
     rules: Arc<Rules>,
-    log: ErrorLog,
+    logs: Logs,
     report: impl Fn(&str) + Send + Sync + 'static,
 ) -> Result<(), ServeError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -206,7 +218,7 @@ pub fn run(
         .build()
         .map_err(ServeError::Runtime)?;
     runtime.block_on(async move {
-        let server = Server::start(config, rules.clone(), log).await?;
+        let server = Server::start(config, rules.clone(), logs).await?;
         report(&format!("listening on {}", server.addr()));
         #[cfg(unix)]
         {

@@ -1,5 +1,6 @@
 //! One request through the five phases, and the accept loop.
 
+use crate::audit::{self, Exchange};
 use crate::log::ErrorLog;
 use crate::metrics::Metrics;
 use crate::rules::Rules;
@@ -78,6 +79,7 @@ pub(crate) struct State {
     upstream: Upstream,
     client: Client<HttpConnector, Full<Bytes>>,
     log: ErrorLog,
+    audit: Option<ErrorLog>,
     metrics: Arc<Metrics>,
 }
 
@@ -87,6 +89,7 @@ impl State {
         rules: Arc<Rules>,
         upstream: Upstream,
         log: ErrorLog,
+        audit: Option<ErrorLog>,
         metrics: Arc<Metrics>,
     ) -> State {
         let mut connector = HttpConnector::new();
@@ -101,6 +104,7 @@ impl State {
             upstream,
             client,
             log,
+            audit,
             metrics,
         }
     }
@@ -238,15 +242,19 @@ fn hop_by_hop(name: &HeaderName) -> bool {
     )
 }
 
-/// Writes the matched rules that log, and the intervention, to the error log.
-fn log_transaction(log: &ErrorLog, tx: &Transaction<'_>) {
+/// Writes the matched rules that log, and the intervention, to the error
+/// log; and the transaction to the audit log when it is relevant.
+fn log_transaction(state: &State, tx: &Transaction<'_>, x: &Exchange<'_>) {
     let uri = String::from_utf8_lossy(tx.uri_raw()).into_owned();
     let id = tx.unique_id().to_string();
     for m in tx.matched_rules().iter().filter(|m| m.log) {
-        log.write(m.log_line(&uri, &id));
+        state.log.write(m.log_line(&uri, &id));
     }
     if let Some(i) = tx.intervention() {
-        log.write(i.log_line(&uri, &id));
+        state.log.write(i.log_line(&uri, &id));
+    }
+    if let (Some(audit_log), Some(parts)) = (&state.audit, tx.audit_log_parts()) {
+        audit_log.write(audit::record(tx, x, parts));
     }
 }
 
@@ -255,9 +263,11 @@ fn log_transaction(log: &ErrorLog, tx: &Transaction<'_>) {
 fn finish_with_intervention(
     state: &State,
     tx: &mut Transaction<'_>,
+    x: &Exchange<'_>,
 ) -> Result<Response<ProxyBody>, BoxError> {
     tx.process_logging();
-    log_transaction(&state.log, tx);
+    let status = tx.intervention().map_or(500, |i| i.status);
+    log_transaction(state, tx, &Exchange { status, ..*x });
     match tx.intervention() {
         Some(i) => {
             state.metrics.intervention(i.rule_id, i.status);
@@ -308,9 +318,22 @@ async fn handle(
     for (name, value) in &parts.headers {
         tx.add_request_header(name.as_str().as_bytes(), value.as_bytes());
     }
+    let version = String::from_utf8_lossy(version_bytes(parts.version)).into_owned();
+    let mut exchange = Exchange {
+        remote,
+        local,
+        method: parts.method.as_str(),
+        uri: &target,
+        version: &version,
+        request_headers: &parts.headers,
+        request_body: &[],
+        status: 0,
+        response_headers: None,
+        response_body: &[],
+    };
     tx.process_request_headers();
     if tx.intervention().is_some() {
-        return finish_with_intervention(&state, &mut tx);
+        return finish_with_intervention(&state, &mut tx, &exchange);
     }
 
     // The request body: fed while the engine wants it, held until phase 2.
@@ -342,14 +365,21 @@ async fn handle(
         if wanted {
             wanted = tx.append_request_body(&data);
             if tx.intervention().is_some() {
-                return finish_with_intervention(&state, &mut tx);
+                held.extend_from_slice(&data);
+                let x = Exchange {
+                    request_body: &held,
+                    ..exchange
+                };
+                return finish_with_intervention(&state, &mut tx, &x);
             }
         }
         held.extend_from_slice(&data);
     }
+    let held = Bytes::from(held);
+    exchange.request_body = &held;
     tx.process_request_body();
     if tx.intervention().is_some() {
-        return finish_with_intervention(&state, &mut tx);
+        return finish_with_intervention(&state, &mut tx, &exchange);
     }
 
     // Upstream.
@@ -365,7 +395,7 @@ async fn handle(
             up = up.header(name, value);
         }
     }
-    let Ok(up) = up.body(Full::new(Bytes::from(held))) else {
+    let Ok(up) = up.body(Full::new(held.clone())) else {
         return Ok(local_response(StatusCode::BAD_REQUEST, "bad request\n"));
     };
     let response =
@@ -373,7 +403,14 @@ async fn handle(
             Err(_) => {
                 state.metrics.upstream_error();
                 tx.process_logging();
-                log_transaction(&state.log, &tx);
+                log_transaction(
+                    &state,
+                    &tx,
+                    &Exchange {
+                        status: 504,
+                        ..exchange
+                    },
+                );
                 return Ok(local_response(
                     StatusCode::GATEWAY_TIMEOUT,
                     "upstream timeout\n",
@@ -382,7 +419,14 @@ async fn handle(
             Ok(Err(_)) => {
                 state.metrics.upstream_error();
                 tx.process_logging();
-                log_transaction(&state.log, &tx);
+                log_transaction(
+                    &state,
+                    &tx,
+                    &Exchange {
+                        status: 502,
+                        ..exchange
+                    },
+                );
                 return Ok(local_response(
                     StatusCode::BAD_GATEWAY,
                     "upstream unavailable\n",
@@ -398,14 +442,22 @@ async fn handle(
     }
     tx.process_response_headers(rparts.status.as_u16(), version_bytes(rparts.version));
     if tx.intervention().is_some() {
-        return finish_with_intervention(&state, &mut tx);
+        return finish_with_intervention(&state, &mut tx, &exchange);
     }
     rparts.headers.retain_hop_by_hop();
 
     if !tx.inspects_response_body() {
         // Streamed untouched: SSE, downloads, anything not inspected.
         tx.process_logging();
-        log_transaction(&state.log, &tx);
+        log_transaction(
+            &state,
+            &tx,
+            &Exchange {
+                status: rparts.status.as_u16(),
+                response_headers: Some(&rparts.headers),
+                ..exchange
+            },
+        );
         let body = rbody.map_err(ProxyError::Http).boxed();
         return Ok(Response::from_parts(rparts, body));
     }
@@ -425,17 +477,27 @@ async fn handle(
                 wanted = tx.append_response_body(&data);
                 buffered.extend_from_slice(&data);
                 if tx.intervention().is_some() {
-                    return finish_with_intervention(&state, &mut tx);
+                    let x = Exchange {
+                        response_body: &buffered,
+                        ..exchange
+                    };
+                    return finish_with_intervention(&state, &mut tx, &x);
                 }
             }
         }
     }
     tx.process_response_body();
+    let x = Exchange {
+        status: rparts.status.as_u16(),
+        response_headers: Some(&rparts.headers),
+        response_body: &buffered,
+        ..exchange
+    };
     if tx.intervention().is_some() {
-        return finish_with_intervention(&state, &mut tx);
+        return finish_with_intervention(&state, &mut tx, &x);
     }
     tx.process_logging();
-    log_transaction(&state.log, &tx);
+    log_transaction(&state, &tx, &x);
     let head = Full::new(Bytes::from(buffered)).map_err(|never| match never {});
     let body: ProxyBody = if rbody.is_end_stream() {
         head.boxed()

@@ -10,10 +10,11 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use waf_serve::{Config, ErrorLog, RuleSource, Rules, Server};
+use waf_serve::{Config, ErrorLog, Logs, RuleSource, Rules, Server};
 
 const RULES: &str = r#"
 SecRuleEngine On
+SecAuditEngine RelevantOnly
 SecRequestBodyAccess On
 SecResponseBodyAccess On
 SecResponseBodyMimeType text/html
@@ -112,6 +113,7 @@ struct Setup {
     server: Server,
     hits: Arc<AtomicUsize>,
     log: Shared,
+    audit: Shared,
 }
 
 async fn setup(source: RuleSource, upstream: Option<SocketAddr>) -> Setup {
@@ -130,16 +132,24 @@ async fn setup_with(
     };
     let rules = Arc::new(Rules::load(source).expect("rules compile"));
     let log = Shared::default();
+    let audit = Shared::default();
     let mut config = Config::new(
         "127.0.0.1:0".parse().expect("addr"),
         format!("http://{up}").parse().expect("uri"),
     );
     config.upstream_timeout = Duration::from_secs(2);
     tune(&mut config);
-    let server = Server::start(config, rules, ErrorLog::to_writer(Box::new(log.clone())))
-        .await
-        .expect("start");
-    Setup { server, hits, log }
+    let logs = Logs {
+        error: ErrorLog::to_writer(Box::new(log.clone())),
+        audit: Some(ErrorLog::to_writer(Box::new(audit.clone()))),
+    };
+    let server = Server::start(config, rules, logs).await.expect("start");
+    Setup {
+        server,
+        hits,
+        log,
+        audit,
+    }
 }
 
 async fn send(
@@ -531,4 +541,89 @@ async fn the_admin_address_serves_health_and_metrics() {
         "{body}"
     );
     assert!(body.contains("waf_reloads_total 1\n"), "{body}");
+}
+
+#[tokio::test]
+async fn a_blocked_request_gets_a_json_audit_record_with_repeated_headers_kept() {
+    use tokio::io::AsyncWriteExt;
+    let s = setup(text_rules(), None).await;
+    // A benign request is not relevant (RelevantOnly).
+    send(s.server.addr(), "GET", "/index.html", "")
+        .await
+        .expect("response");
+    // Raw, to send one header twice.
+    let mut stream = tokio::net::TcpStream::connect(s.server.addr())
+        .await
+        .expect("connect");
+    stream
+        .write_all(b"POST /form?x=attack HTTP/1.1\r\nHost: example.com\r\nX-Forwarded-For: 10.0.0.1\r\nX-Forwarded-For: 10.0.0.2\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 3\r\nConnection: close\r\n\r\na=1")
+        .await
+        .expect("write");
+    let (answer, _) = read_until_closed(&mut stream, Duration::from_secs(5)).await;
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let text = s.audit.text();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1, "one relevant transaction: {text}");
+    let v: serde_json::Value = serde_json::from_str(lines[0]).expect("valid JSON");
+    let t = &v["transaction"];
+    assert_eq!(t["request"]["method"], "POST");
+    assert_eq!(t["request"]["uri"], "/form?x=attack");
+    assert_eq!(t["request"]["body"], "a=1");
+    assert_eq!(
+        t["request"]["headers"]["x-forwarded-for"],
+        serde_json::json!(["10.0.0.1", "10.0.0.2"]),
+        "repeated headers are an array"
+    );
+    assert_eq!(t["response"]["http_code"], 403);
+    assert_eq!(t["messages"][0]["details"]["ruleId"], "1");
+    assert_eq!(t["messages"][0]["message"], "attack in an argument");
+    assert_eq!(t["client_ip"], "127.0.0.1");
+}
+
+#[tokio::test]
+async fn audit_log_parts_and_ctl_choose_what_is_written() {
+    let rules = RuleSource::Text {
+        name: "audit-parts.conf".into(),
+        text: r#"
+SecRuleEngine On
+SecAuditEngine On
+SecAuditLogParts ABZ
+SecRequestBodyAccess On
+SecResponseBodyAccess On
+SecResponseBodyMimeType text/plain
+SecRule REQUEST_URI "@beginsWith /full" "id:10,phase:1,pass,nolog,ctl:auditLogParts=+CEFHK"
+SecRule REQUEST_URI "@beginsWith /quiet" "id:11,phase:1,pass,nolog,ctl:auditEngine=Off"
+"#
+        .into(),
+    };
+    let s = setup(rules, None).await;
+    let addr = s.server.addr();
+    for path in ["/plain", "/quiet", "/full"] {
+        let (status, _, _) = send(addr, "POST", path, "a=1").await.expect("response");
+        assert_eq!(status, StatusCode::OK, "{path}");
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let text = s.audit.text();
+    let records: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("valid JSON"))
+        .collect();
+    assert_eq!(records.len(), 2, "ctl:auditEngine=Off drops /quiet: {text}");
+    let plain = &records[0]["transaction"];
+    assert_eq!(plain["request"]["uri"], "/plain");
+    assert!(plain["request"]["headers"].is_object(), "B: {plain}");
+    assert!(plain["request"].get("body").is_none(), "no C: {plain}");
+    assert!(plain["response"].get("headers").is_none(), "no F: {plain}");
+    assert!(plain.get("messages").is_none(), "no H: {plain}");
+    let full = &records[1]["transaction"];
+    assert_eq!(full["request"]["uri"], "/full");
+    assert_eq!(full["request"]["body"], "a=1", "C added by ctl: {full}");
+    assert_eq!(
+        full["response"]["body"], "a=1",
+        "E: the echoed body: {full}"
+    );
+    assert!(full["response"]["headers"].is_object(), "F: {full}");
+    assert_eq!(full["producer"]["secrules_engine"], "Enabled", "H: {full}");
+    assert_eq!(full["matched_rules"], serde_json::json!([10]), "K: {full}");
 }

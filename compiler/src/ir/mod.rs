@@ -202,8 +202,10 @@ pub struct Settings {
     pub arguments_limit: u64,
     /// `SecArgumentSeparator` (a single byte, `&` by default).
     pub argument_separator: u8,
-    /// `SecAuditEngine` as written (On, Off, RelevantOnly).
-    pub audit_engine: String,
+    /// `SecAuditEngine`.
+    pub audit_engine: AuditEngine,
+    /// `SecAuditLogParts`.
+    pub audit_log_parts: AuditParts,
     /// `SecCollectionTimeout`, in seconds.
     pub collection_timeout: u64,
     /// `SecComponentSignature` values, in order.
@@ -231,7 +233,8 @@ impl Default for Settings {
             request_body_json_depth_limit: 10_000,
             arguments_limit: 1000,
             argument_separator: b'&',
-            audit_engine: "Off".into(),
+            audit_engine: AuditEngine::Off,
+            audit_log_parts: AuditParts::DEFAULT,
             collection_timeout: 3600,
             component_signatures: Vec::new(),
             ignored: Vec::new(),
@@ -248,6 +251,120 @@ pub enum EngineMode {
     Off,
     /// Rules run and log, but nothing is blocked.
     DetectionOnly,
+}
+
+/// `SecAuditEngine` / `ctl:auditEngine`: which transactions an embedder
+/// writes to its audit log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum AuditEngine {
+    /// None.
+    Off,
+    /// All.
+    On,
+    /// Those with an intervention or a matched rule that logs.
+    RelevantOnly,
+}
+
+impl AuditEngine {
+    /// The mode named `s` (any case), as `SecAuditEngine` takes it.
+    pub fn parse(s: &str) -> Option<AuditEngine> {
+        [
+            ("off", AuditEngine::Off),
+            ("on", AuditEngine::On),
+            ("relevantonly", AuditEngine::RelevantOnly),
+        ]
+        .into_iter()
+        .find_map(|(name, mode)| s.eq_ignore_ascii_case(name).then_some(mode))
+    }
+}
+
+/// `SecAuditLogParts`: the parts of an audit record to write, a set of the
+/// letters `A`..=`K` and `Z` (ModSecurity's part letters: `A` header, `B`
+/// request headers, `C` request body, `E` response body, `F` response
+/// headers, `H` trailer with the messages, `I` request body without files,
+/// `J` uploaded files, `K` matched rules, `Z` end).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct AuditParts(u32);
+
+impl AuditParts {
+    /// ModSecurity's default, `ABCFHZ`.
+    pub const DEFAULT: AuditParts = AuditParts(
+        Self::bit(b'A')
+            | Self::bit(b'B')
+            | Self::bit(b'C')
+            | Self::bit(b'F')
+            | Self::bit(b'H')
+            | Self::bit(b'Z'),
+    );
+
+    const fn bit(letter: u8) -> u32 {
+        1 << (letter - b'A')
+    }
+
+    fn valid(letter: u8) -> bool {
+        matches!(letter, b'A'..=b'K' | b'Z')
+    }
+
+    /// The set written as `s` (e.g. `ABIJDEFHZ`), or `None` if `s` is empty
+    /// or holds anything but part letters.
+    pub fn parse(s: &str) -> Option<AuditParts> {
+        if s.is_empty() {
+            return None;
+        }
+        s.bytes().try_fold(AuditParts(0), |acc, b| {
+            Self::valid(b).then(|| AuditParts(acc.0 | Self::bit(b)))
+        })
+    }
+
+    /// Whether part `letter` is in the set.
+    pub fn contains(self, letter: char) -> bool {
+        u8::try_from(letter).is_ok_and(|b| Self::valid(b) && self.0 & Self::bit(b) != 0)
+    }
+
+    /// The set after `change`.
+    pub fn apply(self, change: AuditPartsChange) -> AuditParts {
+        match change {
+            AuditPartsChange::Set(p) => p,
+            AuditPartsChange::Add(p) => AuditParts(self.0 | p.0),
+            AuditPartsChange::Remove(p) => AuditParts(self.0 & !p.0),
+        }
+    }
+}
+
+impl std::fmt::Display for AuditParts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for b in (b'A'..=b'K').chain([b'Z']) {
+            if self.0 & Self::bit(b) != 0 {
+                write!(f, "{}", b as char)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `ctl:auditLogParts`: `=ABC` sets the parts, `=+E` adds, `=-E` removes
+/// (as ModSecurity v3 reads it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum AuditPartsChange {
+    /// Replace the set.
+    Set(AuditParts),
+    /// Add these parts.
+    Add(AuditParts),
+    /// Remove these parts.
+    Remove(AuditParts),
+}
+
+impl AuditPartsChange {
+    /// The change written as `s`, or `None` if it names no valid parts.
+    pub fn parse(s: &str) -> Option<AuditPartsChange> {
+        if let Some(rest) = s.strip_prefix('+') {
+            AuditParts::parse(rest).map(AuditPartsChange::Add)
+        } else if let Some(rest) = s.strip_prefix('-') {
+            AuditParts::parse(rest).map(AuditPartsChange::Remove)
+        } else {
+            AuditParts::parse(s).map(AuditPartsChange::Set)
+        }
+    }
 }
 
 /// `SecRequestBodyLimitAction` / `SecResponseBodyLimitAction`.
@@ -890,9 +1007,9 @@ pub enum Ctl {
     /// `ctl:responseBodyLimit`.
     ResponseBodyLimit(u64),
     /// `ctl:auditEngine`.
-    AuditEngine(String),
+    AuditEngine(AuditEngine),
     /// `ctl:auditLogParts`.
-    AuditLogParts(String),
+    AuditLogParts(AuditPartsChange),
     /// Options accepted without effect here (debugLogLevel, hashEngine...).
     Ignored {
         /// The option's name.
@@ -900,4 +1017,37 @@ pub enum Ctl {
         /// Its value.
         value: String,
     },
+}
+
+#[cfg(test)]
+mod audit_tests {
+    use super::{AuditEngine, AuditParts, AuditPartsChange};
+
+    #[test]
+    fn audit_parts_parse_print_and_change() {
+        assert_eq!(AuditParts::DEFAULT.to_string(), "ABCFHZ");
+        let p = AuditParts::parse("ZBA").expect("valid");
+        assert_eq!(p.to_string(), "ABZ");
+        assert!(p.contains('B') && !p.contains('C') && !p.contains('a'));
+        for bad in ["", "ABX", "abc", "A B", "L"] {
+            assert_eq!(AuditParts::parse(bad), None, "{bad:?}");
+        }
+        let add = AuditPartsChange::parse("+EK").expect("valid");
+        assert_eq!(p.apply(add).to_string(), "ABEKZ");
+        let remove = AuditPartsChange::parse("-BZ").expect("valid");
+        assert_eq!(p.apply(remove).to_string(), "A");
+        let set = AuditPartsChange::parse("HZ").expect("valid");
+        assert_eq!(p.apply(set).to_string(), "HZ");
+        assert_eq!(AuditPartsChange::parse("+"), None);
+    }
+
+    #[test]
+    fn audit_engine_modes_ignore_case() {
+        assert_eq!(
+            AuditEngine::parse("relevantONLY"),
+            Some(AuditEngine::RelevantOnly)
+        );
+        assert_eq!(AuditEngine::parse("On"), Some(AuditEngine::On));
+        assert_eq!(AuditEngine::parse("sometimes"), None);
+    }
 }

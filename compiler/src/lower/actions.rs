@@ -581,8 +581,34 @@ impl Lowerer<'_> {
             C::ForceRequestBodyVariable => Ctl::ForceRequestBodyVariable(on_off(self)?),
             C::RequestBodyLimit => Ctl::RequestBodyLimit(number(self)?),
             C::ResponseBodyLimit => Ctl::ResponseBodyLimit(number(self)?),
-            C::AuditEngine => Ctl::AuditEngine(v.to_string()),
-            C::AuditLogParts => Ctl::AuditLogParts(v.to_string()),
+            C::AuditEngine => match AuditEngine::parse(v) {
+                Some(m) => Ctl::AuditEngine(m),
+                None => {
+                    self.error(
+                        Diagnostic::error(
+                            Code::BadArgument,
+                            vspan,
+                            format!("`{v}` is not an audit engine mode"),
+                        )
+                        .with_hint("use On, Off or RelevantOnly"),
+                    );
+                    return None;
+                }
+            },
+            C::AuditLogParts => match AuditPartsChange::parse(v) {
+                Some(c) => Ctl::AuditLogParts(c),
+                None => {
+                    self.error(
+                        Diagnostic::error(
+                            Code::BadArgument,
+                            vspan,
+                            format!("`{v}` is not a set of audit log parts"),
+                        )
+                        .with_hint("use letters A to K and Z, e.g. `ABCFHZ`, `+E` or `-E`"),
+                    );
+                    return None;
+                }
+            },
             C::DebugLogLevel | C::HashEnforcement | C::HashEngine | C::ParseXmlIntoArgs => {
                 Ctl::Ignored {
                     option: opt.name().to_string(),

@@ -3,7 +3,7 @@
 use super::Lowerer;
 use crate::ast::Text;
 use crate::diag::{Code, Diagnostic};
-use crate::ir::LimitAction;
+use crate::ir::{AuditEngine, AuditParts, LimitAction};
 use crate::names::Directive as D;
 use crate::source::Span;
 
@@ -84,15 +84,26 @@ impl Lowerer<'_> {
                     .with_hint("e.g. `SecArgumentSeparator ;`"),
                 ),
             },
-            D::SecAuditEngine => match v.to_ascii_lowercase().as_str() {
-                "on" | "off" | "relevantonly" => s.audit_engine = v,
-                _ => self.error(
+            D::SecAuditEngine => match AuditEngine::parse(&v) {
+                Some(m) => s.audit_engine = m,
+                None => self.error(
                     Diagnostic::error(
                         Code::BadArgument,
                         vspan,
                         format!("`{v}` is not an audit engine mode"),
                     )
                     .with_hint("use On, Off or RelevantOnly"),
+                ),
+            },
+            D::SecAuditLogParts => match AuditParts::parse(&v) {
+                Some(p) => s.audit_log_parts = p,
+                None => self.error(
+                    Diagnostic::error(
+                        Code::BadArgument,
+                        vspan,
+                        format!("`{v}` is not a set of audit log parts"),
+                    )
+                    .with_hint("use letters A to K and Z, e.g. `ABIJDEFHZ`"),
                 ),
             },
             D::SecComponentSignature => s.component_signatures.push(v),
@@ -116,7 +127,6 @@ impl Lowerer<'_> {
             | D::SecAuditLogDirMode
             | D::SecAuditLogFileMode
             | D::SecAuditLogFormat
-            | D::SecAuditLogParts
             | D::SecAuditLogPrefix
             | D::SecAuditLogRelevantStatus
             | D::SecAuditLogStorageDir

@@ -674,6 +674,7 @@ impl<'r> Transaction<'r> {
         push_lossy(&mut m.matched_var, &st.matched_var);
 
         m.log = rule.log;
+        m.auditlog = rule.auditlog;
         m.disruptive = disruptive;
         st.match_count += 1;
         let enforce = self.state.mode == EngineMode::On;
@@ -790,7 +791,9 @@ impl<'r> Transaction<'r> {
                 self.next_generation();
             }
             Ctl::RequestBodyLimit(_) | Ctl::ResponseBodyLimit(_) => {}
-            Ctl::AuditEngine(_) | Ctl::AuditLogParts(_) | Ctl::Ignored { .. } => {}
+            Ctl::AuditEngine(m) => self.state.audit_engine = *m,
+            Ctl::AuditLogParts(c) => self.state.audit_parts = self.state.audit_parts.apply(*c),
+            Ctl::Ignored { .. } => {}
         }
     }
 

@@ -5,7 +5,7 @@
 use crate::collection::Collection;
 use crate::operator::Captures;
 use crate::outcome::{Intervention, MatchedRule};
-use waf_compiler::ir::{EngineMode, Exclusion, Rule, Settings};
+use waf_compiler::ir::{AuditEngine, AuditParts, EngineMode, Exclusion, Rule, Settings};
 use waf_compiler::names::Variable as V;
 
 /// The state rules build up during one transaction.
@@ -24,6 +24,9 @@ pub(super) struct RuleState<'r> {
     pub request_body_access: bool,
     pub response_body_access: bool,
     pub force_request_body_variable: bool,
+    /// `SecAuditEngine` and `SecAuditLogParts`, as `ctl` left them.
+    pub audit_engine: AuditEngine,
+    pub audit_parts: AuditParts,
     pub removed_ids: Vec<(u64, u64)>,
     // `ctl:ruleRemove*` selections point into the program: no copies.
     pub removed_tags: Vec<&'r str>,
@@ -71,6 +74,8 @@ impl<'r> RuleState<'r> {
             request_body_access: s.request_body_access,
             response_body_access: s.response_body_access,
             force_request_body_variable: false,
+            audit_engine: s.audit_engine,
+            audit_parts: s.audit_log_parts,
             removed_ids: Vec::new(),
             removed_tags: Vec::new(),
             removed_msgs: Vec::new(),
@@ -99,6 +104,8 @@ impl<'r> RuleState<'r> {
         self.request_body_access = s.request_body_access;
         self.response_body_access = s.response_body_access;
         self.force_request_body_variable = false;
+        self.audit_engine = s.audit_engine;
+        self.audit_parts = s.audit_log_parts;
         self.removed_ids.clear();
         self.removed_tags.clear();
         self.removed_msgs.clear();
