@@ -91,8 +91,9 @@ enum Command {
     #[command(after_help = help!(
         "  waf serve --upstream http://127.0.0.1:9000             # the embedded default ruleset
   waf serve -c /tmp/crs-pl1.conf --listen 0.0.0.0:8080 --upstream http://10.0.0.5:80 --error-log waf.log
+  waf serve --config waf.yaml                             # sites, TLS, exceptions: see docs/serve.md
   kill -HUP <pid>                                         # reload the rules (errors keep the old ones)",
-        "1 the rules do not compile"
+        "1 the rules (or the manifest) do not compile"
     ))]
     Serve(serve::Args),
 }

@@ -4,21 +4,23 @@
 use crate::input::RuleInput;
 use crate::{CliError, CmdResult};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use waf_serve::{Config, ErrorLog, Logs, RuleSource, Rules};
+use waf_serve::{Config, ErrorLog, Logs, Manifest, ManifestError, RuleSource, Rules, SitesSource};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
+    /// Rules (`-c FILE`, PATHS), or one YAML manifest (`--config waf.yaml`:
+    /// listener, TLS, upstreams and sites; no other flag then).
     #[command(flatten)]
     pub input: RuleInput,
-    /// Address to accept connections on.
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
-    pub listen: SocketAddr,
+    /// Address to accept connections on [default: 127.0.0.1:8080].
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
     /// The application: `http://host:port` (an optional path prefix is kept).
     #[arg(long, value_name = "URL")]
-    pub upstream: waf_serve::Uri,
+    pub upstream: Option<waf_serve::Uri>,
     /// ModSecurity-style error log (matched rules and interventions);
     /// standard error when absent.
     #[arg(long, value_name = "FILE")]
@@ -30,12 +32,56 @@ pub struct Args {
     /// Serve `/healthz` and `/metrics` (Prometheus text) on this address.
     #[arg(long, value_name = "ADDR")]
     pub admin: Option<SocketAddr>,
-    /// Longest wait, in seconds, for the upstream's response headers.
-    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
-    pub upstream_timeout: u64,
+    /// Longest wait, in seconds, for the upstream's response headers [default: 30].
+    #[arg(long, value_name = "SECONDS")]
+    pub upstream_timeout: Option<u64>,
+    /// TLS certificate chain (PEM); with --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM); with --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+}
+
+/// The manifest named by `--config`, if the input is one (a `.yaml` or
+/// `.yml` file: SecLang files never are).
+fn manifest_path(input: &RuleInput) -> Result<Option<&Path>, CliError> {
+    let is_yaml = |p: &&PathBuf| {
+        p.extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("yaml") || e.eq_ignore_ascii_case("yml"))
+    };
+    match input.configs.iter().find(is_yaml) {
+        None => Ok(None),
+        Some(p) if input.configs.len() == 1 && input.paths.is_empty() => Ok(Some(p)),
+        Some(p) => Err(CliError::usage(format!(
+            "`{}` is a manifest: it names the rules itself, so give no other -c or PATHS",
+            p.display()
+        ))),
+    }
+}
+
+fn open_log(p: &Path) -> Result<ErrorLog, CliError> {
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(p)
+        .map_err(|e| CliError::usage(format!("cannot open `{}`: {e}", p.display())))?;
+    Ok(ErrorLog::to_writer(Box::new(f)))
+}
+
+fn report(m: &str) {
+    eprintln!("waf serve: {m}");
 }
 
 pub fn run(args: Args) -> CmdResult {
+    if let Some(path) = manifest_path(&args.input)? {
+        return run_manifest(path, &args);
+    }
+    let Some(upstream) = args.upstream.clone() else {
+        return Err(CliError::usage(
+            "give the application with --upstream http://host:port (or a manifest with --config waf.yaml)",
+        ));
+    };
     let source = if args.input.is_default() {
         RuleSource::Default
     } else {
@@ -45,26 +91,75 @@ pub fn run(args: Args) -> CmdResult {
         crate::report::eprint(e.sources(), e.diagnostics());
         CliError::findings(format!("the rules have {} error(s)", e.error_count()))
     })?;
-    let open = |p: &PathBuf| -> Result<ErrorLog, CliError> {
-        let f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(p)
-            .map_err(|e| CliError::usage(format!("cannot open `{}`: {e}", p.display())))?;
-        Ok(ErrorLog::to_writer(Box::new(f)))
-    };
     let logs = Logs {
         error: match &args.error_log {
-            Some(p) => open(p)?,
+            Some(p) => open_log(p)?,
             None => ErrorLog::to_writer(Box::new(std::io::stderr())),
         },
-        audit: args.audit_log.as_ref().map(open).transpose()?,
+        audit: args.audit_log.as_deref().map(open_log).transpose()?,
     };
-    let mut config = Config::new(args.listen, args.upstream);
-    config.upstream_timeout = Duration::from_secs(args.upstream_timeout);
+    let listen = args
+        .listen
+        .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 8080)));
+    let mut config = Config::new(listen, upstream.clone());
+    config.upstream_timeout = Duration::from_secs(args.upstream_timeout.unwrap_or(30));
     config.admin = args.admin;
-    waf_serve::run(config, Arc::new(rules), logs, |m| {
-        eprintln!("waf serve: {m}")
-    })
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(c), Some(k)) => Some(waf_serve::tls::acceptor(c, k).map_err(CliError::usage)?),
+        _ => None,
+    };
+    let rules = Arc::new(rules);
+    let sites = waf_serve::Sites::single(rules.clone(), &upstream).map_err(CliError::usage)?;
+    waf_serve::run_sites(config, sites, SitesSource::Single(rules), tls, logs, report)
+        .map_err(CliError::usage)
+}
+
+fn run_manifest(path: &Path, args: &Args) -> CmdResult {
+    let flags = [
+        ("--listen", args.listen.is_some()),
+        ("--upstream", args.upstream.is_some()),
+        ("--error-log", args.error_log.is_some()),
+        ("--audit-log", args.audit_log.is_some()),
+        ("--admin", args.admin.is_some()),
+        ("--upstream-timeout", args.upstream_timeout.is_some()),
+        ("--tls-cert", args.tls_cert.is_some()),
+    ];
+    if let Some((flag, _)) = flags.iter().find(|f| f.1) {
+        return Err(CliError::usage(format!(
+            "{flag} is a setting of the manifest `{}` when one is given: write it there",
+            path.display()
+        )));
+    }
+    let m = Manifest::load(path).map_err(|e| match e {
+        ManifestError::Rules { site, error } => {
+            crate::report::eprint(error.sources(), error.diagnostics());
+            CliError::findings(format!(
+                "site `{site}`: the rules have {} error(s)",
+                error.error_count()
+            ))
+        }
+        invalid => CliError::usage(invalid.to_string()),
+    })?;
+    let logs = Logs {
+        error: match &m.error_log {
+            Some(p) => open_log(p)?,
+            None => ErrorLog::to_writer(Box::new(std::io::stderr())),
+        },
+        audit: m.audit_log.as_deref().map(open_log).transpose()?,
+    };
+    let tls = match &m.tls {
+        Some((c, k)) => Some(waf_serve::tls::acceptor(c, k).map_err(CliError::usage)?),
+        None => None,
+    };
+    let names: Vec<&str> = m.sites.names().collect();
+    report(&format!("sites: {}", names.join(", ")));
+    waf_serve::run_sites(
+        m.config,
+        m.sites,
+        SitesSource::Manifest(path.to_path_buf()),
+        tls,
+        logs,
+        report,
+    )
     .map_err(CliError::usage)
 }

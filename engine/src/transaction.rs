@@ -482,6 +482,20 @@ impl<'r> Transaction<'r> {
         r.reqbody_error.then_some(r.reqbody_error_msg.as_slice())
     }
 
+    /// Removes the rules with ids `first..=last` from this transaction, as
+    /// `ctl:ruleRemoveById` does: an embedder's per-request exception (a
+    /// site's exclusions in `waf serve`'s manifest). Call it before the
+    /// phase the rules run in; it lasts until [`Transaction::reset`].
+    pub fn remove_rules_by_id(&mut self, first: u64, last: u64) {
+        self.state.removed_ids.push((first, last));
+    }
+
+    /// Removes the rules tagged `tag` from this transaction, as
+    /// `ctl:ruleRemoveByTag` does (see [`Transaction::remove_rules_by_id`]).
+    pub fn remove_rules_by_tag(&mut self, tag: &'r str) {
+        self.state.removed_tags.push(tag);
+    }
+
     /// `SecRuleEngine`, as `ctl:ruleEngine` left it.
     pub fn rule_engine(&self) -> EngineMode {
         self.state.mode

@@ -30,15 +30,21 @@
 #![warn(missing_docs)]
 
 mod audit;
+pub mod filter;
 mod log;
+mod manifest;
 mod metrics;
 mod proxy;
 mod rules;
+mod site;
+pub mod tls;
 
 pub use hyper::Uri;
 pub use log::ErrorLog;
+pub use manifest::{Manifest, ManifestError};
 pub use metrics::Metrics;
 pub use rules::{RuleSource, Rules};
+pub use site::{CustomAction, CustomRule, Exception, Site, Sites};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -65,6 +71,22 @@ pub struct Config {
     /// is refused with 413, whatever the rules' limits say: the proxy holds
     /// the body until phase 2 allows it.
     pub max_request_body: usize,
+    /// What happens to a request when the engine fails on it or its WAF
+    /// time goes over [`Config::time_budget`].
+    pub on_error: OnError,
+    /// The most WAF time (all phases) a request may take; `None`: no limit.
+    pub time_budget: Option<Duration>,
+}
+
+/// What the proxy does with a request the engine could not finish checking
+/// (it failed, or the request went over the time budget).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnError {
+    /// Answer 503: nothing unchecked reaches the application (the default).
+    Closed,
+    /// Stop inspecting and let the request through, counted
+    /// (`waf_failed_open_total`).
+    Open,
 }
 
 impl Config {
@@ -78,6 +100,8 @@ impl Config {
             upstream_timeout: Duration::from_secs(30),
             max_request_body: 64 << 20,
             admin: None,
+            on_error: OnError::Closed,
+            time_budget: None,
         }
     }
 }
@@ -114,26 +138,71 @@ pub struct Logs {
     pub audit: Option<ErrorLog>,
 }
 
+/// Where a reload reads the sites from.
+#[derive(Clone)]
+pub enum SitesSource {
+    /// One site: reload recompiles these rules.
+    Single(Arc<Rules>),
+    /// A manifest: reload reads it again and compiles every site (listener,
+    /// TLS, admin and log settings take a restart).
+    Manifest(std::path::PathBuf),
+}
+
+/// Why a reload was refused (the running sites stay).
+#[derive(Debug)]
+pub enum ReloadError {
+    /// The rules did not compile.
+    Rules(waf_compiler::CompileError),
+    /// The manifest is invalid or a site's rules did not compile.
+    Manifest(ManifestError),
+}
+
+impl std::fmt::Display for ReloadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReloadError::Rules(e) => write!(f, "{e}"),
+            ReloadError::Manifest(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for ReloadError {}
+
 /// A running proxy: its address, and the handle to reload its rules.
 pub struct Server {
     addr: SocketAddr,
     admin_addr: Option<SocketAddr>,
-    rules: Arc<Rules>,
+    source: SitesSource,
+    state: Arc<proxy::State>,
     metrics: Arc<Metrics>,
     task: tokio::task::JoinHandle<()>,
     admin_task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Server {
-    /// Binds `config.listen` and serves on the current tokio runtime until
-    /// the returned server is dropped or [`Server::stop`]ped.
+    /// Binds `config.listen` and serves `rules` in front of
+    /// `config.upstream` on the current tokio runtime until the returned
+    /// server is dropped or [`Server::stop`]ped.
     pub async fn start(
         config: Config,
         rules: Arc<Rules>,
         logs: Logs,
     ) -> Result<Server, ServeError> {
+        let sites = Sites::single(rules.clone(), &config.upstream).map_err(ServeError::Upstream)?;
+        Self::start_sites(config, sites, SitesSource::Single(rules), None, logs).await
+    }
+
+    /// Binds `config.listen` (with TLS when `tls` is given) and serves
+    /// `sites` (`config.upstream` is not used: each site has its own);
+    /// [`Server::reload`] reads them again from `source`.
+    pub async fn start_sites(
+        config: Config,
+        sites: Sites,
+        source: SitesSource,
+        tls: Option<tls::TlsAcceptor>,
+        logs: Logs,
+    ) -> Result<Server, ServeError> {
         let Logs { error: log, audit } = logs;
-        let upstream = proxy::Upstream::new(&config.upstream).map_err(ServeError::Upstream)?;
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(ServeError::Listen)?;
@@ -143,24 +212,29 @@ impl Server {
             Some(a) => {
                 let l = TcpListener::bind(a).await.map_err(ServeError::Listen)?;
                 let at = l.local_addr().map_err(ServeError::Listen)?;
-                let task = tokio::spawn(proxy::admin_loop(l, metrics.clone(), log.clone()));
+                let task = tokio::spawn(proxy::admin_loop(
+                    l,
+                    metrics.clone(),
+                    log.clone(),
+                    audit.clone(),
+                ));
                 (Some(at), Some(task))
             }
             None => (None, None),
         };
         let state = Arc::new(proxy::State::new(
             config,
-            rules.clone(),
-            upstream,
+            sites,
             log,
             audit,
             metrics.clone(),
         ));
-        let task = tokio::spawn(proxy::accept_loop(listener, state));
+        let task = tokio::spawn(proxy::accept_loop(listener, state.clone(), tls));
         Ok(Server {
             addr,
             admin_addr,
-            rules,
+            source,
+            state,
             metrics,
             task,
             admin_task,
@@ -182,12 +256,18 @@ impl Server {
         self.addr
     }
 
-    /// Recompiles the rules from their source and swaps them in; on error,
-    /// the running rules stay and the diagnostics are returned.
-    pub fn reload(&self) -> Result<(), waf_compiler::CompileError> {
-        let outcome = self.rules.reload();
+    /// Recompiles the rules (or reads the manifest again) and swaps the
+    /// result in; on error, the running rules stay and the diagnostics are
+    /// returned. Blocking: compiling CRS takes about a second.
+    pub fn reload(&self) -> Result<(), ReloadError> {
+        let outcome = reload(&self.source, &self.state);
         self.metrics.reload(outcome.is_ok());
         outcome
+    }
+
+    /// What [`Server::reload`] needs, to run it off the runtime.
+    fn reloader(&self) -> (SitesSource, Arc<proxy::State>) {
+        (self.source.clone(), self.state.clone())
     }
 
     /// Stops accepting connections.
@@ -204,6 +284,17 @@ impl Server {
     }
 }
 
+fn reload(source: &SitesSource, state: &proxy::State) -> Result<(), ReloadError> {
+    match source {
+        SitesSource::Single(rules) => rules.reload().map_err(ReloadError::Rules),
+        SitesSource::Manifest(path) => {
+            let m = Manifest::load(path).map_err(ReloadError::Manifest)?;
+            state.sites.store(Arc::new(m.sites));
+            Ok(())
+        }
+    }
+}
+
 /// Runs the proxy until interrupted (Ctrl-C or SIGTERM), on a runtime of its
 /// own: what `waf serve` does. SIGHUP reloads the rules; the outcome of each
 /// reload (or the diagnostics that kept the old rules) goes to `report`.
@@ -213,12 +304,32 @@ pub fn run(
     logs: Logs,
     report: impl Fn(&str) + Send + Sync + 'static,
 ) -> Result<(), ServeError> {
+    let sites = Sites::single(rules.clone(), &config.upstream).map_err(ServeError::Upstream)?;
+    run_sites(
+        config,
+        sites,
+        SitesSource::Single(rules),
+        None,
+        logs,
+        report,
+    )
+}
+
+/// [`run`] for sites (a manifest), with TLS when `tls` is given.
+pub fn run_sites(
+    config: Config,
+    sites: Sites,
+    source: SitesSource,
+    tls: Option<tls::TlsAcceptor>,
+    logs: Logs,
+    report: impl Fn(&str) + Send + Sync + 'static,
+) -> Result<(), ServeError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(ServeError::Runtime)?;
     runtime.block_on(async move {
-        let server = Server::start(config, rules.clone(), logs).await?;
+        let server = Server::start_sites(config, sites, source, tls, logs).await?;
         report(&format!("listening on {}", server.addr()));
         #[cfg(unix)]
         {
@@ -233,9 +344,9 @@ pub fn run(
             loop {
                 tokio::select! {
                     _ = hup.recv() => {
-                        let rules = rules.clone();
+                        let (source, state) = server.reloader();
                         // Compiling CRS takes about a second: off the runtime.
-                        let outcome = tokio::task::spawn_blocking(move || rules.reload()).await;
+                        let outcome = tokio::task::spawn_blocking(move || reload(&source, &state)).await;
                         server.metrics().reload(matches!(outcome, Ok(Ok(()))));
                         match outcome {
                             Ok(Ok(())) => report("rules reloaded"),

@@ -5,6 +5,50 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::Duration;
+
+/// Upper bounds of the WAF-time histogram buckets, in microseconds.
+const BUCKETS_US: [u64; 14] = [
+    10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000,
+];
+
+/// A Prometheus histogram with fixed buckets, updated with atomics.
+#[derive(Default)]
+struct Histogram {
+    /// Observations at or under each bound (not cumulative; summed when
+    /// rendered), then the ones over every bound.
+    counts: [AtomicU64; BUCKETS_US.len() + 1],
+    sum_ns: AtomicU64,
+}
+
+impl Histogram {
+    fn observe(&self, d: Duration) {
+        let us = d.as_micros();
+        let i = BUCKETS_US
+            .iter()
+            .position(|&b| us <= u128::from(b))
+            .unwrap_or(BUCKETS_US.len());
+        self.counts[i].fetch_add(1, Ordering::Relaxed);
+        self.sum_ns.fetch_add(
+            u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+    }
+
+    fn render(&self, s: &mut String, name: &str, labels: &str) {
+        let mut cumulative = 0;
+        for (i, bound) in BUCKETS_US.iter().enumerate() {
+            cumulative += self.counts[i].load(Ordering::Relaxed);
+            let le = *bound as f64 / 1e6;
+            let _ = writeln!(s, "{name}_bucket{{{labels},le=\"{le}\"}} {cumulative}");
+        }
+        cumulative += self.counts[BUCKETS_US.len()].load(Ordering::Relaxed);
+        let _ = writeln!(s, "{name}_bucket{{{labels},le=\"+Inf\"}} {cumulative}");
+        let sum = self.sum_ns.load(Ordering::Relaxed) as f64 / 1e9;
+        let _ = writeln!(s, "{name}_sum{{{labels}}} {sum}");
+        let _ = writeln!(s, "{name}_count{{{labels}}} {cumulative}");
+    }
+}
 
 /// What the proxy counts. Cheap to update from every request: atomics, and
 /// one short lock per intervention.
@@ -17,6 +61,14 @@ pub struct Metrics {
     request_body_bytes: AtomicU64,
     reloads: AtomicU64,
     reload_failures: AtomicU64,
+    /// WAF time per phase (1 to 5).
+    phase_time: [Histogram; 5],
+    over_budget: AtomicU64,
+    engine_failures: AtomicU64,
+    failed_open: AtomicU64,
+    no_site: AtomicU64,
+    /// (custom rule, action) → requests.
+    custom: Mutex<BTreeMap<(String, &'static str), u64>>,
 }
 
 impl Metrics {
@@ -39,6 +91,49 @@ impl Metrics {
             .fetch_add(n as u64, Ordering::Relaxed);
     }
 
+    pub(crate) fn phase_time(&self, phase: u8, d: Duration) {
+        if let Some(h) = self.phase_time.get(usize::from(phase).wrapping_sub(1)) {
+            h.observe(d);
+        }
+    }
+
+    pub(crate) fn over_budget(&self) {
+        self.over_budget.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn engine_failure(&self) {
+        self.engine_failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn failed_open(&self) {
+        self.failed_open.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn no_site(&self) {
+        self.no_site.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn custom(&self, rule: &str, action: &'static str) {
+        if let Ok(mut m) = self.custom.lock() {
+            match m.get_mut(&(rule.to_string(), action)) {
+                Some(n) => *n += 1,
+                None => {
+                    m.insert((rule.to_string(), action), 1);
+                }
+            }
+        }
+    }
+
+    /// Requests whose WAF time went over the budget.
+    pub fn over_budget_count(&self) -> u64 {
+        self.over_budget.load(Ordering::Relaxed)
+    }
+
+    /// Requests let through unchecked (`on_error: open`).
+    pub fn failed_open_count(&self) -> u64 {
+        self.failed_open.load(Ordering::Relaxed)
+    }
+
     /// Counts a reload and its outcome.
     pub fn reload(&self, ok: bool) {
         self.reloads.fetch_add(1, Ordering::Relaxed);
@@ -53,7 +148,7 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition of every counter.
-    pub fn render(&self, error_log_dropped: u64) -> String {
+    pub fn render(&self, error_log_dropped: u64, audit_log_dropped: u64) -> String {
         let mut s = String::new();
         let mut counter = |name: &str, help: &str, value: u64| {
             let _ = writeln!(
@@ -87,6 +182,31 @@ impl Metrics {
             "Error-log lines dropped because the writer fell behind.",
             error_log_dropped,
         );
+        counter(
+            "waf_audit_log_dropped_total",
+            "Audit-log records dropped because the writer fell behind.",
+            audit_log_dropped,
+        );
+        counter(
+            "waf_over_budget_total",
+            "Requests whose WAF time went over the time budget.",
+            self.over_budget.load(Ordering::Relaxed),
+        );
+        counter(
+            "waf_engine_failures_total",
+            "Requests on which the engine failed (a bug: reported, never silent).",
+            self.engine_failures.load(Ordering::Relaxed),
+        );
+        counter(
+            "waf_failed_open_total",
+            "Requests let through without (complete) inspection under on_error: open.",
+            self.failed_open.load(Ordering::Relaxed),
+        );
+        counter(
+            "waf_no_site_total",
+            "Requests no site of the manifest takes (404).",
+            self.no_site.load(Ordering::Relaxed),
+        );
         let _ = writeln!(
             s,
             "# HELP waf_interventions_total Interventions by rule and status.\n# TYPE waf_interventions_total counter"
@@ -98,6 +218,29 @@ impl Metrics {
                     "waf_interventions_total{{rule_id=\"{rule}\",status=\"{status}\"}} {n}"
                 );
             }
+        }
+        let _ = writeln!(
+            s,
+            "# HELP waf_custom_rule_actions_total Requests a manifest custom rule acted on.\n# TYPE waf_custom_rule_actions_total counter"
+        );
+        if let Ok(m) = self.custom.lock() {
+            for ((rule, action), n) in m.iter() {
+                let rule = rule
+                    .replace('\\', "\\\\")
+                    .replace('"', "\\\"")
+                    .replace('\n', "\\n");
+                let _ = writeln!(
+                    s,
+                    "waf_custom_rule_actions_total{{rule=\"{rule}\",action=\"{action}\"}} {n}"
+                );
+            }
+        }
+        let _ = writeln!(
+            s,
+            "# HELP waf_phase_seconds WAF time per request and phase.\n# TYPE waf_phase_seconds histogram"
+        );
+        for (i, h) in self.phase_time.iter().enumerate() {
+            h.render(&mut s, "waf_phase_seconds", &format!("phase=\"{}\"", i + 1));
         }
         s
     }

@@ -1,10 +1,12 @@
 //! One request through the five phases, and the accept loop.
 
 use crate::audit::{self, Exchange};
+use crate::filter::RequestView;
 use crate::log::ErrorLog;
 use crate::metrics::Metrics;
-use crate::rules::Rules;
-use crate::Config;
+use crate::site::{CustomAction, Sites};
+use crate::{Config, OnError};
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use http_body_util::{combinators::BoxBody, BodyExt, Full};
 use hyper::body::{Body, Incoming};
@@ -14,7 +16,9 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use waf_engine::{Intervention, Transaction};
 
@@ -75,8 +79,7 @@ impl Upstream {
 /// What every connection shares.
 pub(crate) struct State {
     config: Config,
-    rules: Arc<Rules>,
-    upstream: Upstream,
+    pub(crate) sites: ArcSwap<Sites>,
     client: Client<HttpConnector, Full<Bytes>>,
     log: ErrorLog,
     audit: Option<ErrorLog>,
@@ -86,8 +89,7 @@ pub(crate) struct State {
 impl State {
     pub(crate) fn new(
         config: Config,
-        rules: Arc<Rules>,
-        upstream: Upstream,
+        sites: Sites,
         log: ErrorLog,
         audit: Option<ErrorLog>,
         metrics: Arc<Metrics>,
@@ -100,8 +102,7 @@ impl State {
             .build(connector);
         State {
             config,
-            rules,
-            upstream,
+            sites: ArcSwap::from_pointee(sites),
             client,
             log,
             audit,
@@ -111,23 +112,31 @@ impl State {
 }
 
 /// Serves `/healthz` and `/metrics` until the task is aborted.
-pub(crate) async fn admin_loop(listener: TcpListener, metrics: Arc<Metrics>, log: ErrorLog) {
+pub(crate) async fn admin_loop(
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+    log: ErrorLog,
+    audit: Option<ErrorLog>,
+) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
-        let (metrics, log) = (metrics.clone(), log.clone());
+        let (metrics, log, audit) = (metrics.clone(), log.clone(), audit.clone());
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let (metrics, log) = (metrics.clone(), log.clone());
+                let audit_dropped = audit.as_ref().map_or(0, ErrorLog::dropped);
                 async move {
                     let r = match req.uri().path() {
                         "/healthz" => local_response(StatusCode::OK, "ok\n"),
                         "/metrics" => {
                             let mut r = Response::new(
-                                Full::new(Bytes::from(metrics.render(log.dropped())))
-                                    .map_err(|never| match never {})
-                                    .boxed(),
+                                Full::new(Bytes::from(
+                                    metrics.render(log.dropped(), audit_dropped),
+                                ))
+                                .map_err(|never| match never {})
+                                .boxed(),
                             );
                             r.headers_mut().insert(
                                 hyper::header::CONTENT_TYPE,
@@ -148,8 +157,12 @@ pub(crate) async fn admin_loop(listener: TcpListener, metrics: Arc<Metrics>, log
 }
 
 /// Accepts connections until the task is aborted; each is served (HTTP/1.1
-/// or HTTP/2, detected) on a task of its own.
-pub(crate) async fn accept_loop(listener: TcpListener, state: Arc<State>) {
+/// or HTTP/2, detected, or chosen by ALPN over TLS) on a task of its own.
+pub(crate) async fn accept_loop(
+    listener: TcpListener,
+    state: Arc<State>,
+    tls: Option<crate::tls::TlsAcceptor>,
+) {
     loop {
         let Ok((stream, remote)) = listener.accept().await else {
             continue;
@@ -158,21 +171,57 @@ pub(crate) async fn accept_loop(listener: TcpListener, state: Arc<State>) {
         let local = stream.local_addr().unwrap_or(remote);
         let header_timeout = state.config.header_timeout;
         let state = state.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
+            let secure = tls.is_some();
             let service = hyper::service::service_fn(move |req| {
                 let state = state.clone();
-                async move { handle(state, req, remote, local).await }
+                async move {
+                    handle(
+                        state,
+                        req,
+                        Conn {
+                            remote,
+                            local,
+                            tls: secure,
+                        },
+                    )
+                    .await
+                }
             });
             let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
             builder
                 .http1()
                 .timer(TokioTimer::new())
                 .header_read_timeout(header_timeout);
-            let _ = builder
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+            match tls {
+                None => {
+                    let _ = builder
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                }
+                Some(acceptor) => {
+                    // The handshake counts against the header timeout.
+                    let Ok(Ok(stream)) =
+                        tokio::time::timeout(header_timeout, acceptor.accept(stream)).await
+                    else {
+                        return;
+                    };
+                    let _ = builder
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                }
+            }
         });
     }
+}
+
+/// The connection a request came on.
+#[derive(Clone, Copy)]
+struct Conn {
+    remote: SocketAddr,
+    local: SocketAddr,
+    tls: bool,
 }
 
 /// A response the proxy makes itself.
@@ -280,45 +329,223 @@ fn finish_with_intervention(
     }
 }
 
+/// The engine's time on one request, and what a failure or an overrun
+/// means for it ([`Config::on_error`], [`Config::time_budget`]).
+struct Guard<'a> {
+    state: &'a State,
+    spent: Duration,
+    /// Time per phase (1 to 5), for the histograms: observed once per request
+    /// and phase when the guard goes.
+    per_phase: [Option<Duration>; 5],
+    /// Set once the engine failed or the budget ran out under
+    /// `on_error: open`: the rest of the request is not inspected.
+    open: bool,
+}
+
+impl Drop for Guard<'_> {
+    fn drop(&mut self) {
+        for (i, t) in self.per_phase.iter().enumerate() {
+            if let Some(t) = t {
+                self.state.metrics.phase_time(i as u8 + 1, *t);
+            }
+        }
+    }
+}
+
+/// Why the engine could not finish a request.
+enum Fault {
+    /// It panicked (a bug; the transaction's cache is cleared).
+    Failed,
+    /// Its time went over the budget.
+    OverBudget,
+}
+
+impl<'a> Guard<'a> {
+    fn new(state: &'a State) -> Guard<'a> {
+        Guard {
+            state,
+            spent: Duration::ZERO,
+            per_phase: [None; 5],
+            open: false,
+        }
+    }
+
+    /// Runs one engine step of `phase`, timed; `None` when the request is no
+    /// longer inspected (`on_error: open` after a fault).
+    fn run<T>(&mut self, phase: u8, step: impl FnOnce() -> T) -> Result<Option<T>, Fault> {
+        if self.open {
+            return Ok(None);
+        }
+        let start = Instant::now();
+        let outcome = std::panic::catch_unwind(AssertUnwindSafe(step));
+        let took = start.elapsed();
+        self.spent += took;
+        if let Some(t) = self.per_phase.get_mut(usize::from(phase).wrapping_sub(1)) {
+            *t = Some(t.unwrap_or_default() + took);
+        }
+        let fault = match outcome {
+            Err(_) => {
+                self.state.metrics.engine_failure();
+                Fault::Failed
+            }
+            Ok(v) => match self.state.config.time_budget {
+                Some(b) if self.spent > b => {
+                    self.state.metrics.over_budget();
+                    // What the step decided stands (an intervention wins);
+                    // the budget decides what happens next.
+                    if self.state.config.on_error == OnError::Open {
+                        self.open = true;
+                        self.state.metrics.failed_open();
+                        return Ok(Some(v));
+                    }
+                    return Err(Fault::OverBudget);
+                }
+                _ => return Ok(Some(v)),
+            },
+        };
+        if self.state.config.on_error == OnError::Open {
+            self.open = true;
+            self.state.metrics.failed_open();
+            return Ok(None);
+        }
+        Err(fault)
+    }
+}
+
+/// The answer to a request the engine could not finish under `on_error:
+/// closed`.
+fn fault_response(
+    state: &State,
+    tx: &mut Transaction<'_>,
+    fault: Fault,
+    uri: &str,
+) -> Response<ProxyBody> {
+    let why = match fault {
+        Fault::Failed => {
+            // Whatever state the failure left must not reach another request.
+            let _ = std::panic::catch_unwind(AssertUnwindSafe(|| tx.clear_cache()));
+            "the engine failed"
+        }
+        Fault::OverBudget => "the WAF time budget ran out",
+    };
+    state.log.write(format!(
+        "ModSecurity: Access denied with code 503 ({why}; on_error: closed) [uri \"{}\"] [unique_id \"{}\"]",
+        uri.escape_debug(),
+        tx.unique_id()
+    ));
+    local_response(StatusCode::SERVICE_UNAVAILABLE, "request not checked\n")
+}
+
 /// One request, from headers to logging.
 async fn handle(
     state: Arc<State>,
     req: Request<Incoming>,
-    remote: SocketAddr,
-    local: SocketAddr,
+    conn: Conn,
 ) -> Result<Response<ProxyBody>, BoxError> {
     state.metrics.request();
-    let rs = state.rules.current();
-    let mut tx = rs.transaction();
+    let Conn { remote, local, tls } = conn;
     let (parts, mut body) = req.into_parts();
-
-    // Phase 1.
-    tx.process_connection(
-        &remote.ip().to_string(),
-        remote.port(),
-        &local.ip().to_string(),
-        local.port(),
-    );
     let target = parts
         .uri
         .path_and_query()
         .map_or("/", |p| p.as_str())
         .to_string();
-    tx.process_uri(
-        target.as_bytes(),
-        parts.method.as_str().as_bytes(),
-        version_bytes(parts.version),
-    );
-    if parts.headers.get(HOST).is_none() {
-        // HTTP/2 carries the host in `:authority`.
-        if let Some(a) = parts.uri.authority() {
-            tx.add_request_header(b"Host", a.as_str().as_bytes());
+    let version_text = version_bytes(parts.version);
+    // HTTP/2 carries the host in `:authority`.
+    let host = parts
+        .headers
+        .get(HOST)
+        .map(|h| h.as_bytes().to_ascii_lowercase())
+        .or_else(|| {
+            parts
+                .uri
+                .authority()
+                .map(|a| a.as_str().to_ascii_lowercase().into_bytes())
+        })
+        .unwrap_or_default();
+    let view = RequestView {
+        host: &host,
+        method: parts.method.as_str().as_bytes(),
+        uri: target.as_bytes(),
+        version: version_text,
+        headers: &parts.headers,
+        src: remote.ip(),
+        dst_port: local.port(),
+        tls,
+    };
+    let sites = state.sites.load_full();
+    let Some(site) = sites.select(&view) else {
+        state.metrics.no_site();
+        return Ok(local_response(
+            StatusCode::NOT_FOUND,
+            "no site for this request\n",
+        ));
+    };
+    let log_custom = |c: &crate::site::CustomRule, what: &str| {
+        state.log.write(format!(
+            "waf serve: custom rule \"{}\" {what} [when \"{}\"] [client \"{}\"] [uri \"{}\"]",
+            c.name.escape_debug(),
+            c.when.source().escape_debug(),
+            remote.ip(),
+            target.escape_debug(),
+        ));
+    };
+    let custom = site.custom_action(&view, |c| {
+        state.metrics.custom(&c.name, "log");
+        log_custom(c, "matched");
+    });
+    let mut allow_all = false;
+    if let Some(c) = custom {
+        match c.action {
+            CustomAction::Block(status) => {
+                state.metrics.custom(&c.name, "block");
+                state.metrics.intervention(0, status);
+                log_custom(c, &format!("blocked with {status}"));
+                let status = StatusCode::from_u16(status).unwrap_or(StatusCode::FORBIDDEN);
+                return Ok(local_response(status, "request blocked\n"));
+            }
+            CustomAction::Allow => {
+                state.metrics.custom(&c.name, "allow");
+                allow_all = true;
+            }
+            CustomAction::Log => {}
         }
     }
-    for (name, value) in &parts.headers {
-        tx.add_request_header(name.as_str().as_bytes(), value.as_bytes());
+    let rs = site.rules.current();
+    let mut tx = rs.transaction();
+    site.apply_exceptions(&view, &mut tx);
+    if allow_all {
+        tx.remove_rules_by_id(0, u64::MAX);
     }
-    let version = String::from_utf8_lossy(version_bytes(parts.version)).into_owned();
+    let mut guard = Guard::new(&state);
+
+    // Phase 1.
+    let phase1 = guard.run(1, || {
+        tx.process_connection(
+            &remote.ip().to_string(),
+            remote.port(),
+            &local.ip().to_string(),
+            local.port(),
+        );
+        tx.process_uri(
+            target.as_bytes(),
+            parts.method.as_str().as_bytes(),
+            version_text,
+        );
+        if parts.headers.get(HOST).is_none() {
+            if let Some(a) = parts.uri.authority() {
+                tx.add_request_header(b"Host", a.as_str().as_bytes());
+            }
+        }
+        for (name, value) in &parts.headers {
+            tx.add_request_header(name.as_str().as_bytes(), value.as_bytes());
+        }
+        tx.process_request_headers();
+    });
+    if let Err(f) = phase1 {
+        return Ok(fault_response(&state, &mut tx, f, &target));
+    }
+    let version = String::from_utf8_lossy(version_text).into_owned();
     let mut exchange = Exchange {
         remote,
         local,
@@ -331,7 +558,6 @@ async fn handle(
         response_headers: None,
         response_body: &[],
     };
-    tx.process_request_headers();
     if tx.intervention().is_some() {
         return finish_with_intervention(&state, &mut tx, &exchange);
     }
@@ -363,7 +589,10 @@ async fn handle(
             ));
         }
         if wanted {
-            wanted = tx.append_request_body(&data);
+            wanted = match guard.run(2, || tx.append_request_body(&data)) {
+                Ok(w) => w.unwrap_or(false),
+                Err(f) => return Ok(fault_response(&state, &mut tx, f, &target)),
+            };
             if tx.intervention().is_some() {
                 held.extend_from_slice(&data);
                 let x = Exchange {
@@ -377,13 +606,15 @@ async fn handle(
     }
     let held = Bytes::from(held);
     exchange.request_body = &held;
-    tx.process_request_body();
+    if let Err(f) = guard.run(2, || tx.process_request_body()) {
+        return Ok(fault_response(&state, &mut tx, f, &target));
+    }
     if tx.intervention().is_some() {
         return finish_with_intervention(&state, &mut tx, &exchange);
     }
 
     // Upstream.
-    let Ok(uri) = state.upstream.uri(&target) else {
+    let Ok(uri) = site.upstream.uri(&target) else {
         return Ok(local_response(
             StatusCode::BAD_REQUEST,
             "bad request target\n",
@@ -402,7 +633,7 @@ async fn handle(
         match tokio::time::timeout(state.config.upstream_timeout, state.client.request(up)).await {
             Err(_) => {
                 state.metrics.upstream_error();
-                tx.process_logging();
+                let _ = guard.run(5, || tx.process_logging());
                 log_transaction(
                     &state,
                     &tx,
@@ -418,7 +649,7 @@ async fn handle(
             }
             Ok(Err(_)) => {
                 state.metrics.upstream_error();
-                tx.process_logging();
+                let _ = guard.run(5, || tx.process_logging());
                 log_transaction(
                     &state,
                     &tx,
@@ -440,15 +671,20 @@ async fn handle(
     for (name, value) in &rparts.headers {
         tx.add_response_header(name.as_str().as_bytes(), value.as_bytes());
     }
-    tx.process_response_headers(rparts.status.as_u16(), version_bytes(rparts.version));
+    let status = rparts.status.as_u16();
+    if let Err(f) = guard.run(3, || {
+        tx.process_response_headers(status, version_bytes(rparts.version))
+    }) {
+        return Ok(fault_response(&state, &mut tx, f, &target));
+    }
     if tx.intervention().is_some() {
         return finish_with_intervention(&state, &mut tx, &exchange);
     }
     rparts.headers.retain_hop_by_hop();
 
-    if !tx.inspects_response_body() {
+    if guard.open || !tx.inspects_response_body() {
         // Streamed untouched: SSE, downloads, anything not inspected.
-        tx.process_logging();
+        let _ = guard.run(5, || tx.process_logging());
         log_transaction(
             &state,
             &tx,
@@ -474,7 +710,10 @@ async fn handle(
                 let Ok(data) = frame.into_data() else {
                     continue;
                 };
-                wanted = tx.append_response_body(&data);
+                wanted = match guard.run(4, || tx.append_response_body(&data)) {
+                    Ok(w) => w.unwrap_or(false),
+                    Err(f) => return Ok(fault_response(&state, &mut tx, f, &target)),
+                };
                 buffered.extend_from_slice(&data);
                 if tx.intervention().is_some() {
                     let x = Exchange {
@@ -486,7 +725,9 @@ async fn handle(
             }
         }
     }
-    tx.process_response_body();
+    if let Err(f) = guard.run(4, || tx.process_response_body()) {
+        return Ok(fault_response(&state, &mut tx, f, &target));
+    }
     let x = Exchange {
         status: rparts.status.as_u16(),
         response_headers: Some(&rparts.headers),
@@ -496,7 +737,7 @@ async fn handle(
     if tx.intervention().is_some() {
         return finish_with_intervention(&state, &mut tx, &x);
     }
-    tx.process_logging();
+    let _ = guard.run(5, || tx.process_logging());
     log_transaction(&state, &tx, &x);
     let head = Full::new(Bytes::from(buffered)).map_err(|never| match never {});
     let body: ProxyBody = if rbody.is_end_stream() {

@@ -1,16 +1,15 @@
 //! `waf serve` end to end on loopback: a real backend (hyper), the proxy in
 //! front of it, and a real client, for each phase and intervention.
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::{Request, Response, StatusCode};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper::StatusCode;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use waf_serve::{Config, ErrorLog, Logs, RuleSource, Rules, Server};
+
+mod common;
+use common::{backend, send, Shared};
 
 const RULES: &str = r#"
 SecRuleEngine On
@@ -26,88 +25,6 @@ SecRule REQUEST_URI "@beginsWith /old" "id:2,phase:1,redirect:/new,log"
 SecRule REQUEST_URI "@beginsWith /drop" "id:3,phase:1,drop,log"
 SecRule RESPONSE_BODY "@contains SECRET-LEAK" "id:4,phase:4,deny,status:403,log,msg:'leak'"
 "#;
-
-/// The backend: counts requests; `/leak` answers a secret in HTML, `/events`
-/// an event stream, anything else echoes the request body.
-async fn backend(hits: Arc<AtomicUsize>) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            let hits = hits.clone();
-            tokio::spawn(async move {
-                let service =
-                    hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
-                        let hits = hits.clone();
-                        async move {
-                            hits.fetch_add(1, Ordering::SeqCst);
-                            let path = req.uri().path().to_string();
-                            if path == "/slow" {
-                                tokio::time::sleep(Duration::from_secs(3)).await;
-                            }
-                            let body = req
-                                .into_body()
-                                .collect()
-                                .await
-                                .map(|b| b.to_bytes())
-                                .unwrap_or_default();
-                            let (ctype, text) = match path.as_str() {
-                                "/leak" => ("text/html", Bytes::from_static(b"<p>SECRET-LEAK</p>")),
-                                "/events" => (
-                                    "text/event-stream",
-                                    Bytes::from_static(b"data: SECRET-LEAK\n\n"),
-                                ),
-                                _ => (
-                                    "text/html",
-                                    if body.is_empty() {
-                                        Bytes::from_static(b"hello from backend")
-                                    } else {
-                                        body
-                                    },
-                                ),
-                            };
-                            let mut r = Response::new(Full::new(text));
-                            r.headers_mut()
-                                .insert("content-type", ctype.parse().expect("header"));
-                            Ok::<_, std::convert::Infallible>(r)
-                        }
-                    });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    addr
-}
-
-/// A `Write` the test can read back.
-#[derive(Clone, Default)]
-struct Shared(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Shared {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .map_err(|_| std::io::ErrorKind::Other)?
-            .extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Shared {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().expect("lock")).into_owned()
-    }
-}
 
 struct Setup {
     server: Server,
@@ -150,33 +67,6 @@ async fn setup_with(
         log,
         audit,
     }
-}
-
-async fn send(
-    addr: SocketAddr,
-    method: &str,
-    path: &str,
-    body: &str,
-) -> Result<(StatusCode, hyper::HeaderMap, String), String> {
-    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
-    let req = Request::builder()
-        .method(method)
-        .uri(format!("http://{addr}{path}"))
-        .header("host", "example.com")
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(Full::new(Bytes::from(body.to_string())))
-        .map_err(|e| e.to_string())?;
-    let r = tokio::time::timeout(Duration::from_secs(10), client.request(req))
-        .await
-        .map_err(|_| "timeout".to_string())?
-        .map_err(|e| e.to_string())?;
-    let (parts, body) = r.into_parts();
-    let bytes = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
-    Ok((
-        parts.status,
-        parts.headers,
-        String::from_utf8_lossy(&bytes).into_owned(),
-    ))
 }
 
 fn text_rules() -> RuleSource {
@@ -626,4 +516,79 @@ SecRule REQUEST_URI "@beginsWith /quiet" "id:11,phase:1,pass,nolog,ctl:auditEngi
     assert!(full["response"]["headers"].is_object(), "F: {full}");
     assert_eq!(full["producer"]["secrules_engine"], "Enabled", "H: {full}");
     assert_eq!(full["matched_rules"], serde_json::json!([10]), "K: {full}");
+}
+
+#[tokio::test]
+async fn over_the_time_budget_fails_closed_by_default_and_open_when_asked() {
+    // A budget no request can meet.
+    let s = setup_with(text_rules(), None, |c| {
+        c.time_budget = Some(Duration::from_nanos(1))
+    })
+    .await;
+    let (status, _, _) = send(s.server.addr(), "GET", "/?q=garden", "")
+        .await
+        .expect("response");
+    assert_eq!(
+        status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "closed: not checked, not sent"
+    );
+    assert_eq!(s.hits.load(Ordering::SeqCst), 0);
+    assert_eq!(s.server.metrics().over_budget_count(), 1);
+    assert_eq!(s.server.metrics().failed_open_count(), 0);
+
+    let s = setup_with(text_rules(), None, |c| {
+        c.time_budget = Some(Duration::from_nanos(1));
+        c.on_error = waf_serve::OnError::Open;
+    })
+    .await;
+    // Phase 1 runs, overruns; phase 2 (where the attack rule is) does not.
+    let (status, _, _) = send(s.server.addr(), "POST", "/form", "a=attack")
+        .await
+        .expect("response");
+    assert_eq!(status, StatusCode::OK, "open: let through");
+    assert_eq!(s.hits.load(Ordering::SeqCst), 1);
+    assert_eq!(s.server.metrics().failed_open_count(), 1);
+    let text = s.server.metrics().render(0, 0);
+    assert!(text.contains("waf_over_budget_total 1\n"), "{text}");
+    assert!(text.contains("waf_failed_open_total 1\n"), "{text}");
+    assert!(
+        text.contains("waf_phase_seconds_count{phase=\"1\"} 1\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("waf_phase_seconds_count{phase=\"2\"} 0\n"),
+        "phase 2 never ran: {text}"
+    );
+}
+
+#[tokio::test]
+async fn phase_times_are_histograms() {
+    let s = setup(text_rules(), None).await;
+    for _ in 0..3 {
+        send(s.server.addr(), "POST", "/form", "a=1")
+            .await
+            .expect("response");
+    }
+    let text = s.server.metrics().render(0, 0);
+    for phase in 1..=5 {
+        let count = format!("waf_phase_seconds_count{{phase=\"{phase}\"}}");
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&count))
+            .unwrap_or_else(|| panic!("{count} missing: {text}"));
+        let n: u64 = line
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .expect("count");
+        // One observation per request and phase.
+        assert_eq!(n, 3, "{line}");
+        assert!(
+            text.contains(&format!(
+                "waf_phase_seconds_bucket{{phase=\"{phase}\",le=\"+Inf\"}} {n}\n"
+            )),
+            "{text}"
+        );
+    }
 }

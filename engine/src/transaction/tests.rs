@@ -376,3 +376,29 @@ fn log_lines_are_one_line_and_unforgeable() {
         "{line}"
     );
 }
+
+#[test]
+fn embedder_exceptions_remove_rules_by_id_and_tag_until_reset() {
+    let rs = ruleset(
+        "SecRuleEngine On\n\
+         SecRule ARGS \"@contains x\" \"id:1,phase:1,pass,log,tag:'attack-sqli'\"\n\
+         SecRule ARGS \"@contains x\" \"id:2,phase:1,pass,log,tag:'attack-xss'\"\n\
+         SecRule ARGS \"@contains x\" \"id:3,phase:1,pass,log\"\n\
+         SecAuditEngine RelevantOnly\n",
+    );
+    let tag = String::from("attack-sqli");
+    let mut tx = rs.transaction();
+    tx.remove_rules_by_tag(&tag);
+    tx.remove_rules_by_id(3, 3);
+    tx.process_uri(b"/?a=x", b"GET", b"HTTP/1.1");
+    tx.process_request_headers();
+    assert_eq!(ids(&tx), [2]);
+    assert!(
+        tx.audit_log_parts().is_some(),
+        "a logging match is relevant"
+    );
+    tx.reset();
+    tx.process_uri(b"/?a=x", b"GET", b"HTTP/1.1");
+    tx.process_request_headers();
+    assert_eq!(ids(&tx), [1, 2, 3], "reset forgets the exceptions");
+}

@@ -1,0 +1,881 @@
+//! Filter expressions: the rules language of Cloudflare's Firewall Rules
+//! (`wirefilter`), which the manifest uses to match sites, exceptions and
+//! custom rules, e.g.
+//! `http.request.uri.path matches "^/admin" and not ip.src in {10.0.0.0/8}`.
+//!
+//! Why not the `wirefilter-engine` crate: its only release on crates.io
+//! (0.6.1, 2019) depends on `failure` 0.1, which is unmaintained
+//! (RUSTSEC-2020-0036) and unsound (RUSTSEC-2019-0036, CVE-2020-25575, type
+//! confusion on downcast), with no fixed version; a WAF should not link it.
+//! Cloudflare's later wirefilter is not published. This module implements the
+//! same syntax for the fields a proxy has, with `pest` (as the SecLang parser
+//! does) and the `regex` crate for `matches` (linear time, as wirefilter's
+//! own regex support is). It is the only place that knows the language: the
+//! manifest holds [`Filter`]s and asks them [`Filter::matches`].
+//!
+//! Grammar (`filter.pest`): `or`/`||`, `xor`/`^^`, `and`/`&&`, `not`/`!`
+//! (loosest to tightest), parentheses, and comparisons
+//! `field op value` with `eq ne lt le gt ge` (or `== != < <= > >=`),
+//! `contains`, `matches` (or `~`) and `in {...}`; a boolean field alone
+//! (`ssl`). Values: `"strings"` (with `\"`, `\\` and `\xHH` escapes),
+//! integers, integer ranges `1..100` (in sets), IPv4/IPv6 addresses and CIDR
+//! networks. Every field, operator and value is type-checked when the
+//! manifest is read, and every error names its line and column.
+
+use pest::Parser;
+use regex::bytes::Regex;
+use std::net::IpAddr;
+
+/// The generated parser (private; pest's derive writes undocumented items).
+mod grammar {
+    #![allow(missing_docs)]
+    #[derive(pest_derive::Parser)]
+    #[grammar = "filter.pest"]
+    pub(super) struct FilterParser;
+}
+use grammar::{FilterParser, Rule};
+
+/// What a filter may look at: one request's head and its connection.
+#[derive(Clone, Copy, Debug)]
+pub struct RequestView<'a> {
+    /// `Host` (or HTTP/2 `:authority`), lower-cased, port included if sent.
+    pub host: &'a [u8],
+    /// The method.
+    pub method: &'a [u8],
+    /// The request target: path and query.
+    pub uri: &'a [u8],
+    /// `HTTP/1.1`, `HTTP/2.0`, ...
+    pub version: &'a [u8],
+    /// The request headers.
+    pub headers: &'a hyper::HeaderMap,
+    /// The client's address.
+    pub src: IpAddr,
+    /// The port the client connected to.
+    pub dst_port: u16,
+    /// Whether the connection is TLS.
+    pub tls: bool,
+}
+
+/// The fields, with their names and types.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Field {
+    Host,
+    Method,
+    Uri,
+    Path,
+    Query,
+    Version,
+    UserAgent,
+    Referer,
+    Cookie,
+    XForwardedFor,
+    /// `http.request.headers["name"]`: any value of that header.
+    Header(hyper::header::HeaderName),
+    Src,
+    DstPort,
+    Ssl,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Type {
+    Bytes,
+    Ip,
+    Int,
+    Bool,
+}
+
+impl Type {
+    fn name(self) -> &'static str {
+        match self {
+            Type::Bytes => "bytes",
+            Type::Ip => "an IP address",
+            Type::Int => "an integer",
+            Type::Bool => "a boolean",
+        }
+    }
+}
+
+/// The fields a filter can name: (name, type, what it is).
+pub const FIELDS: &[(&str, &str, &str)] = &[
+    (
+        "http.host",
+        "bytes",
+        "Host header (or :authority), lower-cased",
+    ),
+    ("http.request.method", "bytes", "GET, POST, ..."),
+    ("http.request.uri", "bytes", "path and query, as sent"),
+    ("http.request.uri.path", "bytes", "the path, as sent"),
+    (
+        "http.request.uri.query",
+        "bytes",
+        "the query string, without `?`",
+    ),
+    ("http.request.version", "bytes", "HTTP/1.1, HTTP/2.0"),
+    ("http.user_agent", "bytes", "User-Agent header"),
+    ("http.referer", "bytes", "Referer header"),
+    ("http.cookie", "bytes", "Cookie header"),
+    ("http.x_forwarded_for", "bytes", "X-Forwarded-For header"),
+    (
+        "http.request.headers[\"name\"]",
+        "bytes",
+        "any value of a header",
+    ),
+    ("ip.src", "ip", "the client's address"),
+    ("tcp.dstport", "int", "the port the client connected to"),
+    ("ssl", "bool", "the connection is TLS"),
+];
+
+impl Field {
+    fn parse(name: &str, index: Option<String>) -> Result<Field, String> {
+        let f = match (name, index) {
+            ("http.request.headers", Some(h)) => {
+                let h = hyper::header::HeaderName::from_bytes(h.to_ascii_lowercase().as_bytes())
+                    .map_err(|_| format!("`{h}` is not a header name"))?;
+                return Ok(Field::Header(h));
+            }
+            (_, Some(_)) => return Err(format!("`{name}` takes no index")),
+            ("http.host", None) => Field::Host,
+            ("http.request.method", None) => Field::Method,
+            ("http.request.uri", None) => Field::Uri,
+            ("http.request.uri.path", None) => Field::Path,
+            ("http.request.uri.query", None) => Field::Query,
+            ("http.request.version", None) => Field::Version,
+            ("http.user_agent", None) => Field::UserAgent,
+            ("http.referer", None) => Field::Referer,
+            ("http.cookie", None) => Field::Cookie,
+            ("http.x_forwarded_for", None) => Field::XForwardedFor,
+            ("http.request.headers", None) => return Err(
+                "`http.request.headers` needs a header name: `http.request.headers[\"x-api-key\"]`"
+                    .into(),
+            ),
+            ("ip.src", None) => Field::Src,
+            ("tcp.dstport", None) => Field::DstPort,
+            ("ssl", None) => Field::Ssl,
+            _ => {
+                let names: Vec<&str> = FIELDS.iter().map(|f| f.0).collect();
+                return Err(format!(
+                    "unknown field `{name}`; the fields are {}",
+                    names.join(", ")
+                ));
+            }
+        };
+        Ok(f)
+    }
+
+    fn ty(&self) -> Type {
+        match self {
+            Field::Src => Type::Ip,
+            Field::DstPort => Type::Int,
+            Field::Ssl => Type::Bool,
+            _ => Type::Bytes,
+        }
+    }
+
+    /// The value of a bytes field (a header field: its first value).
+    fn bytes<'a>(&self, r: &RequestView<'a>) -> &'a [u8] {
+        match self {
+            Field::Host => r.host,
+            Field::Method => r.method,
+            Field::Uri => r.uri,
+            Field::Path => {
+                let end = memchr::memchr(b'?', r.uri).unwrap_or(r.uri.len());
+                &r.uri[..end]
+            }
+            Field::Query => match memchr::memchr(b'?', r.uri) {
+                Some(i) => &r.uri[i + 1..],
+                None => b"",
+            },
+            Field::Version => r.version,
+            Field::UserAgent => r.headers.get("user-agent").map_or(b"", |v| v.as_bytes()),
+            Field::Referer => r.headers.get("referer").map_or(b"", |v| v.as_bytes()),
+            Field::Cookie => r.headers.get("cookie").map_or(b"", |v| v.as_bytes()),
+            Field::XForwardedFor => r
+                .headers
+                .get("x-forwarded-for")
+                .map_or(b"", |v| v.as_bytes()),
+            Field::Header(h) => r.headers.get(h).map_or(b"", |v| v.as_bytes()),
+            Field::Src | Field::DstPort | Field::Ssl => b"",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cmp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl Cmp {
+    fn holds<T: Ord + ?Sized>(self, a: &T, b: &T) -> bool {
+        match self {
+            Cmp::Eq => a == b,
+            Cmp::Ne => a != b,
+            Cmp::Lt => a < b,
+            Cmp::Le => a <= b,
+            Cmp::Gt => a > b,
+            Cmp::Ge => a >= b,
+        }
+    }
+}
+
+/// A network: an address and a prefix length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Net {
+    addr: IpAddr,
+    prefix: u8,
+}
+
+impl Net {
+    fn contains(&self, ip: IpAddr) -> bool {
+        match (self.addr, canonical(ip)) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => {
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u32::from(n) & mask == u32::from(a) & mask
+            }
+            (IpAddr::V6(n), IpAddr::V6(a)) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u128::from(n) & mask == u128::from(a) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+/// IPv4-mapped IPv6 addresses (`::ffff:10.0.0.1`, what a dual-stack socket
+/// reports) compare as the IPv4 address.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Test {
+    Bytes(Cmp, Vec<u8>),
+    Contains(Vec<u8>),
+    Matches(Regex),
+    InBytes(Vec<Vec<u8>>),
+    Ip(Cmp, IpAddr),
+    InNets(Vec<Net>),
+    Int(Cmp, i64),
+    InInts(Vec<(i64, i64)>),
+    True,
+}
+
+#[derive(Clone, Debug)]
+enum Node {
+    Or(Vec<Node>),
+    Xor(Vec<Node>),
+    And(Vec<Node>),
+    Not(Box<Node>),
+    Test(Field, Test),
+}
+
+/// A compiled filter expression.
+#[derive(Clone, Debug)]
+pub struct Filter {
+    source: String,
+    root: Node,
+}
+
+/// Why an expression was refused: where, and what to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FilterError {
+    /// 1-based line and column in the expression.
+    pub line: usize,
+    /// 1-based column.
+    pub col: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl std::fmt::Display for FilterError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}: {}", self.line, self.col, self.message)
+    }
+}
+
+impl std::error::Error for FilterError {}
+
+type Pair<'i> = pest::iterators::Pair<'i, Rule>;
+
+fn error_at(p: &Pair<'_>, message: impl Into<String>) -> FilterError {
+    let (line, col) = p.as_span().start_pos().line_col();
+    FilterError {
+        line,
+        col,
+        message: message.into(),
+    }
+}
+
+/// Regexes in filters are bounded as the SecLang compiler bounds its own.
+const REGEX_SIZE_LIMIT: usize = 1 << 20;
+/// The parser and the evaluator recurse once per parenthesis (a run of
+/// `not`s is a loop, folded to its parity).
+const MAX_NESTING: usize = 64;
+const MAX_LEN: usize = 64 << 10;
+
+/// The deepest nesting of parentheses outside strings, and where it
+/// first goes past [`MAX_NESTING`].
+fn too_deep(source: &str) -> Option<(usize, usize)> {
+    let (mut depth, mut line, mut col, mut in_string, mut escaped) = (0usize, 1, 0, false, false);
+    for c in source.chars() {
+        col += 1;
+        if c == '\n' {
+            line += 1;
+            col = 0;
+        }
+        if in_string {
+            match (escaped, c) {
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => escaped = false,
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '(' => {
+                depth += 1;
+                if depth > MAX_NESTING {
+                    return Some((line, col));
+                }
+            }
+            ')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    None
+}
+
+impl Filter {
+    /// Parses and type-checks `source`.
+    pub fn parse(source: &str) -> Result<Filter, FilterError> {
+        if source.len() > MAX_LEN {
+            return Err(FilterError {
+                line: 1,
+                col: 1,
+                message: format!("an expression is at most {MAX_LEN} bytes"),
+            });
+        }
+        if let Some((line, col)) = too_deep(source) {
+            return Err(FilterError {
+                line,
+                col,
+                message: format!("nested more than {MAX_NESTING} deep"),
+            });
+        }
+        let mut pairs = FilterParser::parse(Rule::filter, source).map_err(|e| {
+            let (line, col) = match e.line_col {
+                pest::error::LineColLocation::Pos(p) => p,
+                pest::error::LineColLocation::Span(p, _) => p,
+            };
+            let message = match &e.variant {
+                pest::error::ErrorVariant::ParsingError { .. } => {
+                    "syntax error: expected a field (`http.request.uri.path`), a comparison (`eq`, `contains`, `matches`, `in`), a value (`\"text\"`, `10.0.0.0/8`, `{...}`), `and`, `or`, `not` or a parenthesis here".to_string()
+                }
+                pest::error::ErrorVariant::CustomError { message } => message.clone(),
+            };
+            FilterError { line, col, message }
+        })?;
+        let top = pairs.next().and_then(|f| f.into_inner().next());
+        let Some(top) = top else {
+            return Err(FilterError {
+                line: 1,
+                col: 1,
+                message: "empty expression".into(),
+            });
+        };
+        Ok(Filter {
+            source: source.to_string(),
+            root: build(top)?,
+        })
+    }
+
+    /// The expression as written.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Whether the request matches.
+    pub fn matches(&self, r: &RequestView<'_>) -> bool {
+        eval(&self.root, r)
+    }
+}
+
+fn build(p: Pair<'_>) -> Result<Node, FilterError> {
+    match p.as_rule() {
+        Rule::or_expr | Rule::xor_expr | Rule::and_expr => {
+            let rule = p.as_rule();
+            let mut kids = p
+                .into_inner()
+                .filter(|k| !matches!(k.as_rule(), Rule::kw_or | Rule::kw_xor | Rule::kw_and))
+                .map(build)
+                .collect::<Result<Vec<Node>, FilterError>>()?;
+            if kids.len() == 1 {
+                if let Some(only) = kids.pop() {
+                    return Ok(only);
+                }
+            }
+            Ok(match rule {
+                Rule::or_expr => Node::Or(kids),
+                Rule::xor_expr => Node::Xor(kids),
+                _ => Node::And(kids),
+            })
+        }
+        Rule::not_expr => {
+            let mut nots = 0;
+            let mut inner = None;
+            for k in p.into_inner() {
+                if k.as_rule() == Rule::not_op {
+                    nots += 1;
+                } else {
+                    inner = Some(build(k)?);
+                }
+            }
+            let mut node = inner.ok_or_else(|| FilterError {
+                line: 1,
+                col: 1,
+                message: "`not` needs an operand".into(),
+            })?;
+            if nots % 2 == 1 {
+                node = Node::Not(Box::new(node));
+            }
+            Ok(node)
+        }
+        Rule::primary => match p.clone().into_inner().next() {
+            Some(k) => build(k),
+            None => Err(error_at(&p, "empty expression")),
+        },
+        Rule::bool_field => {
+            let fp = p.clone().into_inner().next();
+            let field = match fp {
+                Some(fp) => field(fp)?,
+                None => return Err(error_at(&p, "expected a field")),
+            };
+            if field.ty() != Type::Bool {
+                return Err(error_at(
+                    &p,
+                    format!(
+                        "`{}` is {}, not a boolean: compare it (e.g. `{} eq \"...\"`)",
+                        p.as_str().trim(),
+                        field.ty().name(),
+                        p.as_str().trim()
+                    ),
+                ));
+            }
+            Ok(Node::Test(field, Test::True))
+        }
+        Rule::comparison => comparison(p),
+        _ => Err(error_at(&p, "unexpected token")),
+    }
+}
+
+fn field(p: Pair<'_>) -> Result<Field, FilterError> {
+    let mut name = "";
+    let mut index = None;
+    for k in p.clone().into_inner() {
+        match k.as_rule() {
+            Rule::field_name => name = k.as_str(),
+            Rule::index => {
+                if let Some(s) = k.into_inner().next() {
+                    index = Some(string(s)?);
+                }
+            }
+            _ => {}
+        }
+    }
+    Field::parse(name, index).map_err(|m| error_at(&p, m))
+}
+
+/// The text of a `string` pair, escapes resolved.
+fn string(p: Pair<'_>) -> Result<String, FilterError> {
+    let raw = p.as_str();
+    let inner = raw
+        .strip_prefix('"')
+        .and_then(|s| s.strip_suffix('"'))
+        .unwrap_or(raw);
+    let mut out = Vec::with_capacity(inner.len());
+    let mut bytes = inner.bytes();
+    while let Some(b) = bytes.next() {
+        if b != b'\\' {
+            out.push(b);
+            continue;
+        }
+        match bytes.next() {
+            Some(b'x') => {
+                let hex: Vec<u8> = bytes.by_ref().take(2).collect();
+                let v = std::str::from_utf8(&hex)
+                    .ok()
+                    .filter(|h| h.len() == 2)
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                    .ok_or_else(|| error_at(&p, "`\\x` needs two hex digits"))?;
+                out.push(v);
+            }
+            Some(c @ (b'"' | b'\\')) => out.push(c),
+            Some(c) => {
+                return Err(error_at(
+                    &p,
+                    format!(
+                        "unknown escape `\\{}`: use `\\\"`, `\\\\` or `\\xHH`",
+                        c as char
+                    ),
+                ))
+            }
+            None => return Err(error_at(&p, "a string ends in `\\`")),
+        }
+    }
+    String::from_utf8(out).map_err(|_| error_at(&p, "a string is not UTF-8"))
+}
+
+fn ip(p: &Pair<'_>) -> Result<IpAddr, FilterError> {
+    p.as_str()
+        .parse::<IpAddr>()
+        .map(canonical)
+        .map_err(|_| error_at(p, format!("`{}` is not an IP address", p.as_str())))
+}
+
+fn net(p: &Pair<'_>) -> Result<Net, FilterError> {
+    let s = p.as_str();
+    let (a, len) = s.split_once('/').unwrap_or((s, ""));
+    let addr = a
+        .parse::<IpAddr>()
+        .map(canonical)
+        .map_err(|_| error_at(p, format!("`{a}` is not an IP address")))?;
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    let prefix = len
+        .parse::<u8>()
+        .ok()
+        .filter(|&l| l <= max)
+        .ok_or_else(|| error_at(p, format!("`/{len}`: the prefix length is 0 to {max}")))?;
+    Ok(Net { addr, prefix })
+}
+
+fn int(p: &Pair<'_>) -> Result<i64, FilterError> {
+    p.as_str()
+        .parse::<i64>()
+        .map_err(|_| error_at(p, format!("`{}` is not a 64-bit integer", p.as_str())))
+}
+
+fn range(p: &Pair<'_>) -> Result<(i64, i64), FilterError> {
+    let (a, b) = p.as_str().split_once("..").unwrap_or((p.as_str(), ""));
+    let parse = |s: &str| {
+        s.parse::<i64>()
+            .map_err(|_| error_at(p, format!("`{s}` is not a 64-bit integer")))
+    };
+    let (a, b) = (parse(a)?, parse(b)?);
+    if a > b {
+        return Err(error_at(p, format!("the range {a}..{b} is empty")));
+    }
+    Ok((a, b))
+}
+
+fn comparison(p: Pair<'_>) -> Result<Node, FilterError> {
+    let whole = p.clone();
+    let mut it = p.into_inner();
+    let (Some(fp), Some(op), Some(value)) = (it.next(), it.next(), it.next()) else {
+        return Err(error_at(&whole, "expected `field operator value`"));
+    };
+    let field = field(fp)?;
+    let ty = field.ty();
+    let op_text = op.as_str().to_ascii_lowercase();
+    let Some(v) = value.clone().into_inner().next() else {
+        return Err(error_at(&value, "expected a value"));
+    };
+    let mismatch = |what: &str| {
+        error_at(
+            &value,
+            format!(
+                "`{}` is {}; `{op_text}` cannot take {what}",
+                whole.as_str().split_whitespace().next().unwrap_or(""),
+                ty.name()
+            ),
+        )
+    };
+    let cmp = match op_text.as_str() {
+        "eq" | "==" => Some(Cmp::Eq),
+        "ne" | "!=" => Some(Cmp::Ne),
+        "lt" | "<" => Some(Cmp::Lt),
+        "le" | "<=" => Some(Cmp::Le),
+        "gt" | ">" => Some(Cmp::Gt),
+        "ge" | ">=" => Some(Cmp::Ge),
+        _ => None,
+    };
+    let test = match (op_text.as_str(), ty, v.as_rule()) {
+        (_, Type::Bool, _) => {
+            return Err(error_at(
+                &op,
+                "a boolean field stands alone (`ssl`, `not ssl`)",
+            ))
+        }
+        (_, Type::Bytes, Rule::string) if cmp.is_some() => {
+            Test::Bytes(cmp.unwrap_or(Cmp::Eq), string(v)?.into_bytes())
+        }
+        ("contains", Type::Bytes, Rule::string) => Test::Contains(string(v)?.into_bytes()),
+        ("matches" | "~", Type::Bytes, Rule::string) => {
+            let pattern = string(v.clone())?;
+            let re = regex::bytes::RegexBuilder::new(&pattern)
+                .size_limit(REGEX_SIZE_LIMIT)
+                .build()
+                .map_err(|e| error_at(&v, format!("bad regex: {e}")))?;
+            Test::Matches(re)
+        }
+        ("in", Type::Bytes, Rule::set) => {
+            let mut items = Vec::new();
+            for item in v.into_inner().filter_map(|i| i.into_inner().next()) {
+                if item.as_rule() != Rule::string {
+                    return Err(mismatch("a non-string set member"));
+                }
+                items.push(string(item)?.into_bytes());
+            }
+            Test::InBytes(items)
+        }
+        ("eq" | "==" | "ne" | "!=", Type::Ip, Rule::ip) => {
+            Test::Ip(cmp.unwrap_or(Cmp::Eq), ip(&v)?)
+        }
+        ("in", Type::Ip, Rule::set) => {
+            let mut nets = Vec::new();
+            for item in v.into_inner().filter_map(|i| i.into_inner().next()) {
+                match item.as_rule() {
+                    Rule::cidr => nets.push(net(&item)?),
+                    Rule::ip => {
+                        let addr = ip(&item)?;
+                        let prefix = if addr.is_ipv4() { 32 } else { 128 };
+                        nets.push(Net { addr, prefix });
+                    }
+                    _ => return Err(mismatch("a set member that is not an address or a network")),
+                }
+            }
+            Test::InNets(nets)
+        }
+        (_, Type::Int, Rule::int) if cmp.is_some() => Test::Int(cmp.unwrap_or(Cmp::Eq), int(&v)?),
+        ("in", Type::Int, Rule::set) => {
+            let mut ranges = Vec::new();
+            for item in v.into_inner().filter_map(|i| i.into_inner().next()) {
+                match item.as_rule() {
+                    Rule::int => {
+                        let n = int(&item)?;
+                        ranges.push((n, n));
+                    }
+                    Rule::range => ranges.push(range(&item)?),
+                    _ => return Err(mismatch("a set member that is not an integer or a range")),
+                }
+            }
+            Test::InInts(ranges)
+        }
+        (_, _, Rule::set) => return Err(mismatch("a set (only `in` does)")),
+        (_, Type::Bytes, _) => return Err(mismatch("this value (bytes compare with \"strings\")")),
+        (_, Type::Ip, _) => {
+            return Err(mismatch(
+                "this value (use `eq 10.0.0.1` or `in {10.0.0.0/8 192.0.2.1}`)",
+            ))
+        }
+        (_, Type::Int, _) => {
+            return Err(mismatch(
+                "this value (use an integer, or `in {80 443 8000..8999}`)",
+            ))
+        }
+    };
+    Ok(Node::Test(field, test))
+}
+
+fn eval(n: &Node, r: &RequestView<'_>) -> bool {
+    match n {
+        Node::Or(k) => k.iter().any(|n| eval(n, r)),
+        Node::And(k) => k.iter().all(|n| eval(n, r)),
+        Node::Xor(k) => k.iter().filter(|n| eval(n, r)).count() % 2 == 1,
+        Node::Not(k) => !eval(k, r),
+        Node::Test(f, t) => test(f, t, r),
+    }
+}
+
+fn test(f: &Field, t: &Test, r: &RequestView<'_>) -> bool {
+    // A header field is true when any of its values passes.
+    if let Field::Header(h) = f {
+        return r
+            .headers
+            .get_all(h)
+            .iter()
+            .any(|v| test_bytes(t, v.as_bytes()));
+    }
+    match t {
+        Test::Ip(c, a) => c.holds(&canonical(r.src), a),
+        Test::InNets(nets) => nets.iter().any(|n| n.contains(r.src)),
+        Test::Int(c, v) => c.holds(&i64::from(r.dst_port), v),
+        Test::InInts(ranges) => {
+            let p = i64::from(r.dst_port);
+            ranges.iter().any(|&(a, b)| a <= p && p <= b)
+        }
+        Test::True => r.tls,
+        _ => test_bytes(t, f.bytes(r)),
+    }
+}
+
+fn test_bytes(t: &Test, v: &[u8]) -> bool {
+    match t {
+        Test::Bytes(c, s) => c.holds(v, s.as_slice()),
+        Test::Contains(s) => memchr::memmem::find(v, s).is_some(),
+        Test::Matches(re) => re.is_match(v),
+        Test::InBytes(items) => items.iter().any(|i| i == v),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view<'a>(headers: &'a hyper::HeaderMap, uri: &'a str, src: &str) -> RequestView<'a> {
+        RequestView {
+            host: b"example.com",
+            method: b"GET",
+            uri: uri.as_bytes(),
+            version: b"HTTP/1.1",
+            headers,
+            src: src.parse().unwrap(),
+            dst_port: 8443,
+            tls: true,
+        }
+    }
+
+    fn check(expr: &str, uri: &str, src: &str) -> bool {
+        let mut h = hyper::HeaderMap::new();
+        h.append("user-agent", "curl/8.0".parse().unwrap());
+        h.append("x-tag", "one".parse().unwrap());
+        h.append("x-tag", "two".parse().unwrap());
+        Filter::parse(expr)
+            .unwrap_or_else(|e| panic!("{expr}: {e}"))
+            .matches(&view(&h, uri, src))
+    }
+
+    #[test]
+    fn the_issue_example() {
+        let e = r#"http.request.uri.path matches "^/admin" and not ip.src in {10.0.0.0/8}"#;
+        assert!(check(e, "/admin/users?x=1", "192.0.2.7"));
+        assert!(!check(e, "/admin/users", "10.1.2.3"));
+        assert!(!check(e, "/shop", "192.0.2.7"));
+        // A dual-stack socket reports IPv4 clients as mapped IPv6.
+        assert!(!check(e, "/admin", "::ffff:10.9.9.9"));
+    }
+
+    #[test]
+    fn operators_and_fields() {
+        let cases: &[(&str, bool)] = &[
+            (r#"http.host eq "example.com""#, true),
+            (r#"http.host == "example.org""#, false),
+            (r#"http.host ne "example.org""#, true),
+            (r#"http.request.method in {"GET" "HEAD"}"#, true),
+            (r#"http.request.method in {"POST", "PUT"}"#, false),
+            (r#"http.request.uri.query contains "id=""#, true),
+            (r#"http.request.uri.query eq "id=5""#, true),
+            (r#"http.request.uri ~ "^/a/b\\?""#, true),
+            (r#"http.user_agent matches "(?i)^CURL/""#, true),
+            (r#"http.request.headers["X-Tag"] eq "two""#, true),
+            (r#"http.request.headers["x-missing"] eq """#, false),
+            (r#"http.referer eq """#, true),
+            ("ip.src eq 192.0.2.7", true),
+            ("ip.src ne 192.0.2.7", false),
+            ("ip.src in {2001:db8::/32 192.0.2.0/24}", true),
+            ("tcp.dstport in {80 443 8000..8999}", true),
+            ("tcp.dstport lt 1024", false),
+            ("tcp.dstport ge 8443", true),
+            ("ssl", true),
+            ("not ssl", false),
+            ("!ssl || ssl", true),
+            ("ssl xor ssl", false),
+            ("ssl ^^ not ssl", true),
+            (
+                r#"(http.host eq "x" or ssl) and not (tcp.dstport eq 1)"#,
+                true,
+            ),
+            (r#"http.host eq "x" or ssl and tcp.dstport eq 1"#, false),
+            (r#"http.request.uri.path eq "\x2fa\x2fb""#, true),
+            (r#"http.request.uri.path lt "/b""#, true),
+            ("not not ssl", true),
+        ];
+        for (expr, want) in cases {
+            assert_eq!(check(expr, "/a/b?id=5", "192.0.2.7"), *want, "{expr}");
+        }
+    }
+
+    #[test]
+    fn errors_name_the_place_and_the_fix() {
+        let cases: &[(&str, (usize, usize), &str)] = &[
+            ("http.hots eq \"a\"", (1, 1), "unknown field `http.hots`"),
+            ("ip.src eq \"10.0.0.1\"", (1, 11), "is an IP address"),
+            (
+                "ip.src in {10.0.0.0/33}",
+                (1, 12),
+                "prefix length is 0 to 32",
+            ),
+            ("http.host contains 5", (1, 20), "bytes compare with"),
+            ("http.host matches \"(\"", (1, 19), "bad regex"),
+            ("http.host eq", (1, 13), "syntax error"),
+            ("ssl eq 1", (1, 5), "boolean field stands alone"),
+            ("http.host", (1, 1), "not a boolean"),
+            ("tcp.dstport in {5..1}", (1, 17), "is empty"),
+            (
+                "http.host eq \"a\" and\n  http.cookie eq \"\\q\"",
+                (2, 18),
+                "unknown escape",
+            ),
+            (
+                "http.request.headers eq \"a\"",
+                (1, 1),
+                "needs a header name",
+            ),
+            (
+                "http.host in {\"a\" 10.0.0.1}",
+                (1, 14),
+                "non-string set member",
+            ),
+            ("", (1, 1), "syntax error"),
+        ];
+        for (expr, at, text) in cases {
+            let e = Filter::parse(expr).expect_err(expr);
+            assert_eq!((e.line, e.col), *at, "{expr}: {e}");
+            assert!(e.message.contains(text), "{expr}: {e}");
+        }
+    }
+
+    #[test]
+    fn hostile_expressions_are_errors_not_panics() {
+        let ok = format!("{}ssl{}", "(".repeat(60), ")".repeat(60));
+        assert!(Filter::parse(&ok).is_ok());
+        let deep = format!("{}ssl{}", "(".repeat(10_000), ")".repeat(10_000));
+        let e = Filter::parse(&deep).expect_err("too deep");
+        assert!(e.message.contains("nested"), "{e}");
+        let nots = format!("{}ssl", "not ".repeat(100_000));
+        assert!(
+            Filter::parse(&nots).is_err(),
+            "`not` chains are bounded by length"
+        );
+        let nots = format!("{}ssl", "! ".repeat(30_001));
+        assert!(!Filter::parse(&nots).expect("parses").matches(&{
+            let h = Box::leak(Box::new(hyper::HeaderMap::new()));
+            view(h, "/", "192.0.2.1")
+        }));
+        for bad in [
+            "((((",
+            "\"",
+            "{",
+            "http.host in {",
+            "ip.src in {::::::/1}",
+            "\u{0}",
+            "tcp.dstport eq 99999999999999999999",
+            "http.host eq \"\\x4\"",
+            "http.host matches \"a{100000}{100000}\"",
+        ] {
+            assert!(Filter::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+}

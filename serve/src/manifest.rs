@@ -1,0 +1,411 @@
+//! The YAML manifest (`waf serve --config waf.yaml`): listener, upstreams,
+//! logs, timeouts, and sites with their rules, engine mode, paranoia level,
+//! exceptions and custom rules. See `docs/serve.md` for the reference.
+
+use crate::filter::{Filter, FilterError};
+use crate::proxy::Upstream;
+use crate::rules::{RuleSource, Rules};
+use crate::site::{CustomAction, CustomRule, Exception, Site, Sites};
+use crate::{Config, OnError};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use waf_compiler::CompileError;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    listen: SocketAddr,
+    #[serde(default)]
+    tls: Option<TlsFile>,
+    #[serde(default)]
+    admin: Option<SocketAddr>,
+    #[serde(default)]
+    error_log: Option<PathBuf>,
+    #[serde(default)]
+    audit_log: Option<PathBuf>,
+    #[serde(default)]
+    timeouts: TimeoutsFile,
+    #[serde(default)]
+    max_request_body: Option<usize>,
+    #[serde(default)]
+    on_error: Option<String>,
+    #[serde(default)]
+    time_budget_ms: Option<u64>,
+    upstreams: BTreeMap<String, String>,
+    sites: Vec<SiteFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TlsFile {
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct TimeoutsFile {
+    header: Option<u64>,
+    body: Option<u64>,
+    upstream: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SiteFile {
+    name: String,
+    #[serde(default)]
+    when: Option<String>,
+    upstream: String,
+    #[serde(default)]
+    rules: Option<Vec<String>>,
+    #[serde(default)]
+    engine: Option<String>,
+    #[serde(default)]
+    paranoia: Option<u8>,
+    #[serde(default)]
+    exceptions: Vec<ExceptionFile>,
+    #[serde(default)]
+    custom: Vec<CustomFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExceptionFile {
+    when: String,
+    #[serde(default)]
+    remove_ids: Vec<IdSpec>,
+    #[serde(default)]
+    remove_tags: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum IdSpec {
+    One(u64),
+    Range(String),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CustomFile {
+    name: String,
+    when: String,
+    action: String,
+    #[serde(default)]
+    status: Option<u16>,
+}
+
+/// A manifest that could not be used: the file, where in it, and why.
+#[derive(Debug)]
+pub enum ManifestError {
+    /// The file could not be read or is not a valid manifest.
+    Invalid {
+        /// The manifest.
+        path: PathBuf,
+        /// Where in it (`sites[1].when`), if known.
+        at: String,
+        /// What is wrong, with a hint.
+        message: String,
+    },
+    /// A site's rules did not compile.
+    Rules {
+        /// The site.
+        site: String,
+        /// The diagnostics.
+        error: CompileError,
+    },
+}
+
+impl std::fmt::Display for ManifestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ManifestError::Invalid { path, at, message } if at.is_empty() => {
+                write!(f, "{}: {message}", path.display())
+            }
+            ManifestError::Invalid { path, at, message } => {
+                write!(f, "{}: {at}: {message}", path.display())
+            }
+            ManifestError::Rules { site, error } => {
+                write!(f, "site `{site}`: the rules have errors:\n{error}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ManifestError {}
+
+/// A manifest, read and checked, its rules compiled.
+pub struct Manifest {
+    /// Listener, timeouts, limits, admin address.
+    pub config: Config,
+    /// The sites, in order.
+    pub sites: Sites,
+    /// `error_log`, relative to the manifest's directory.
+    pub error_log: Option<PathBuf>,
+    /// `audit_log`.
+    pub audit_log: Option<PathBuf>,
+    /// `tls`: certificate chain and key files (PEM).
+    pub tls: Option<(PathBuf, PathBuf)>,
+}
+
+/// Rule ids the manifest's own settings use (outside CRS's and the usual
+/// local ranges).
+const PARANOIA_RULE_ID: u64 = 4_000_000_001;
+
+impl Manifest {
+    /// Reads `path`, checks it and compiles every site's rules (sites naming
+    /// the same rules, engine mode and paranoia level share one ruleset).
+    pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
+        let invalid = |at: &str, message: String| ManifestError::Invalid {
+            path: path.to_path_buf(),
+            at: at.to_string(),
+            message,
+        };
+        let text =
+            std::fs::read_to_string(path).map_err(|e| invalid("", format!("cannot read: {e}")))?;
+        let file: File = serde_saphyr::from_str(&text).map_err(|e| invalid("", e.to_string()))?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let resolve = |p: &Path| {
+            if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                dir.join(p)
+            }
+        };
+
+        let mut upstreams: BTreeMap<&str, Arc<Upstream>> = BTreeMap::new();
+        for (name, url) in &file.upstreams {
+            let uri: hyper::Uri = url
+                .parse()
+                .map_err(|e| invalid(&format!("upstreams.{name}"), format!("`{url}`: {e}")))?;
+            let up = Upstream::new(&uri).map_err(|m| invalid(&format!("upstreams.{name}"), m))?;
+            upstreams.insert(name, Arc::new(up));
+        }
+        let first_upstream = file
+            .upstreams
+            .values()
+            .next()
+            .ok_or_else(|| invalid("upstreams", "name at least one upstream".into()))?;
+        if file.sites.is_empty() {
+            return Err(invalid(
+                "sites",
+                "name at least one site (a site without `when` takes every request)".into(),
+            ));
+        }
+
+        let mut compiled: Vec<(String, Arc<Rules>)> = Vec::new();
+        let mut sites = Vec::new();
+        let mut names = Vec::new();
+        for (i, s) in file.sites.iter().enumerate() {
+            let at = |field: &str| format!("sites[{i}] ({}).{field}", s.name);
+            if names.contains(&s.name.as_str()) {
+                return Err(invalid(
+                    &at("name"),
+                    format!("a second site named `{}`", s.name),
+                ));
+            }
+            names.push(&s.name);
+            let filter = |field: &str, e: &str| {
+                Filter::parse(e).map_err(|err: FilterError| invalid(&at(field), err.to_string()))
+            };
+            let when = s.when.as_deref().map(|e| filter("when", e)).transpose()?;
+            let upstream = upstreams.get(s.upstream.as_str()).cloned().ok_or_else(|| {
+                let known: Vec<&str> = upstreams.keys().copied().collect();
+                invalid(
+                    &at("upstream"),
+                    format!(
+                        "no upstream named `{}`; the upstreams are {}",
+                        s.upstream,
+                        known.join(", ")
+                    ),
+                )
+            })?;
+            let text = site_rules_text(s, &resolve).map_err(|m| invalid(&at("rules"), m))?;
+            let rules = match compiled.iter().find(|(t, _)| *t == text) {
+                Some((_, r)) => r.clone(),
+                None => {
+                    let source = RuleSource::Text {
+                        name: path.display().to_string(),
+                        text: text.clone(),
+                    };
+                    let r =
+                        Arc::new(Rules::load(source).map_err(|error| ManifestError::Rules {
+                            site: s.name.clone(),
+                            error,
+                        })?);
+                    compiled.push((text, r.clone()));
+                    r
+                }
+            };
+            let mut exceptions = Vec::new();
+            for (j, e) in s.exceptions.iter().enumerate() {
+                let field = format!("exceptions[{j}]");
+                let mut remove_ids = Vec::new();
+                for id in &e.remove_ids {
+                    remove_ids.push(id_range(id).map_err(|m| invalid(&at(&field), m))?);
+                }
+                if remove_ids.is_empty() && e.remove_tags.is_empty() {
+                    return Err(invalid(
+                        &at(&field),
+                        "an exception removes something: `remove_ids: [942100, \"942200-942299\"]` or `remove_tags: [attack-sqli]`".into(),
+                    ));
+                }
+                exceptions.push(Exception {
+                    when: filter(&format!("{field}.when"), &e.when)?,
+                    remove_ids,
+                    remove_tags: e.remove_tags.clone(),
+                });
+            }
+            let mut custom = Vec::new();
+            for (j, c) in s.custom.iter().enumerate() {
+                let field = format!("custom[{j}]");
+                let action = match (c.action.to_ascii_lowercase().as_str(), c.status) {
+                    ("block", status) => {
+                        let status = status.unwrap_or(403);
+                        if !(400..=599).contains(&status) {
+                            return Err(invalid(
+                                &at(&field),
+                                format!("status {status}: a block answers 4xx or 5xx"),
+                            ));
+                        }
+                        CustomAction::Block(status)
+                    }
+                    ("allow", None) => CustomAction::Allow,
+                    ("log", None) => CustomAction::Log,
+                    ("allow" | "log", Some(_)) => {
+                        return Err(invalid(&at(&field), "only `block` takes a status".into()))
+                    }
+                    (other, _) => {
+                        return Err(invalid(
+                            &at(&field),
+                            format!("unknown action `{other}`: use block, allow or log"),
+                        ))
+                    }
+                };
+                custom.push(CustomRule {
+                    name: format!("{}/{}", s.name, c.name),
+                    when: filter(&format!("{field}.when"), &c.when)?,
+                    action,
+                });
+            }
+            sites.push(Site {
+                name: s.name.clone(),
+                when,
+                rules,
+                upstream,
+                custom,
+                exceptions,
+            });
+        }
+
+        let upstream_uri: hyper::Uri = first_upstream
+            .parse()
+            .map_err(|e| invalid("upstreams", format!("{e}")))?;
+        let mut config = Config::new(file.listen, upstream_uri);
+        config.admin = file.admin;
+        if let Some(s) = file.timeouts.header {
+            config.header_timeout = Duration::from_secs(s);
+        }
+        if let Some(s) = file.timeouts.body {
+            config.body_timeout = Duration::from_secs(s);
+        }
+        if let Some(s) = file.timeouts.upstream {
+            config.upstream_timeout = Duration::from_secs(s);
+        }
+        if let Some(m) = file.max_request_body {
+            config.max_request_body = m;
+        }
+        config.on_error = match file
+            .on_error
+            .as_deref()
+            .map(str::to_ascii_lowercase)
+            .as_deref()
+        {
+            None | Some("closed") => OnError::Closed,
+            Some("open") => OnError::Open,
+            Some(other) => {
+                return Err(invalid(
+                    "on_error",
+                    format!("`{other}`: use `closed` (the default) or `open`"),
+                ))
+            }
+        };
+        config.time_budget = file.time_budget_ms.map(Duration::from_millis);
+        Ok(Manifest {
+            config,
+            sites: Sites { list: sites },
+            error_log: file.error_log.as_deref().map(resolve),
+            audit_log: file.audit_log.as_deref().map(resolve),
+            tls: file.tls.map(|t| (resolve(&t.cert), resolve(&t.key))),
+        })
+    }
+}
+
+/// `942100` or `"942100-942199"`.
+fn id_range(id: &IdSpec) -> Result<(u64, u64), String> {
+    match id {
+        IdSpec::One(n) => Ok((*n, *n)),
+        IdSpec::Range(s) => {
+            let (a, b) = s.split_once('-').unwrap_or((s, s));
+            match (a.trim().parse::<u64>(), b.trim().parse::<u64>()) {
+                (Ok(a), Ok(b)) if a <= b => Ok((a, b)),
+                _ => Err(format!("`{s}` is not a rule id or a range `first-last`")),
+            }
+        }
+    }
+}
+
+/// The SecLang a site compiles: its paranoia level as TX variables set
+/// before any rule runs, its rule files (or the embedded default ruleset),
+/// then its engine mode, which overrides the files' `SecRuleEngine`.
+fn site_rules_text(s: &SiteFile, resolve: &dyn Fn(&Path) -> PathBuf) -> Result<String, String> {
+    let mut text = String::new();
+    if let Some(pl) = s.paranoia {
+        if !(1..=4).contains(&pl) {
+            return Err(format!("paranoia {pl}: CRS has levels 1 to 4"));
+        }
+        // CRS's initialization (rule 901200 and the like) keeps values set
+        // before it; a crs-setup that sets them itself (rule 900000) wins.
+        text.push_str(&format!(
+            "SecAction \"id:{PARANOIA_RULE_ID},phase:1,pass,nolog,setvar:tx.blocking_paranoia_level={pl},setvar:tx.detection_paranoia_level={pl}\"\n"
+        ));
+    }
+    match &s.rules {
+        None => {
+            text.push_str(waf_engine::DEFAULT_RULES);
+            text.push('\n');
+        }
+        Some(files) if files.is_empty() => {
+            return Err(
+                "list rule files, or leave `rules` out for the embedded default ruleset".into(),
+            )
+        }
+        Some(files) => {
+            for f in files {
+                let p = resolve(Path::new(f));
+                let p = p.display().to_string();
+                if p.contains('"') || p.contains('\n') {
+                    return Err(format!(
+                        "`{p}`: a rule path cannot hold `\"` or a line break"
+                    ));
+                }
+                text.push_str(&format!("Include \"{p}\"\n"));
+            }
+        }
+    }
+    if let Some(mode) = &s.engine {
+        let mode = match mode.to_ascii_lowercase().as_str() {
+            "on" => "On",
+            "detectiononly" => "DetectionOnly",
+            "off" => "Off",
+            _ => return Err(format!("engine `{mode}`: use On, DetectionOnly or Off")),
+        };
+        text.push_str(&format!("SecRuleEngine {mode}\n"));
+    }
+    Ok(text)
+}

@@ -1,0 +1,137 @@
+//! Sites: which rules, exceptions and upstream a request gets, chosen by
+//! host and path with filter expressions (the manifest's `sites`).
+
+use crate::filter::{Filter, RequestView};
+use crate::proxy::Upstream;
+use crate::rules::Rules;
+use std::sync::Arc;
+use waf_engine::Transaction;
+
+/// Rules removed for the requests an exception's filter matches.
+#[derive(Clone, Debug)]
+pub struct Exception {
+    /// Which requests.
+    pub when: Filter,
+    /// Rule id ranges removed (`first..=last`).
+    pub remove_ids: Vec<(u64, u64)>,
+    /// Rule tags removed.
+    pub remove_tags: Vec<String>,
+}
+
+/// What a custom rule does to the requests its filter matches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CustomAction {
+    /// Answer with this status at once; nothing reaches the upstream.
+    Block(u16),
+    /// No SecLang rule runs for the request (the proxy's own limits still
+    /// apply).
+    Allow,
+    /// Only write a line to the error log, then go on.
+    Log,
+}
+
+/// A custom rule: the first whose filter matches acts (`log` rules do not
+/// stop the search).
+#[derive(Clone, Debug)]
+pub struct CustomRule {
+    /// A name for logs and metrics (`site/name`).
+    pub name: String,
+    /// Which requests.
+    pub when: Filter,
+    /// What happens to them.
+    pub action: CustomAction,
+}
+
+/// One site.
+pub struct Site {
+    /// The site's name (logs, metrics).
+    pub name: String,
+    /// Which requests belong to the site; `None`: every request.
+    pub when: Option<Filter>,
+    /// Its rules (shared with other sites that name the same rules).
+    pub rules: Arc<Rules>,
+    pub(crate) upstream: Arc<Upstream>,
+    /// Custom rules, in order, before the SecLang rules.
+    pub custom: Vec<CustomRule>,
+    /// Exceptions, applied before phase 1.
+    pub exceptions: Vec<Exception>,
+}
+
+impl Site {
+    /// The first custom rule that blocks or allows the request, after
+    /// calling `logged` for each `log` rule met on the way.
+    pub(crate) fn custom_action<'s>(
+        &'s self,
+        r: &RequestView<'_>,
+        mut logged: impl FnMut(&'s CustomRule),
+    ) -> Option<&'s CustomRule> {
+        for c in &self.custom {
+            if c.when.matches(r) {
+                if c.action == CustomAction::Log {
+                    logged(c);
+                } else {
+                    return Some(c);
+                }
+            }
+        }
+        None
+    }
+
+    /// Applies the exceptions whose filters match to `tx`.
+    pub(crate) fn apply_exceptions<'s>(&'s self, r: &RequestView<'_>, tx: &mut Transaction<'s>) {
+        for e in self.exceptions.iter().filter(|e| e.when.matches(r)) {
+            for &(a, b) in &e.remove_ids {
+                tx.remove_rules_by_id(a, b);
+            }
+            for t in &e.remove_tags {
+                tx.remove_rules_by_tag(t);
+            }
+        }
+    }
+}
+
+/// The sites, tried in order: a request goes to the first whose filter
+/// matches.
+pub struct Sites {
+    pub(crate) list: Vec<Site>,
+}
+
+impl Sites {
+    /// One site for every request: `rules` in front of `upstream` (what
+    /// `waf serve -c ... --upstream ...` runs).
+    pub fn single(rules: Arc<Rules>, upstream: &hyper::Uri) -> Result<Sites, String> {
+        Ok(Sites {
+            list: vec![Site {
+                name: "default".into(),
+                when: None,
+                rules,
+                upstream: Arc::new(Upstream::new(upstream)?),
+                custom: Vec::new(),
+                exceptions: Vec::new(),
+            }],
+        })
+    }
+
+    /// The site a request belongs to.
+    pub(crate) fn select(&self, r: &RequestView<'_>) -> Option<&Site> {
+        self.list
+            .iter()
+            .find(|s| s.when.as_ref().is_none_or(|f| f.matches(r)))
+    }
+
+    /// Every site's rules, each once (sites may share them).
+    pub fn rules(&self) -> Vec<Arc<Rules>> {
+        let mut out: Vec<Arc<Rules>> = Vec::new();
+        for s in &self.list {
+            if !out.iter().any(|r| Arc::ptr_eq(r, &s.rules)) {
+                out.push(s.rules.clone());
+            }
+        }
+        out
+    }
+
+    /// The sites' names, in order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.list.iter().map(|s| s.name.as_str())
+    }
+}

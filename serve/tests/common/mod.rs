@@ -1,0 +1,135 @@
+//! What the loopback tests share: a real backend, a log sink, a client.
+
+#![allow(dead_code)]
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The backend: counts requests; `/leak` answers a secret in HTML, `/events`
+/// an event stream, anything else echoes the request body.
+pub async fn backend(hits: Arc<AtomicUsize>) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let hits = hits.clone();
+            tokio::spawn(async move {
+                let service =
+                    hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                        let hits = hits.clone();
+                        async move {
+                            hits.fetch_add(1, Ordering::SeqCst);
+                            let path = req.uri().path().to_string();
+                            if path == "/slow" {
+                                tokio::time::sleep(Duration::from_secs(3)).await;
+                            }
+                            let body = req
+                                .into_body()
+                                .collect()
+                                .await
+                                .map(|b| b.to_bytes())
+                                .unwrap_or_default();
+                            let (ctype, text) = match path.as_str() {
+                                "/leak" => ("text/html", Bytes::from_static(b"<p>SECRET-LEAK</p>")),
+                                "/events" => (
+                                    "text/event-stream",
+                                    Bytes::from_static(b"data: SECRET-LEAK\n\n"),
+                                ),
+                                _ => (
+                                    "text/html",
+                                    if body.is_empty() {
+                                        Bytes::from_static(b"hello from backend")
+                                    } else {
+                                        body
+                                    },
+                                ),
+                            };
+                            let mut r = Response::new(Full::new(text));
+                            r.headers_mut()
+                                .insert("content-type", ctype.parse().expect("header"));
+                            Ok::<_, std::convert::Infallible>(r)
+                        }
+                    });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+/// A `Write` the test can read back.
+#[derive(Clone, Default)]
+pub struct Shared(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Shared {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .map_err(|_| std::io::ErrorKind::Other)?
+            .extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Shared {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().expect("lock")).into_owned()
+    }
+}
+
+/// A request with `Host: example.com` and a form body; the status, headers
+/// and body of the answer.
+pub async fn send(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> Result<(StatusCode, hyper::HeaderMap, String), String> {
+    send_to_host(addr, "example.com", method, path, body).await
+}
+
+/// [`send`] with another `Host`.
+pub async fn send_to_host(
+    addr: SocketAddr,
+    host: &str,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> Result<(StatusCode, hyper::HeaderMap, String), String> {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let req = Request::builder()
+        .method(method)
+        .uri(format!("http://{addr}{path}"))
+        .header("host", host)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .map_err(|e| e.to_string())?;
+    let r = tokio::time::timeout(Duration::from_secs(10), client.request(req))
+        .await
+        .map_err(|_| "timeout".to_string())?
+        .map_err(|e| e.to_string())?;
+    let (parts, body) = r.into_parts();
+    let bytes = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
+    Ok((
+        parts.status,
+        parts.headers,
+        String::from_utf8_lossy(&bytes).into_owned(),
+    ))
+}

@@ -1,0 +1,358 @@
+//! The YAML manifest end to end on loopback: sites chosen by filter
+//! expressions, each with its rules, engine mode, paranoia level, exceptions
+//! and custom rules; reload of the manifest; TLS; and the errors a broken
+//! manifest gets.
+
+use hyper::StatusCode;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+use std::time::Duration;
+use waf_serve::{ErrorLog, Logs, Manifest, ManifestError, Server, SitesSource};
+
+mod common;
+use common::{backend, send_to_host, Shared};
+
+/// A fresh directory for one test's files.
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("waf-serve-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("scratch dir");
+    d
+}
+
+const SHOP_RULES: &str = r#"
+SecRuleEngine On
+SecRule ARGS "@contains attack" "id:100,phase:1,deny,status:403,log,tag:'attack-sqli',msg:'attack'"
+SecRule ARGS "@contains evil" "id:101,phase:1,deny,status:403,log,tag:'attack-xss'"
+SecRule TX:blocking_paranoia_level "@ge 2" "id:102,phase:1,chain,deny,status:418,log"
+SecRule ARGS:pl "@streq check" "t:none"
+"#;
+
+fn manifest_text(upstream: SocketAddr, block_admin: &str) -> String {
+    format!(
+        r#"
+listen: 127.0.0.1:0
+upstreams:
+  app: http://{upstream}
+sites:
+  - name: shop
+    when: 'http.host eq "shop.example"'
+    upstream: app
+    rules: [shop.conf]
+    paranoia: 2
+    exceptions:
+      - when: 'http.request.uri.path eq "/search"'
+        remove_tags: [attack-sqli]
+      - when: 'http.request.uri.path eq "/comment"'
+        remove_ids: [101, "200-300"]
+    custom:
+      - name: admin-from-outside
+        when: 'http.request.uri.path matches "^/admin" and not ip.src in {{{block_admin}}}'
+        action: block
+        status: 403
+      - name: probes
+        when: 'http.user_agent contains "probe"'
+        action: log
+      - name: health
+        when: 'http.request.uri.path eq "/health"'
+        action: allow
+  - name: blog
+    when: 'http.host in {{"blog.example" "www.blog.example"}}'
+    upstream: app
+    rules: [shop.conf]
+    engine: DetectionOnly
+"#
+    )
+}
+
+struct Running {
+    server: Server,
+    log: Shared,
+    manifest: PathBuf,
+}
+
+async fn start(dir: &Path, block_admin: &str) -> Running {
+    let up = backend(Arc::new(AtomicUsize::new(0))).await;
+    std::fs::write(dir.join("shop.conf"), SHOP_RULES).expect("write rules");
+    let manifest = dir.join("waf.yaml");
+    std::fs::write(&manifest, manifest_text(up, block_admin)).expect("write manifest");
+    let m = Manifest::load(&manifest).unwrap_or_else(|e| panic!("{e}"));
+    let log = Shared::default();
+    let logs = Logs {
+        error: ErrorLog::to_writer(Box::new(log.clone())),
+        audit: None,
+    };
+    let server = Server::start_sites(
+        m.config,
+        m.sites,
+        SitesSource::Manifest(manifest.clone()),
+        None,
+        logs,
+    )
+    .await
+    .expect("start");
+    Running {
+        server,
+        log,
+        manifest,
+    }
+}
+
+async fn status(addr: SocketAddr, host: &str, path: &str) -> StatusCode {
+    send_to_host(addr, host, "GET", path, "")
+        .await
+        .unwrap_or_else(|e| panic!("{host}{path}: {e}"))
+        .0
+}
+
+#[tokio::test]
+async fn sites_exceptions_custom_rules_paranoia_and_engine_mode() {
+    let dir = scratch("sites");
+    let r = start(&dir, "10.0.0.0/8").await;
+    let a = r.server.addr();
+    let shop = "shop.example";
+    assert_eq!(status(a, shop, "/?q=garden").await, StatusCode::OK);
+    assert_eq!(status(a, shop, "/?q=attack").await, StatusCode::FORBIDDEN);
+    // Exceptions: by tag on /search, by id on /comment; only there.
+    assert_eq!(status(a, shop, "/search?q=attack").await, StatusCode::OK);
+    assert_eq!(
+        status(a, shop, "/search?q=evil").await,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(status(a, shop, "/comment?q=evil").await, StatusCode::OK);
+    assert_eq!(
+        status(a, shop, "/comment?q=attack").await,
+        StatusCode::FORBIDDEN
+    );
+    // Custom rules: block /admin from outside 10/8 (the client is 127.0.0.1),
+    // allow /health whatever it carries.
+    assert_eq!(status(a, shop, "/admin/users").await, StatusCode::FORBIDDEN);
+    assert_eq!(status(a, shop, "/health?q=attack").await, StatusCode::OK);
+    // paranoia: 2 reaches the rules as TX:blocking_paranoia_level.
+    assert_eq!(status(a, shop, "/?pl=check").await, StatusCode::IM_A_TEAPOT);
+    // The blog runs the same rules in DetectionOnly: logged, not blocked;
+    // no paranoia set there.
+    assert_eq!(
+        status(a, "www.blog.example", "/?q=attack").await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        status(a, "blog.example", "/?pl=check").await,
+        StatusCode::OK
+    );
+    // No site takes this host.
+    assert_eq!(status(a, "other.example", "/").await, StatusCode::NOT_FOUND);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let log = r.log.text();
+    assert!(
+        log.contains("custom rule \"shop/admin-from-outside\" blocked with 403"),
+        "{log}"
+    );
+    // Rule 100 matched on the shop (blocked) and on the blog (logged only).
+    let hits = log
+        .lines()
+        .filter(|l| l.contains("[id \"100\"]") && l.contains("[uri \"/?q=attack\"]"))
+        .count();
+    assert!(hits >= 2, "{log}");
+}
+
+#[tokio::test]
+async fn a_reload_reads_the_manifest_again_and_a_broken_one_changes_nothing() {
+    let dir = scratch("reload");
+    let r = start(&dir, "10.0.0.0/8").await;
+    let a = r.server.addr();
+    assert_eq!(
+        status(a, "shop.example", "/admin").await,
+        StatusCode::FORBIDDEN
+    );
+    // Allow loopback to /admin.
+    let text = std::fs::read_to_string(&r.manifest).expect("read");
+    std::fs::write(
+        &r.manifest,
+        text.replace("{10.0.0.0/8}", "{10.0.0.0/8 127.0.0.1}"),
+    )
+    .expect("write");
+    r.server.reload().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(status(a, "shop.example", "/admin").await, StatusCode::OK);
+    // A broken filter: refused, the running sites stay.
+    let text = std::fs::read_to_string(&r.manifest).expect("read");
+    std::fs::write(
+        &r.manifest,
+        text.replace("matches \"^/admin\"", "matches \"(\""),
+    )
+    .expect("write");
+    let e = r.server.reload().expect_err("broken manifest");
+    assert!(e.to_string().contains("bad regex"), "{e}");
+    assert_eq!(status(a, "shop.example", "/admin").await, StatusCode::OK);
+    assert_eq!(
+        status(a, "shop.example", "/?q=attack").await,
+        StatusCode::FORBIDDEN
+    );
+}
+
+fn load_err(dir: &Path, text: &str) -> String {
+    let p = dir.join("bad.yaml");
+    std::fs::write(&p, text).expect("write");
+    match Manifest::load(&p) {
+        Ok(_) => panic!("accepted:\n{text}"),
+        Err(ManifestError::Rules { site, error }) => format!("site {site}: {error}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn broken_manifests_say_where_and_why() {
+    let dir = scratch("errors");
+    std::fs::write(dir.join("ok.conf"), "SecRuleEngine On\n").expect("write");
+    std::fs::write(
+        dir.join("broken.conf"),
+        "SecRule ARGS \"@nope x\" \"id:1\"\n",
+    )
+    .expect("write");
+    let base = "listen: 127.0.0.1:0\nupstreams:\n  app: http://127.0.0.1:9\n";
+    let cases: &[(&str, &str)] = &[
+        ("sites:\n  - name: a\n    upstream: app\n    when: 'http.hots eq \"x\"'\n", "sites[0] (a).when: 1:1: unknown field `http.hots`"),
+        ("sites:\n  - name: a\n    upstream: nope\n", "no upstream named `nope`; the upstreams are app"),
+        ("sites:\n  - name: a\n    upstream: app\n    paranoia: 5\n", "paranoia 5: CRS has levels 1 to 4"),
+        ("sites:\n  - name: a\n    upstream: app\n    engine: Maybe\n", "engine `Maybe`"),
+        ("sites:\n  - name: a\n    upstream: app\n    colour: red\n", "colour"),
+        ("sites:\n  - name: a\n    upstream: app\n  - name: a\n    upstream: app\n", "a second site named `a`"),
+        ("sites:\n  - name: a\n    upstream: app\n    exceptions:\n      - when: ssl\n", "an exception removes something"),
+        ("sites:\n  - name: a\n    upstream: app\n    exceptions:\n      - when: ssl\n        remove_ids: [\"9-1\"]\n", "`9-1` is not a rule id or a range"),
+        ("sites:\n  - name: a\n    upstream: app\n    custom:\n      - name: c\n        when: ssl\n        action: explode\n", "unknown action `explode`"),
+        ("sites:\n  - name: a\n    upstream: app\n    custom:\n      - name: c\n        when: ssl\n        action: block\n        status: 200\n", "a block answers 4xx or 5xx"),
+        ("sites:\n  - name: a\n    upstream: app\n    rules: [broken.conf]\n", "site a: "),
+        ("sites:\n  - name: a\n    upstream: app\n    rules: [missing.conf]\n", "site a: "),
+        ("sites: []\n", "name at least one site"),
+    ];
+    for (sites, want) in cases {
+        let e = load_err(&dir, &format!("{base}{sites}"));
+        assert!(e.contains(want), "want {want:?} in:\n{e}");
+    }
+    let e = load_err(&dir, "listen: nowhere\n");
+    assert!(e.contains("bad.yaml"), "{e}");
+    // On a good manifest, rules: [ok.conf] compiles.
+    let p = dir.join("good.yaml");
+    std::fs::write(
+        &p,
+        format!("{base}sites:\n  - name: a\n    upstream: app\n    rules: [ok.conf]\n"),
+    )
+    .expect("write");
+    assert!(Manifest::load(&p).is_ok());
+}
+
+/// A self-signed certificate for `localhost`, made by the openssl command.
+fn self_signed(dir: &Path) -> Option<(PathBuf, PathBuf)> {
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let ok = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost",
+            "-addext",
+            "basicConstraints=critical,CA:FALSE",
+            "-addext",
+            "extendedKeyUsage=serverAuth",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    ok.then_some((cert, key))
+}
+
+#[tokio::test]
+async fn tls_listener_serves_http1_and_http2_and_ssl_is_true() {
+    use tokio_rustls::rustls;
+    let dir = scratch("tls");
+    let Some((cert, _key)) = self_signed(&dir) else {
+        eprintln!("SKIP tls_listener_serves_http1_and_http2_and_ssl_is_true: no openssl command to make a certificate");
+        assert!(
+            std::env::var_os("WAF_REQUIRE_TLS_TOOLS").is_none(),
+            "openssl is required"
+        );
+        return;
+    };
+    let up = backend(Arc::new(AtomicUsize::new(0))).await;
+    let manifest = dir.join("waf.yaml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "listen: 127.0.0.1:0\ntls:\n  cert: cert.pem\n  key: key.pem\nupstreams:\n  app: http://{up}\nsites:\n  - name: secure\n    when: ssl\n    upstream: app\n    custom:\n      - name: no-plain\n        when: not ssl\n        action: block\n"
+        ),
+    )
+    .expect("write");
+    let m = Manifest::load(&manifest).unwrap_or_else(|e| panic!("{e}"));
+    let (c, k) = m.tls.clone().expect("tls in the manifest");
+    let acceptor = waf_serve::tls::acceptor(&c, &k).expect("acceptor");
+    let server = Server::start_sites(
+        m.config,
+        m.sites,
+        SitesSource::Manifest(manifest),
+        Some(acceptor),
+        Logs {
+            error: ErrorLog::to_writer(Box::new(std::io::sink())),
+            audit: None,
+        },
+    )
+    .await
+    .expect("start");
+    let mut roots = rustls::RootCertStore::empty();
+    let pem = std::fs::read(&cert).expect("cert");
+    use rustls::pki_types::pem::PemObject;
+    for c in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
+        roots.add(c.expect("pem")).expect("root");
+    }
+    for (alpn, want) in [(b"http/1.1".to_vec(), "HTTP/1.1"), (b"h2".to_vec(), "h2")] {
+        let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots.clone())
+        .with_no_client_auth();
+        cfg.alpn_protocols = vec![alpn];
+        let connector = tokio_rustls::TlsConnector::from(Arc::new(cfg));
+        let tcp = tokio::net::TcpStream::connect(server.addr())
+            .await
+            .expect("connect");
+        let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
+        let tls = connector.connect(name, tcp).await.expect("handshake");
+        let io = hyper_util::rt::TokioIo::new(tls);
+        let req = hyper::Request::builder()
+            .uri(format!("https://localhost:{}/hello", server.addr().port()))
+            .header("host", "localhost")
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .expect("request");
+        let status = if want == "h2" {
+            let (mut send, conn) =
+                hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), io)
+                    .await
+                    .expect("h2 handshake");
+            tokio::spawn(conn);
+            send.send_request(req).await.expect("response").status()
+        } else {
+            let (mut send, conn) = hyper::client::conn::http1::handshake(io)
+                .await
+                .expect("h1 handshake");
+            tokio::spawn(conn);
+            send.send_request(req).await.expect("response").status()
+        };
+        assert_eq!(status, StatusCode::OK, "{want}");
+    }
+}
