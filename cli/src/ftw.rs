@@ -22,9 +22,24 @@ pub struct TestArgs {
 
 #[derive(clap::Subcommand, Debug)]
 pub enum TestSuite {
-    /// Run go-ftw YAML regression tests (e.g. CRS's) in-process.
+    /// Run go-ftw YAML regression tests (e.g. CRS's) in-process, or over HTTP against a running WAF (--http).
     #[command(after_long_help = after_help(), after_help = SHORT_HELP)]
     Ftw(Args),
+    /// Serve CRS's test backend (albedo's behaviour: `POST /reflect` answers the response its JSON body describes, anything else an empty 200), for `waf test ftw --http`.
+    #[command(after_help = crate::help!(
+        "  waf test backend --listen 127.0.0.1:9000 &
+  waf serve -c /tmp/crs-test.conf --upstream http://127.0.0.1:9000 --error-log /tmp/waf.log &
+  waf test ftw --crs ../shared/crs --http 127.0.0.1:8080 --error-log /tmp/waf.log",
+        "2 the address cannot be bound"
+    ))]
+    Backend(BackendArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct BackendArgs {
+    /// Address to listen on.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9000")]
+    pub listen: std::net::SocketAddr,
 }
 
 #[derive(clap::Args, Debug)]
@@ -48,6 +63,23 @@ pub struct Args {
     /// Print the configuration --crs builds, and exit.
     #[arg(long, requires = "crs", conflicts_with_all = ["json", "overrides", "include", "exclude", "dirs"])]
     pub print_config: bool,
+    /// Print the configuration for a server under test with --http (the
+    /// same, with absolute includes and go-ftw's marker rule 999999; it loads
+    /// in ModSecurity v3 too), and exit.
+    #[arg(long, requires = "crs", conflicts_with_all = ["json", "overrides", "include", "exclude", "dirs", "print_config"])]
+    pub print_server_config: bool,
+    /// Send each stage over HTTP to the WAF listening at ADDR (one at a
+    /// time), as go-ftw does, instead of running the engine in-process; the
+    /// server must load `--print-server-config` and log to --error-log.
+    #[arg(long, value_name = "ADDR", requires = "error_log", conflicts_with_all = ["configs", "jobs"])]
+    pub http: Option<std::net::SocketAddr>,
+    /// With --http: the WAF's error log, where each stage's lines are found
+    /// between go-ftw's marker requests.
+    #[arg(long, value_name = "FILE", requires = "http")]
+    pub error_log: Option<PathBuf>,
+    /// With --http: seconds to wait for a response or a marker's log line.
+    #[arg(long, value_name = "SECONDS", default_value_t = 3, requires = "http")]
+    pub timeout: u64,
     /// Known failures, in go-ftw's formats: `testoverride: {ignore: {"920100-4":
     /// reason}}` (also `forcepass`/`forcefail`; keys are regexes matched
     /// against the whole test id) and/or CRS's platform form
@@ -112,6 +144,13 @@ ignored by --overrides or disabled, then `pass rate: ...` and, last, `N passed, 
 pub fn run_test(args: TestArgs) -> CmdResult {
     match args.suite {
         TestSuite::Ftw(a) => run(a),
+        TestSuite::Backend(b) => {
+            let l = std::net::TcpListener::bind(b.listen)
+                .map_err(|e| CliError::usage(format!("cannot listen on {}: {e}", b.listen)))?;
+            eprintln!("waf test backend: listening on {}", b.listen);
+            ftw::serve_backend(l);
+            Ok(())
+        }
     }
 }
 
@@ -119,6 +158,10 @@ pub fn run(args: Args) -> CmdResult {
     let crs = args.crs.as_deref().map(ftw::check_crs_dir).transpose()?;
     if args.print_config {
         print!("{CRS_TEST_CONFIG}");
+        return Ok(());
+    }
+    if let (true, Some(c)) = (args.print_server_config, &crs) {
+        print!("{}", ftw::crs_server_config(c));
         return Ok(());
     }
     let selection = Selection::new(args.include.as_deref(), args.exclude.as_deref())?;
@@ -139,6 +182,26 @@ pub fn run(args: Args) -> CmdResult {
         }
     }
     let files = ftw::find_test_files(&dirs)?;
+
+    if let (Some(addr), Some(log)) = (args.http, &args.error_log) {
+        let suite = Suite::load(&files, &selection, overrides.as_ref())?;
+        let target = ftw::Target {
+            addr,
+            log: log.clone(),
+            timeout: std::time::Duration::from_secs(args.timeout.max(1)),
+        };
+        let run_start = Instant::now();
+        let progress = Progress::new("ftw", suite.tests.len() as u64, args.progress);
+        let results = ftw::run_http(&target, &suite.tests, &|| progress.tick());
+        progress.finish();
+        let header = format!(
+            "waf test ftw: {} test files, {} tests; ran over HTTP against {addr} in {:.1} s",
+            files.len(),
+            suite.tests.len(),
+            run_start.elapsed().as_secs_f64()
+        );
+        return report(&args, &suite, &results, header);
+    }
 
     // The configuration.
     let start = Instant::now();
@@ -175,13 +238,23 @@ pub fn run(args: Args) -> CmdResult {
     let results = ftw::run(&rs, &suite.tests, workers, &|| progress.tick());
     progress.finish();
     let run_time = run_start.elapsed();
+    let header = format!(
+        "waf test ftw: {} test files, {} tests; compiled in {:.1} s, ran in {:.1} s with {workers} workers",
+        files.len(),
+        suite.tests.len(),
+        compile_time.as_secs_f64(),
+        run_time.as_secs_f64()
+    );
+    report(&args, &suite, &results, header)
+}
 
-    // Report.
+/// Prints the results (and writes --json); `Err` under --min-pass-rate.
+fn report(args: &Args, suite: &Suite, results: &[ftw::TestResult], header: String) -> CmdResult {
     for e in &suite.load_errors {
         println!("FAIL {}: cannot parse the test file: {}", e.file, e.message);
     }
     let mut per_dir: BTreeMap<String, [usize; 3]> = BTreeMap::new();
-    for (job, res) in suite.tests.iter().zip(&results) {
+    for (job, res) in suite.tests.iter().zip(results) {
         let counts = per_dir.entry(dir_of(&job.file)).or_default();
         match res.status {
             Status::Passed => {
@@ -224,16 +297,10 @@ pub fn run(args: Args) -> CmdResult {
             println!("{dir}: {p} passed, {f} failed, {s} skipped");
         }
     }
-    let summary = Summary::of(&suite, &results, args.min_pass_rate);
-    eprintln!(
-        "waf test ftw: {} test files, {} tests; compiled in {:.1} s, ran in {:.1} s with {workers} workers",
-        files.len(),
-        suite.tests.len(),
-        compile_time.as_secs_f64(),
-        run_time.as_secs_f64()
-    );
+    let summary = Summary::of(suite, results, args.min_pass_rate);
+    eprintln!("{header}");
     if let Some(p) = &args.json {
-        let report = ftw::json_report(&suite, &results, &summary);
+        let report = ftw::json_report(suite, results, &summary);
         let text = serde_json::to_string_pretty(&report).unwrap_or_default();
         std::fs::write(p, text + "\n")
             .map_err(|e| CliError::usage(format!("cannot write `{}`: {e}", p.display())))?;

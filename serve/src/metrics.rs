@@ -67,6 +67,9 @@ pub struct Metrics {
     engine_failures: AtomicU64,
     failed_open: AtomicU64,
     no_site: AtomicU64,
+    malformed: AtomicU64,
+    header_timeouts: AtomicU64,
+    tls_handshake_failures: AtomicU64,
     /// (custom rule, action) → requests.
     custom: Mutex<BTreeMap<(String, &'static str), u64>>,
 }
@@ -107,6 +110,18 @@ impl Metrics {
 
     pub(crate) fn failed_open(&self) {
         self.failed_open.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn malformed(&self) {
+        self.malformed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn header_timeout(&self) {
+        self.header_timeouts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn tls_handshake_failure(&self) {
+        self.tls_handshake_failures.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn no_site(&self) {
@@ -201,6 +216,21 @@ impl Metrics {
             "waf_failed_open_total",
             "Requests let through without (complete) inspection under on_error: open.",
             self.failed_open.load(Ordering::Relaxed),
+        );
+        counter(
+            "waf_malformed_requests_total",
+            "Requests refused as malformed (400) before the WAF saw them.",
+            self.malformed.load(Ordering::Relaxed),
+        );
+        counter(
+            "waf_header_timeouts_total",
+            "Connections closed because request headers did not arrive in time.",
+            self.header_timeouts.load(Ordering::Relaxed),
+        );
+        counter(
+            "waf_tls_handshake_failures_total",
+            "TLS handshakes that failed or timed out.",
+            self.tls_handshake_failures.load(Ordering::Relaxed),
         );
         counter(
             "waf_no_site_total",

@@ -171,6 +171,7 @@ pub(crate) async fn accept_loop(
         let local = stream.local_addr().unwrap_or(remote);
         let header_timeout = state.config.header_timeout;
         let state = state.clone();
+        let errors = state.clone();
         let tls = tls.clone();
         tokio::spawn(async move {
             let secure = tls.is_some();
@@ -194,26 +195,53 @@ pub(crate) async fn accept_loop(
                 .http1()
                 .timer(TokioTimer::new())
                 .header_read_timeout(header_timeout);
-            match tls {
+            let outcome = match tls {
                 None => {
-                    let _ = builder
+                    builder
                         .serve_connection(TokioIo::new(stream), service)
-                        .await;
+                        .await
                 }
                 Some(acceptor) => {
                     // The handshake counts against the header timeout.
                     let Ok(Ok(stream)) =
                         tokio::time::timeout(header_timeout, acceptor.accept(stream)).await
                     else {
+                        errors.metrics.tls_handshake_failure();
                         return;
                     };
-                    let _ = builder
+                    builder
                         .serve_connection(TokioIo::new(stream), service)
-                        .await;
+                        .await
                 }
+            };
+            if let Err(e) = outcome {
+                connection_error(&errors, remote, e.as_ref());
             }
         });
     }
+}
+
+/// A request hyper refused before the WAF saw it (malformed: a request
+/// target with characters RFC 3986 forbids, an unknown HTTP version, bad
+/// framing; hyper answered 400), or a client too slow with its headers:
+/// counted, and written to the error log so that nothing is refused
+/// silently.
+fn connection_error(state: &State, remote: SocketAddr, e: &(dyn std::error::Error + 'static)) {
+    let Some(h) = e.downcast_ref::<hyper::Error>() else {
+        return;
+    };
+    let what = if h.is_parse() || h.is_parse_too_large() || h.is_parse_status() {
+        state.metrics.malformed();
+        "malformed request refused before the WAF (400)"
+    } else if h.is_timeout() {
+        state.metrics.header_timeout();
+        "request headers too slow: connection closed"
+    } else {
+        return;
+    };
+    state
+        .log
+        .write(format!("waf serve: {what}: {h} [client \"{}\"]", remote));
 }
 
 /// The connection a request came on.
@@ -445,11 +473,16 @@ async fn handle(
     state.metrics.request();
     let Conn { remote, local, tls } = conn;
     let (parts, mut body) = req.into_parts();
-    let target = parts
-        .uri
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
-        .to_string();
+    let path_and_query = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    // The request target as the client sent it: an HTTP/1 absolute-form
+    // target (`GET http://host/path`) stays whole, as Apache hands it to
+    // ModSecurity (HTTP/2 always carries a scheme and an authority: the
+    // target there is the path).
+    let target = if parts.version < Version::HTTP_2 && parts.uri.scheme().is_some() {
+        parts.uri.to_string()
+    } else {
+        path_and_query.to_string()
+    };
     let version_text = version_bytes(parts.version);
     // HTTP/2 carries the host in `:authority`.
     let host = parts
@@ -561,6 +594,24 @@ async fn handle(
     if tx.intervention().is_some() {
         return finish_with_intervention(&state, &mut tx, &exchange);
     }
+    if parts.method == hyper::Method::CONNECT {
+        // A reverse proxy opens no tunnels; the WAF still saw and logged it.
+        let _ = guard.run(5, || tx.process_logging());
+        log_transaction(
+            &state,
+            &tx,
+            &Exchange {
+                status: 405,
+                ..exchange
+            },
+        );
+        let mut r = local_response(StatusCode::METHOD_NOT_ALLOWED, "CONNECT is not supported\n");
+        r.headers_mut().insert(
+            hyper::header::ALLOW,
+            HeaderValue::from_static("GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"),
+        );
+        return Ok(r);
+    }
 
     // The request body: fed while the engine wants it, held until phase 2.
     let mut held = Vec::new();
@@ -614,7 +665,7 @@ async fn handle(
     }
 
     // Upstream.
-    let Ok(uri) = site.upstream.uri(&target) else {
+    let Ok(uri) = site.upstream.uri(path_and_query) else {
         return Ok(local_response(
             StatusCode::BAD_REQUEST,
             "bad request target\n",

@@ -330,7 +330,44 @@ async fn malformed_http_is_400() {
         .expect("write");
     let (answer, _) = read_until_closed(&mut stream, Duration::from_secs(5)).await;
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    // A request target with a character RFC 3986 forbids (`<`): hyper
+    // refuses it as HAProxy and Tomcat do; never silently.
+    let mut stream = tokio::net::TcpStream::connect(s.server.addr())
+        .await
+        .expect("connect");
+    stream
+        .write_all(b"GET /?q=<script> HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .expect("write");
+    let (answer, _) = read_until_closed(&mut stream, Duration::from_secs(5)).await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
     assert_eq!(s.hits.load(Ordering::SeqCst), 0);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let log = s.log.text();
+    assert_eq!(
+        log.matches("malformed request refused before the WAF (400)").count(),
+        2,
+        "{log}"
+    );
+    let metrics = s.server.metrics().render(0, 0);
+    assert!(metrics.contains("waf_malformed_requests_total 2\n"), "{metrics}");
+}
+
+#[tokio::test]
+async fn connect_is_refused_after_the_waf_saw_it() {
+    use tokio::io::AsyncWriteExt;
+    let s = setup(text_rules(), None).await;
+    let mut stream = tokio::net::TcpStream::connect(s.server.addr())
+        .await
+        .expect("connect");
+    stream
+        .write_all(b"CONNECT www.example.com:443 HTTP/1.1\r\nHost: www.example.com:443\r\n\r\n")
+        .await
+        .expect("write");
+    let (answer, _) = read_until_closed(&mut stream, Duration::from_secs(1)).await;
+    assert!(answer.starts_with("HTTP/1.1 405"), "{answer}");
+    assert!(answer.to_ascii_lowercase().contains("allow: get"), "{answer}");
+    assert_eq!(s.hits.load(Ordering::SeqCst), 0, "no tunnel, nothing upstream");
 }
 
 #[tokio::test]

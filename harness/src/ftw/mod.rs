@@ -22,6 +22,7 @@
 
 mod backend;
 pub(crate) mod frontend;
+mod http;
 pub(crate) mod model;
 pub(crate) mod request;
 mod stage;
@@ -37,6 +38,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use waf_compiler::{compile_str, Compiled, Options};
 use waf_engine::Ruleset;
+
+pub use http::{crs_server_config, serve_backend, LogTail, Target, MARKER_RULE};
 
 /// The configuration `--crs DIR` builds (DIR-relative includes). Engine
 /// settings and body-processor rules as in ModSecurity's
@@ -617,7 +620,7 @@ pub fn run(
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         let Some(job) = jobs.get(i) else { break };
-                        done.push((i, run_job(rs, job)));
+                        done.push((i, run_job(job, &mut |input| stage::execute(rs, input))));
                         on_done();
                     }
                     done
@@ -636,7 +639,22 @@ pub fn run(
         .collect()
 }
 
-fn run_job(rs: &Ruleset, job: &TestCase) -> TestResult {
+/// Runs `tests` one at a time over HTTP against a running WAF (see
+/// [`http`]'s module documentation: go-ftw's marker requests bracket each
+/// stage's lines in the WAF's error log), calling `on_done` after each.
+pub fn run_http(target: &Target, tests: &[TestCase], on_done: &dyn Fn()) -> Vec<TestResult> {
+    let mut tail = LogTail::new(&target.log);
+    tests
+        .iter()
+        .map(|job| {
+            let r = run_job(job, &mut |input| http::execute(target, &mut tail, input));
+            on_done();
+            r
+        })
+        .collect()
+}
+
+fn run_job(job: &TestCase, exec: &mut dyn FnMut(&model::Input) -> Outcome) -> TestResult {
     match &job.plan {
         Plan::Skip { reason, .. } => {
             return TestResult {
@@ -670,23 +688,22 @@ fn run_job(rs: &Ruleset, job: &TestCase) -> TestResult {
     }
     let mut stages = Vec::new();
     for st in &job.stages {
-        let outcome = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            stage::execute(rs, &st.input)
-        })) {
-            Ok(o) => o,
-            Err(p) => {
-                let msg = p
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| p.downcast_ref::<String>().cloned())
-                    .unwrap_or_default();
-                stages.push(StageResult {
-                    outcome: Outcome::default(),
-                    fails: vec![format!("the engine panicked: {msg}")],
-                });
-                continue;
-            }
-        };
+        let outcome =
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| exec(&st.input))) {
+                Ok(o) => o,
+                Err(p) => {
+                    let msg = p
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| p.downcast_ref::<String>().cloned())
+                        .unwrap_or_default();
+                    stages.push(StageResult {
+                        outcome: Outcome::default(),
+                        fails: vec![format!("the engine panicked: {msg}")],
+                    });
+                    continue;
+                }
+            };
         let fails = stage::check(&st.output, &outcome);
         stages.push(StageResult { outcome, fails });
     }

@@ -26,6 +26,8 @@ pub struct Outcome {
     pub logged_ids: Vec<u64>,
     /// Whether (and how far) the WAF saw the request.
     pub waf: &'static str,
+    /// The response body, when a real response was read (over HTTP).
+    pub response: Option<Vec<u8>>,
 }
 
 /// Client ports for `REMOTE_PORT`, one per request.
@@ -213,12 +215,22 @@ pub fn check(expected: &Output, o: &Outcome) -> Vec<String> {
             ));
         }
     }
-    if expected
+    if let Some(want) = expected
         .response_contains
         .as_deref()
-        .is_some_and(|s| !s.is_empty())
+        .filter(|s| !s.is_empty())
     {
-        fails.push("response_contains cannot be checked in-process (no raw response)".into());
+        match &o.response {
+            None => fails
+                .push("response_contains cannot be checked in-process (no raw response)".into()),
+            Some(body) => match regex("response_contains", want) {
+                Err(e) => fails.push(e),
+                Ok(r) if !r.is_match(&String::from_utf8_lossy(body)) => fails.push(format!(
+                    "response_contains `{want}` not found in the response"
+                )),
+                Ok(_) => {}
+            },
+        }
     }
     let text = o.log.join("\n");
     let log = expected.log.clone().unwrap_or_default();
@@ -341,6 +353,7 @@ mod tests {
                 .collect(),
             logged_ids: ids.to_vec(),
             waf: "all phases",
+            response: None,
         }
     }
 
