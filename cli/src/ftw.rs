@@ -24,7 +24,7 @@ pub struct TestArgs {
 pub enum TestSuite {
     /// Run go-ftw YAML regression tests (e.g. CRS's) in-process, or over HTTP against a running WAF (--http).
     #[command(after_long_help = after_help(), after_help = SHORT_HELP)]
-    Ftw(Args),
+    Ftw(Box<Args>),
     /// Serve CRS's test backend (albedo's behaviour: `POST /reflect` answers the response its JSON body describes, anything else an empty 200), for `waf test ftw --http`.
     #[command(after_help = crate::help!(
         "  waf test backend --listen 127.0.0.1:9000 &
@@ -143,7 +143,7 @@ ignored by --overrides or disabled, then `pass rate: ...` and, last, `N passed, 
 
 pub fn run_test(args: TestArgs) -> CmdResult {
     match args.suite {
-        TestSuite::Ftw(a) => run(a),
+        TestSuite::Ftw(a) => run(*a),
         TestSuite::Backend(b) => {
             let l = std::net::TcpListener::bind(b.listen)
                 .map_err(|e| CliError::usage(format!("cannot listen on {}: {e}", b.listen)))?;

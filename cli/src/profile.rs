@@ -66,8 +66,14 @@ pub struct Args {
     pub input: RuleInput,
     /// Request corpora: JSONL (the peers' format), HAR files, or go-ftw YAML
     /// files/directories; repeatable.
-    #[arg(long, value_name = "FILE", required = true, num_args = 1..)]
+    #[arg(long, value_name = "FILE", required_unless_present = "from_metrics", num_args = 1..)]
     pub corpus: Vec<PathBuf>,
+    /// Instead of running a corpus: sum the per-rule counters of `/metrics`
+    /// texts scraped from `waf serve --profile` instances (one file each; the
+    /// rules given must be the ones those instances run). Rule times and
+    /// counts only: transform chains are not exported.
+    #[arg(long, value_name = "FILE", num_args = 1.., conflicts_with_all = ["corpus", "passes"])]
+    pub from_metrics: Vec<PathBuf>,
     /// Passes over the corpus (the cross-transaction cache is emptied at the
     /// start of each).
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = crate::input::positive)]
@@ -136,6 +142,9 @@ pub fn collect(
 
 pub fn run(args: Args) -> CmdResult {
     let rs = args.input.ruleset(&Options::default())?;
+    if !args.from_metrics.is_empty() {
+        return from_metrics(&args, &rs);
+    }
     let corpus = crate::input::load_corpus(&args.corpus)?;
     let passes = args.passes;
     let opts = args.engine.options();
@@ -163,8 +172,57 @@ pub fn run(args: Args) -> CmdResult {
         options: opts,
     };
     let report = Report::new(&rs, &run, meta);
+    write_report(&args, &report)
+}
+
+/// `--from-metrics`: the report of live traffic's counters.
+fn from_metrics(args: &Args, rs: &Ruleset) -> CmdResult {
+    let mut total = waf_serve::profile::Aggregate::default();
+    for p in &args.from_metrics {
+        let text = std::fs::read_to_string(p)
+            .map_err(|e| CliError::usage(format!("cannot read `{}`: {e}", p.display())))?;
+        let a = waf_serve::profile::Aggregate::parse(&text)
+            .map_err(|e| CliError::usage(format!("`{}`: {e}", p.display())))?;
+        total.merge(&a);
+    }
+    if total.requests == 0 {
+        return Err(CliError::usage(
+            "no profiled requests in these files: start waf serve with --profile and save its /metrics",
+        ));
+    }
+    let run = ProfileRun {
+        requests: total.requests as usize,
+        wall: Duration::from_secs_f64(total.engine_seconds.max(0.0)),
+        stats: total.stats,
+        rules: total.rule_profile(rs),
+        chains: Default::default(),
+    };
+    let meta = Meta {
+        rules_files: args
+            .input
+            .files()
+            .unwrap_or_default()
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect(),
+        corpus_files: args
+            .from_metrics
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect(),
+        corpus_requests: total.requests as usize,
+        files_read: args.from_metrics.len(),
+        skipped: 0,
+        passes: 1,
+        options: rs.eval_options(),
+    };
+    let report = Report::new(rs, &run, meta);
+    write_report(args, &report)
+}
+
+fn write_report(args: &Args, report: &Report) -> CmdResult {
     if let Some(path) = &args.html {
-        let page = profile_html::render(&report, args.top);
+        let page = profile_html::render(report, args.top);
         std::fs::write(path, page)
             .map_err(|e| CliError::usage(format!("cannot write `{}`: {e}", path.display())))?;
     }

@@ -35,6 +35,10 @@ pub struct Args {
     /// Longest wait, in seconds, for the upstream's response headers [default: 30].
     #[arg(long, value_name = "SECONDS")]
     pub upstream_timeout: Option<u64>,
+    /// Time every rule and export per-rule counters on `/metrics`, for
+    /// `waf profile -c RULES --from-metrics FILE...` (costs engine time).
+    #[arg(long)]
+    pub profile: bool,
     /// TLS certificate chain (PEM); with --tls-key.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -104,6 +108,7 @@ pub fn run(args: Args) -> CmdResult {
     let mut config = Config::new(listen, upstream.clone());
     config.upstream_timeout = Duration::from_secs(args.upstream_timeout.unwrap_or(30));
     config.admin = args.admin;
+    config.profile = args.profile;
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(c), Some(k)) => Some(waf_serve::tls::acceptor(c, k).map_err(CliError::usage)?),
         _ => None,
@@ -123,6 +128,7 @@ fn run_manifest(path: &Path, args: &Args) -> CmdResult {
         ("--admin", args.admin.is_some()),
         ("--upstream-timeout", args.upstream_timeout.is_some()),
         ("--tls-cert", args.tls_cert.is_some()),
+        ("--profile", args.profile),
     ];
     if let Some((flag, _)) = flags.iter().find(|f| f.1) {
         return Err(CliError::usage(format!(

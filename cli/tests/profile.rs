@@ -326,3 +326,56 @@ fn crs_profile() {
     assert!(page.contains("<svg") && !page.contains("https://"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn from_metrics_sums_instances_by_rule_id() {
+    let dir = setup("metrics");
+    let rules = dir.join("rules.conf");
+    // What two `waf serve --profile` instances' /metrics would carry (other
+    // metrics are ignored).
+    let one = "# HELP waf_requests_total x\nwaf_requests_total 9\nwaf_profiled_requests_total 3\nwaf_engine_rules_evaluated_total 12\nwaf_rule_evaluations_total{rule_id=\"1\"} 3\nwaf_rule_matches_total{rule_id=\"1\"} 1\nwaf_rule_nanoseconds_total{rule_id=\"1\"} 3000\nwaf_rule_evaluations_total{rule_id=\"4\"} 3\nwaf_rule_nanoseconds_total{rule_id=\"4\"} 600\nwaf_phase_seconds_sum{phase=\"1\"} 0.001\n";
+    let two = "waf_profiled_requests_total 2\nwaf_rule_evaluations_total{rule_id=\"1\"} 2\nwaf_rule_matches_total{rule_id=\"1\"} 2\nwaf_rule_nanoseconds_total{rule_id=\"1\"} 1000\nwaf_rule_evaluations_total{rule_id=\"99\"} 5\n";
+    let (m1, m2) = (dir.join("a.prom"), dir.join("b.prom"));
+    std::fs::write(&m1, one).expect("write");
+    std::fs::write(&m2, two).expect("write");
+    let o = waf(&[
+        "profile",
+        "-c",
+        s(&rules),
+        "--from-metrics",
+        s(&m1),
+        s(&m2),
+        "--format",
+        "json",
+    ]);
+    assert_success(&o);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("JSON");
+    assert_eq!(v["requests"], 5);
+    let rule = |id: u64| {
+        v["rules"]
+            .as_array()
+            .and_then(|r| r.iter().find(|x| x["id"] == id))
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert_eq!(rule(1)["evaluations"], 5);
+    assert_eq!(rule(1)["matches"], 3);
+    assert_eq!(rule(1)["time_ns"], 4000);
+    assert_eq!(rule(4)["evaluations"], 3);
+    assert_eq!(rule(2)["evaluations"], 0, "not in the metrics");
+    // A file that is not metrics text, and no profiled requests, are usage errors.
+    std::fs::write(&m2, "waf_rule_matches_total{rule_id=\"1\"} many\n").expect("write");
+    assert_eq!(
+        waf(&["profile", "-c", s(&rules), "--from-metrics", s(&m2)])
+            .status
+            .code(),
+        Some(2)
+    );
+    std::fs::write(&m2, "waf_requests_total 1\n").expect("write");
+    assert_eq!(
+        waf(&["profile", "-c", s(&rules), "--from-metrics", s(&m2)])
+            .status
+            .code(),
+        Some(2)
+    );
+}

@@ -496,6 +496,12 @@ impl<'r> Transaction<'r> {
         self.state.removed_tags.push(tag);
     }
 
+    /// The ruleset this transaction runs (e.g. to name the rules of
+    /// [`Transaction::rule_profile`], which is indexed like its program's rules).
+    pub fn ruleset(&self) -> &'r Ruleset {
+        self.rs
+    }
+
     /// `SecRuleEngine`, as `ctl:ruleEngine` left it.
     pub fn rule_engine(&self) -> EngineMode {
         self.state.mode

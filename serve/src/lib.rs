@@ -34,6 +34,7 @@ pub mod filter;
 mod log;
 mod manifest;
 mod metrics;
+pub mod profile;
 mod proxy;
 mod rules;
 mod site;
@@ -76,6 +77,9 @@ pub struct Config {
     pub on_error: OnError,
     /// The most WAF time (all phases) a request may take; `None`: no limit.
     pub time_budget: Option<Duration>,
+    /// Time every rule and export per-rule counters on `/metrics` (for `waf
+    /// profile --from-metrics`); costs some engine time.
+    pub profile: bool,
 }
 
 /// What the proxy does with a request the engine could not finish checking
@@ -102,6 +106,7 @@ impl Config {
             admin: None,
             on_error: OnError::Closed,
             time_budget: None,
+            profile: false,
         }
     }
 }

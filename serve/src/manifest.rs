@@ -35,6 +35,8 @@ struct File {
     on_error: Option<String>,
     #[serde(default)]
     time_budget_ms: Option<u64>,
+    #[serde(default)]
+    profile: bool,
     upstreams: BTreeMap<String, String>,
     sites: Vec<SiteFile>,
 }
@@ -336,6 +338,7 @@ impl Manifest {
             }
         };
         config.time_budget = file.time_budget_ms.map(Duration::from_millis);
+        config.profile = file.profile;
         Ok(Manifest {
             config,
             sites: Sites { list: sites },

@@ -72,6 +72,8 @@ pub struct Metrics {
     tls_handshake_failures: AtomicU64,
     /// (custom rule, action) → requests.
     custom: Mutex<BTreeMap<(String, &'static str), u64>>,
+    /// Per-rule counters, with profiling on.
+    profile: Mutex<Option<crate::profile::Aggregate>>,
 }
 
 impl Metrics {
@@ -136,6 +138,13 @@ impl Metrics {
                     m.insert((rule.to_string(), action), 1);
                 }
             }
+        }
+    }
+
+    /// Adds a finished transaction's rule profile (profiling on).
+    pub(crate) fn profile(&self, tx: &waf_engine::Transaction<'_>) {
+        if let Ok(mut p) = self.profile.lock() {
+            p.get_or_insert_with(Default::default).add(tx);
         }
     }
 
@@ -263,6 +272,11 @@ impl Metrics {
                     s,
                     "waf_custom_rule_actions_total{{rule=\"{rule}\",action=\"{action}\"}} {n}"
                 );
+            }
+        }
+        if let Ok(p) = self.profile.lock() {
+            if let Some(p) = p.as_ref() {
+                p.render(&mut s);
             }
         }
         let _ = writeln!(

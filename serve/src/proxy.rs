@@ -333,6 +333,9 @@ fn log_transaction(state: &State, tx: &Transaction<'_>, x: &Exchange<'_>) {
     if let (Some(audit_log), Some(parts)) = (&state.audit, tx.audit_log_parts()) {
         audit_log.write(audit::record(tx, x, parts));
     }
+    if state.config.profile {
+        state.metrics.profile(tx);
+    }
 }
 
 /// Ends the transaction (logging phase, error log) and answers with its
@@ -545,7 +548,14 @@ async fn handle(
         }
     }
     let rs = site.rules.current();
-    let mut tx = rs.transaction();
+    let mut tx = if state.config.profile {
+        rs.transaction_with(waf_engine::EvalOptions {
+            profile: true,
+            ..rs.eval_options()
+        })
+    } else {
+        rs.transaction()
+    };
     site.apply_exceptions(&view, &mut tx);
     if allow_all {
         tx.remove_rules_by_id(0, u64::MAX);

@@ -345,12 +345,16 @@ async fn malformed_http_is_400() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     let log = s.log.text();
     assert_eq!(
-        log.matches("malformed request refused before the WAF (400)").count(),
+        log.matches("malformed request refused before the WAF (400)")
+            .count(),
         2,
         "{log}"
     );
     let metrics = s.server.metrics().render(0, 0);
-    assert!(metrics.contains("waf_malformed_requests_total 2\n"), "{metrics}");
+    assert!(
+        metrics.contains("waf_malformed_requests_total 2\n"),
+        "{metrics}"
+    );
 }
 
 #[tokio::test]
@@ -366,8 +370,15 @@ async fn connect_is_refused_after_the_waf_saw_it() {
         .expect("write");
     let (answer, _) = read_until_closed(&mut stream, Duration::from_secs(1)).await;
     assert!(answer.starts_with("HTTP/1.1 405"), "{answer}");
-    assert!(answer.to_ascii_lowercase().contains("allow: get"), "{answer}");
-    assert_eq!(s.hits.load(Ordering::SeqCst), 0, "no tunnel, nothing upstream");
+    assert!(
+        answer.to_ascii_lowercase().contains("allow: get"),
+        "{answer}"
+    );
+    assert_eq!(
+        s.hits.load(Ordering::SeqCst),
+        0,
+        "no tunnel, nothing upstream"
+    );
 }
 
 #[tokio::test]
@@ -628,4 +639,21 @@ async fn phase_times_are_histograms() {
             "{text}"
         );
     }
+}
+
+#[tokio::test]
+async fn profiling_exports_per_rule_counters() {
+    let s = setup_with(text_rules(), None, |c| c.profile = true).await;
+    send(s.server.addr(), "POST", "/form", "a=attack")
+        .await
+        .expect("response");
+    send(s.server.addr(), "GET", "/index.html", "")
+        .await
+        .expect("response");
+    let text = s.server.metrics().render(0, 0);
+    assert!(text.contains("waf_profiled_requests_total 2\n"), "{text}");
+    assert!(text.contains("waf_rule_matches_total{rule_id=\"1\"} 1\n"), "{text}");
+    assert!(text.contains("waf_rule_evaluations_total{rule_id=\"2\"} 2\n"), "{text}");
+    let parsed = waf_serve::profile::Aggregate::parse(&text).expect("parses");
+    assert_eq!(parsed.requests, 2);
 }

@@ -299,8 +299,7 @@ fn read_message(s: &mut TcpStream, response: bool, timeout: Duration) -> Result<
 /// The data of a chunked body (extensions and trailers dropped).
 fn dechunk(mut b: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    loop {
-        let Some(nl) = find(b, b"\r\n") else { break };
+    while let Some(nl) = find(b, b"\r\n") {
         let size_text = String::from_utf8_lossy(&b[..nl]);
         let size = size_text.split(';').next().unwrap_or("").trim();
         let Ok(n) = usize::from_str_radix(size, 16) else {
