@@ -45,22 +45,7 @@ fi
 python3 "$here/gen_benign.py" --n 1000 --seed 1 --out "$work/benign.jsonl" >/dev/null
 
 # The wrk script: cycles through the corpus, bodies and headers included.
-python3 - "$work/benign.jsonl" "$work/requests.lua" <<'PY'
-import json, sys
-def lua(s):
-    # Printable ASCII as is, anything else as a 3-digit decimal escape.
-    return '"' + "".join(chr(b) if 32 <= b < 127 and b not in (34, 92) else "\\%03d" % b
-                         for b in s.encode()) + '"'
-out = ["requests = {}"]
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    hs = ", ".join("[%s] = %s" % (lua(k), lua(v)) for k, v in r["headers"] if k.lower() != "content-length")
-    out.append("requests[#requests + 1] = wrk.format(%s, %s, {%s}, %s)" % (
-        lua(r["method"]), lua(r["uri"]), hs, lua(r["body"]) if r.get("body") is not None else "nil"))
-out.append("local i = 0")
-out.append("request = function() i = i %% #requests + 1; return requests[i] end".replace("%%", "%"))
-open(sys.argv[2], "w").write("\n".join(out) + "\n")
-PY
+python3 "$here/wrk_requests.py" "$work/benign.jsonl" > "$work/requests.lua"
 
 nginx_conf() { # NAME PORT BODY
   mkdir -p "$work/$1/logs"

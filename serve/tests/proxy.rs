@@ -652,8 +652,14 @@ async fn profiling_exports_per_rule_counters() {
         .expect("response");
     let text = s.server.metrics().render(0, 0);
     assert!(text.contains("waf_profiled_requests_total 2\n"), "{text}");
-    assert!(text.contains("waf_rule_matches_total{rule_id=\"1\"} 1\n"), "{text}");
-    assert!(text.contains("waf_rule_evaluations_total{rule_id=\"2\"} 2\n"), "{text}");
+    assert!(
+        text.contains("waf_rule_matches_total{rule_id=\"1\"} 1\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("waf_rule_evaluations_total{rule_id=\"2\"} 2\n"),
+        "{text}"
+    );
     let parsed = waf_serve::profile::Aggregate::parse(&text).expect("parses");
     assert_eq!(parsed.requests, 2);
 }

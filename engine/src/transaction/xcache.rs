@@ -52,6 +52,9 @@ struct NodeInfo {
 /// most a few dozen chain nodes; the rest are recomputed).
 const RECORD_NODES: usize = 32;
 
+/// Slots of a new cache's operator table (64 KiB).
+const OPS_START: usize = 4096;
+
 #[derive(Clone, Copy, Debug)]
 struct Record {
     hash: u64,
@@ -138,7 +141,10 @@ impl XCache {
         }
         if self.index.is_empty() {
             self.index = vec![0; (lim.records * 2).next_power_of_two()];
-            self.ops = vec![(0, false); (lim.op_results * 2).next_power_of_two()];
+            // The operator table starts small and doubles up to its limit
+            // (`set_op`): a cache is per concurrent transaction, and most
+            // never need the limit's megabytes.
+            self.ops = vec![(0, false); OPS_START.min((lim.op_results * 2).next_power_of_two())];
             self.node_info = Vec::with_capacity(lim.records * RECORD_NODES);
             self.seen = vec![0; (lim.records * 64).next_power_of_two() / 64];
         }
@@ -325,12 +331,17 @@ impl XCache {
     }
 
     pub fn set_op(&mut self, rec: u32, node: usize, op: u32, result: bool) {
-        if self.ops.is_empty() || self.op_count * 2 >= self.ops.len() {
-            // Full: the operator table alone starts over.
-            self.ops.fill((0, false));
-            self.op_count = 0;
-            if self.ops.is_empty() {
-                return;
+        if self.ops.is_empty() {
+            return;
+        }
+        if self.op_count * 2 >= self.ops.len() {
+            let max = (self.limits().op_results * 2).next_power_of_two();
+            if self.ops.len() < max {
+                self.grow_ops();
+            } else {
+                // Full: the operator table alone starts over.
+                self.ops.fill((0, false));
+                self.op_count = 0;
             }
         }
         let key = op_key(rec, node, op);
@@ -351,9 +362,28 @@ impl XCache {
         }
     }
 
+    /// Doubles the operator table, keeping its entries.
+    fn grow_ops(&mut self) {
+        let doubled = vec![(0, false); self.ops.len() * 2];
+        let old = std::mem::replace(&mut self.ops, doubled);
+        let mask = self.ops.len() - 1;
+        for (key, result) in old.into_iter().filter(|&(k, _)| k != 0) {
+            let mut i = mix(key) as usize & mask;
+            while self.ops[i].0 != 0 {
+                i = (i + 1) & mask;
+            }
+            self.ops[i] = (key, result);
+        }
+    }
+
     #[cfg(test)]
     pub fn len(&self) -> usize {
         self.records.len()
+    }
+
+    #[cfg(test)]
+    pub fn ops_capacity(&self) -> usize {
+        self.ops.len()
     }
 }
 
@@ -432,5 +462,33 @@ mod tests {
         assert_eq!(c.op(a, 1, 7), None);
         // Too big to cache.
         assert_eq!(c.record(&[0u8; 200]), None);
+    }
+
+    #[test]
+    fn the_operator_table_grows_to_its_limit_keeping_results() {
+        let mut c = XCache::new(
+            1,
+            XCacheLimits {
+                records: 64,
+                bytes: 1 << 16,
+                op_results: 1 << 14,
+            },
+        );
+        c.record(b"v");
+        let r = c.record(b"v").expect("cached");
+        assert_eq!(c.ops_capacity(), OPS_START);
+        let n = 10_000u32;
+        for op in 0..n {
+            c.set_op(r, 1, op, op % 3 == 0);
+        }
+        assert_eq!(c.ops_capacity(), 1 << 15, "doubled, up to the limit");
+        for op in 0..n {
+            assert_eq!(c.op(r, 1, op), Some(op % 3 == 0), "op {op} kept");
+        }
+        // At the limit, a full table starts over instead of growing.
+        for op in n..(n + 20_000) {
+            c.set_op(r, 1, op, true);
+        }
+        assert_eq!(c.ops_capacity(), 1 << 15);
     }
 }

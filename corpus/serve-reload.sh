@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Hot reload under load: wrk sends benign requests (corpus/gen_benign.py,
+# bodies included) through `waf serve` + CRS PL1 while the rules are reloaded
+# N times with SIGHUP, each reload waited for (waf_reloads_total on the admin
+# address) before the next. Prints the proxy's RSS before, every 10% of the
+# way and after, and wrk's totals: every request must get a 2xx (failed
+# requests: non-2xx and socket errors, expected 0).
+#
+#   corpus/serve-reload.sh [N]          (default 1000 reloads)
+#   RULES=my.conf corpus/serve-reload.sh 100
+#
+# Needs target/release/waf, python3, curl and Debian's wrk (installed with
+# apt-get when missing and running as root). CRS from $CRS (../shared/crs)
+# unless RULES is given. Loopback only; everything is stopped on exit.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$here/.."
+n="${1:-1000}"
+CRS="${CRS:-$root/../shared/crs}"
+WAF="${WAF:-$root/target/release/waf}"
+work="$(mktemp -d /tmp/waf-serve-reload.XXXXXX)"
+pids=()
+cleanup() { for p in "${pids[@]:-}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+
+if ! command -v wrk >/dev/null; then
+  if [ "$(id -u)" = 0 ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends wrk >/dev/null
+  else
+    echo "serve-reload.sh: install wrk (Debian package)" >&2; exit 2
+  fi
+fi
+[ -x "$WAF" ] || { echo "serve-reload.sh: build $WAF first (cargo build --release -p waf-cli)" >&2; exit 2; }
+
+if [ -n "${RULES:-}" ]; then
+  cp "$RULES" "$work/rules.conf"
+else
+  "$here/crs-config.sh" "$CRS" 1 > "$work/rules.conf"
+fi
+python3 "$here/gen_benign.py" --n 1000 --seed 1 --out "$work/benign.jsonl" >/dev/null
+python3 "$here/wrk_requests.py" "$work/benign.jsonl" > "$work/requests.lua"
+
+"$WAF" test backend --listen 127.0.0.1:19300 2>"$work/backend.out" & pids+=($!)
+"$WAF" serve -c "$work/rules.conf" --listen 127.0.0.1:19301 --upstream http://127.0.0.1:19300 \
+  --admin 127.0.0.1:19302 --error-log "$work/waf.log" 2>"$work/serve.out" & pids+=($!); serve_pid=$!
+for port in 19300 19301 19302; do
+  ok=0
+  for _ in $(seq 1 300); do
+    if curl -s -o /dev/null "http://127.0.0.1:$port/"; then ok=1; break; fi
+    sleep 0.1
+  done
+  [ "$ok" = 1 ] || { echo "serve-reload.sh: nothing answers on port $port" >&2; cat "$work"/*.out >&2; exit 1; }
+done
+
+rss() { awk '/VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$serve_pid/status"; }
+reloads() { curl -s http://127.0.0.1:19302/metrics | awk '$1 == "waf_reloads_total" {print $2}'; }
+failures() { curl -s http://127.0.0.1:19302/metrics | awk '$1 == "waf_reload_failures_total" {print $2}'; }
+
+# Load for the whole run; wrk prints its totals when interrupted.
+wrk -t1 -c16 -d3600s -s "$work/requests.lua" http://127.0.0.1:19301 > "$work/wrk.out" 2>&1 & wrk_pid=$!; pids+=($wrk_pid)
+sleep 5
+echo "waf serve: $n reloads of $(grep -c . "$work/rules.conf") lines of rules under wrk -t1 -c16 (benign corpus)"
+echo "| reloads | RSS MiB | seconds |"
+echo "|---|---|---|"
+start=$(date +%s)
+echo "| 0 | $(rss) | 0 |"
+step=$(( n / 10 )); [ "$step" -gt 0 ] || step=1
+for i in $(seq 1 "$n"); do
+  kill -HUP "$serve_pid"
+  for _ in $(seq 1 600); do
+    [ "$(reloads)" -ge "$i" ] 2>/dev/null && break
+    sleep 0.05
+  done
+  [ "$(reloads)" -ge "$i" ] || { echo "serve-reload.sh: reload $i did not finish in 30 s" >&2; exit 1; }
+  if [ $(( i % step )) = 0 ]; then echo "| $i | $(rss) | $(( $(date +%s) - start )) |"; fi
+done
+kill -INT "$wrk_pid"; wait "$wrk_pid" 2>/dev/null || true
+requests=$(awk '/requests in/ {print $1}' "$work/wrk.out")
+non2xx=$(awk -F': ' '/Non-2xx/ {print $2}' "$work/wrk.out"); non2xx="${non2xx:-0}"
+sockerr=$(awk '/Socket errors/ {print}' "$work/wrk.out"); sockerr="${sockerr:-none}"
+echo
+echo "reloads: $(reloads), refused: $(failures); requests: $requests, non-2xx: $non2xx, socket errors: $sockerr"
+echo "(wrk's report and the logs: $work)"
+[ "$non2xx" = 0 ] && [ "$sockerr" = none ] && [ "$(failures)" = 0 ]
