@@ -80,7 +80,7 @@ impl Upstream {
 pub(crate) struct State {
     config: Config,
     pub(crate) sites: ArcSwap<Sites>,
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Client<HttpConnector, ProxyBody>,
     log: ErrorLog,
     audit: Option<ErrorLog>,
     metrics: Arc<Metrics>,
@@ -664,7 +664,14 @@ async fn handle(
             }
         }
         held.extend_from_slice(&data);
+        if !wanted {
+            // ProcessPartial past the limit (or DetectionOnly past a Reject
+            // limit): phase 2 decides on what it saw, the rest is streamed
+            // upstream as it arrives, never held.
+            break;
+        }
     }
+    let stream_rest = !wanted && !body.is_end_stream();
     let held = Bytes::from(held);
     exchange.request_body = &held;
     if let Err(f) = guard.run(2, || tx.process_request_body()) {
@@ -687,7 +694,17 @@ async fn handle(
             up = up.header(name, value);
         }
     }
-    let Ok(up) = up.body(Full::new(held.clone())) else {
+    let head = Full::new(held.clone()).map_err(|never| match never {});
+    let up_body: ProxyBody = if stream_rest {
+        StreamAfter {
+            head: Some(head),
+            rest: body.map_err(ProxyError::Http),
+        }
+        .boxed()
+    } else {
+        head.boxed()
+    };
+    let Ok(up) = up.body(up_body) else {
         return Ok(local_response(StatusCode::BAD_REQUEST, "bad request\n"));
     };
     let response =

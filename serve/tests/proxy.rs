@@ -663,3 +663,50 @@ async fn profiling_exports_per_rule_counters() {
     let parsed = waf_serve::profile::Aggregate::parse(&text).expect("parses");
     assert_eq!(parsed.requests, 2);
 }
+
+#[tokio::test]
+async fn process_partial_inspects_the_first_bytes_and_streams_the_rest() {
+    use tokio::io::AsyncWriteExt;
+    let rules = RuleSource::Text {
+        name: "partial.conf".into(),
+        text: r#"
+SecRuleEngine On
+SecRequestBodyAccess On
+SecRequestBodyLimit 1000
+SecRequestBodyNoFilesLimit 1000
+SecRequestBodyLimitAction ProcessPartial
+SecRule REQUEST_BODY "@contains attack" "id:1,phase:2,deny,status:403,log"
+"#
+        .into(),
+    };
+    let s = setup(rules, None).await;
+    // An attack in the inspected part is blocked.
+    let body = format!("a=attack{}", "x".repeat(3000));
+    let (status, _, _) = send(s.server.addr(), "POST", "/form", &body)
+        .await
+        .expect("response");
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(s.hits.load(Ordering::SeqCst), 0);
+    // Past the limit, the request goes upstream before the body is complete.
+    let mut stream = tokio::net::TcpStream::connect(s.server.addr())
+        .await
+        .expect("connect");
+    let head = "POST /form HTTP/1.1\r\nHost: example.com\r\nContent-Type: text/plain\r\nContent-Length: 5000\r\nConnection: close\r\n\r\n";
+    stream.write_all(head.as_bytes()).await.expect("write");
+    stream.write_all(&[b'y'; 2000]).await.expect("write");
+    let mut forwarded = false;
+    for _ in 0..100 {
+        if s.hits.load(Ordering::SeqCst) == 1 {
+            forwarded = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(forwarded, "not forwarded while the body was still coming");
+    stream.write_all(&[b'z'; 3000]).await.expect("write");
+    let (answer, _) = read_until_closed(&mut stream, Duration::from_secs(5)).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let echoed = answer.split("\r\n\r\n").nth(1).unwrap_or("");
+    assert_eq!(echoed.len(), 5000, "the whole body reached the backend");
+    assert!(echoed.ends_with(&"z".repeat(3000)));
+}
