@@ -26,14 +26,17 @@ pub enum TestSuite {
     #[command(after_long_help = after_help(), after_help = SHORT_HELP)]
     Ftw(Box<Args>),
     /// Serve CRS's test backend (albedo's behaviour: `POST /reflect` answers the response its JSON body describes, anything else an empty 200), for `waf test ftw --http`.
-    #[command(after_help = crate::help!(
-        "  waf test backend --listen 127.0.0.1:9000 &
-  waf serve -c /tmp/crs-test.conf --upstream http://127.0.0.1:9000 --error-log /tmp/waf.log &
-  waf test ftw --crs ../shared/crs --http 127.0.0.1:8080 --error-log /tmp/waf.log",
-        "2 the address cannot be bound"
-    ))]
+    #[command(after_help = BACKEND_HELP, after_long_help = BACKEND_HELP)]
     Backend(BackendArgs),
 }
+
+const BACKEND_HELP: &str = crate::help!(
+    "  waf test ftw --crs ../shared/crs --print-server-config > /tmp/crs-test.conf
+  waf test backend --listen 127.0.0.1:9000 &
+  waf serve -c /tmp/crs-test.conf --upstream http://127.0.0.1:9000 --error-log /tmp/waf.log &
+  waf test ftw --crs ../shared/crs --http 127.0.0.1:8080 --error-log /tmp/waf.log",
+    "1 never (it serves until stopped); the address cannot be bound is 2"
+);
 
 #[derive(clap::Args, Debug)]
 pub struct BackendArgs {

@@ -233,6 +233,18 @@ fn flags_that_make_no_sense_are_usage_errors() {
         &["profile", "--corpus", "x.jsonl", "--passes", "0"],
         &["eval"],
         &["lint", "--max-diagnostics", "0"],
+        &["serve"],
+        &[
+            "serve",
+            "--tls-cert",
+            "c.pem",
+            "--upstream",
+            "http://127.0.0.1:9",
+        ],
+        &["serve", "--config", "missing.yaml"],
+        &["profile", "--from-metrics", "a.prom", "--corpus", "x.jsonl"],
+        &["test", "ftw", "--crs", "x", "--http", "127.0.0.1:1"],
+        &["test", "ftw", "--crs", "x", "--error-log", "x.log"],
     ] {
         let o = waf(args);
         assert_eq!(
@@ -255,6 +267,7 @@ fn every_subcommand_help_has_an_example_and_the_exit_codes() {
         &["profile"],
         &["serve"],
         &["test", "ftw"],
+        &["test", "backend"],
     ] {
         let mut args = cmd.to_vec();
         args.push("--help");
