@@ -31,6 +31,7 @@
 
 mod audit;
 pub mod filter;
+mod first_byte;
 mod log;
 mod manifest;
 mod metrics;
@@ -143,6 +144,24 @@ pub struct Logs {
     pub audit: Option<ErrorLog>,
 }
 
+/// Pending connections the kernel may queue for the accept loop (capped by
+/// `net.core.somaxconn`): a burst of new clients larger than the queue gets
+/// dropped SYNs and one-second retransmits (tokio's default is 1,024).
+const LISTEN_BACKLOG: u32 = 4096;
+
+/// The listening socket, with `SO_REUSEADDR` (a restart rebinds at once)
+/// and a backlog of [`LISTEN_BACKLOG`].
+fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
 /// Where a reload reads the sites from.
 #[derive(Clone)]
 pub enum SitesSource {
@@ -208,9 +227,7 @@ impl Server {
         logs: Logs,
     ) -> Result<Server, ServeError> {
         let Logs { error: log, audit } = logs;
-        let listener = TcpListener::bind(config.listen)
-            .await
-            .map_err(ServeError::Listen)?;
+        let listener = listen(config.listen).map_err(ServeError::Listen)?;
         let addr = listener.local_addr().map_err(ServeError::Listen)?;
         let metrics = Arc::new(Metrics::default());
         let (admin_addr, admin_task) = match config.admin {

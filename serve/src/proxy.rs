@@ -2,6 +2,7 @@
 
 use crate::audit::{self, Exchange};
 use crate::filter::RequestView;
+use crate::first_byte::FirstByte;
 use crate::log::ErrorLog;
 use crate::metrics::Metrics;
 use crate::site::{CustomAction, Sites};
@@ -197,6 +198,7 @@ pub(crate) async fn accept_loop(
                 .header_read_timeout(header_timeout);
             let outcome = match tls {
                 None => {
+                    let stream = FirstByte::new(stream, header_timeout);
                     builder
                         .serve_connection(TokioIo::new(stream), service)
                         .await
@@ -209,6 +211,7 @@ pub(crate) async fn accept_loop(
                         errors.metrics.tls_handshake_failure();
                         return;
                     };
+                    let stream = FirstByte::new(stream, header_timeout);
                     builder
                         .serve_connection(TokioIo::new(stream), service)
                         .await
@@ -227,6 +230,14 @@ pub(crate) async fn accept_loop(
 /// counted, and written to the error log so that nothing is refused
 /// silently.
 fn connection_error(state: &State, remote: SocketAddr, e: &(dyn std::error::Error + 'static)) {
+    if let Some(io) = e.downcast_ref::<std::io::Error>() {
+        if io.kind() == std::io::ErrorKind::TimedOut {
+            // Never sent a request: counted, not logged (idle scanners and
+            // pre-connecting browsers are common).
+            state.metrics.header_timeout();
+        }
+        return;
+    }
     let Some(h) = e.downcast_ref::<hyper::Error>() else {
         return;
     };

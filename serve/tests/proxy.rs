@@ -710,3 +710,34 @@ SecRule REQUEST_BODY "@contains attack" "id:1,phase:2,deny,status:403,log"
     assert_eq!(echoed.len(), 5000, "the whole body reached the backend");
     assert!(echoed.ends_with(&"z".repeat(3000)));
 }
+
+#[tokio::test]
+async fn connections_that_never_send_a_byte_are_closed_at_the_header_timeout() {
+    let s = setup_with(text_rules(), None, |c| {
+        c.header_timeout = Duration::from_millis(300)
+    })
+    .await;
+    let mut idle: Vec<tokio::net::TcpStream> = Vec::new();
+    for _ in 0..20 {
+        idle.push(
+            tokio::net::TcpStream::connect(s.server.addr())
+                .await
+                .expect("connect"),
+        );
+    }
+    let start = std::time::Instant::now();
+    for stream in idle.iter_mut() {
+        let (_, closed) = read_until_closed(stream, Duration::from_secs(3)).await;
+        assert!(closed, "an idle connection stayed open");
+    }
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
+    // The proxy still serves.
+    let (status, _, _) = send(s.server.addr(), "GET", "/", "")
+        .await
+        .expect("response");
+    assert_eq!(status, StatusCode::OK);
+}
