@@ -103,12 +103,37 @@ impl Ruleset {
     }
 }
 
-/// The evaluation cache goes back to the ruleset's pool for the next
-/// transaction (see [`Ruleset::transaction`]).
+/// What a dropped transaction leaves in its ruleset's pool for the next
+/// one: every buffer, grown to the traffic, and the evaluation cache (memo
+/// buffers, cross-transaction cache). A transaction per request (what a
+/// proxy does) then allocates as little as one reset and reused.
+struct Leftovers {
+    cache: EvalCache,
+    /// `None` after a request with a big body: its buffers are not worth
+    /// keeping around (a pool of them would hold request-body-limit bytes each).
+    inputs: Option<Inputs>,
+    state: state::StateBuffers,
+}
+
+/// Bodies up to this size leave their buffers in the pool.
+const POOLED_BODY_BYTES: usize = 256 << 10;
+
+/// The buffers go back to the ruleset's pool for the next transaction (see
+/// [`Ruleset::transaction`]).
 impl Drop for Transaction<'_> {
     fn drop(&mut self) {
-        let cache = std::mem::take(&mut self.cache);
-        self.rs.pool.give(Box::new(cache));
+        let small = self.inputs.body.capacity() <= POOLED_BODY_BYTES
+            && self.inputs.response_body.capacity() <= POOLED_BODY_BYTES;
+        let inputs = small.then(|| {
+            let placeholder = Inputs::new(BodyParser::default(), ArgLimit::default());
+            std::mem::replace(&mut self.inputs, placeholder)
+        });
+        let leftovers = Leftovers {
+            cache: std::mem::take(&mut self.cache),
+            inputs,
+            state: self.state.take_buffers(),
+        };
+        self.rs.pool.give(Box::new(leftovers));
     }
 }
 
@@ -126,23 +151,36 @@ impl<'r> Transaction<'r> {
             json_depth_limit: s.request_body_json_depth_limit,
             ..body::BodyConfig::default()
         };
-        let mut tx = Transaction {
-            rs,
-            options,
-            inputs: Inputs::new(BodyParser::new(config), arg_limit(s)),
-            state: RuleState::new(s),
-            // A dropped transaction's cache when there is one: its buffers
-            // are grown and its cross-transaction cache is warm.
-            cache: rs
-                .pool
-                .take()
-                .and_then(|c| c.downcast::<EvalCache>().ok())
-                .map(|c| *c)
-                .unwrap_or_else(|| EvalCache {
+        // A dropped transaction's buffers when there are some: grown, and
+        // with a warm cross-transaction cache.
+        let leftovers = rs
+            .pool
+            .take()
+            .and_then(|c| c.downcast::<Leftovers>().ok())
+            .map(|l| *l);
+        let (cache, inputs, state) = match leftovers {
+            Some(l) => (
+                l.cache,
+                l.inputs
+                    .unwrap_or_else(|| Inputs::new(BodyParser::new(config), arg_limit(s))),
+                RuleState::with_buffers(s, l.state),
+            ),
+            None => (
+                EvalCache {
                     memo: Memo::new(rs),
                     generation: 0,
                     scratch: Default::default(),
-                }),
+                },
+                Inputs::new(BodyParser::new(config), arg_limit(s)),
+                RuleState::new(s),
+            ),
+        };
+        let mut tx = Transaction {
+            rs,
+            options,
+            inputs,
+            state,
+            cache,
             stats: EvalStats::default(),
             profile: RuleProfile::default(),
         };

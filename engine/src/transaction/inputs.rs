@@ -75,7 +75,10 @@ impl Inputs {
     pub(super) fn new(parser: BodyParser, arg_limit: ArgLimit) -> Inputs {
         Inputs {
             started: Instant::now(),
-            unique_id: String::with_capacity(32),
+            // Grown by the first `reset`; empty here so that a placeholder
+            // (a dropped transaction's, see `Transaction`'s `Drop`) costs no
+            // allocation.
+            unique_id: String::new(),
             remote_addr: Vec::new(),
             remote_port: 0,
             server_addr: Vec::new(),

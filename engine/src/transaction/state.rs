@@ -44,6 +44,34 @@ pub(super) struct RuleState<'r> {
     pub caps: Captures,
 }
 
+/// The buffers of a [`RuleState`] that outlive its transaction (no borrow
+/// of the program): kept in the ruleset's pool for the next transaction.
+pub(super) struct StateBuffers {
+    tx: Collection,
+    persistent: Vec<(V, Collection)>,
+    env: Collection,
+    session_id: Vec<u8>,
+    user_id: Vec<u8>,
+    matched_var: Vec<u8>,
+    matched_var_name: String,
+    matched_vars: Collection,
+    matches: Vec<MatchedRule>,
+    caps: Captures,
+    removed_ids: Vec<(u64, u64)>,
+    // Empty, their allocations kept: see `unborrow`.
+    removed_tags: Vec<&'static str>,
+    removed_msgs: Vec<&'static str>,
+    removed_targets: Vec<(RuleSel<'static>, &'static Exclusion)>,
+}
+
+/// `v`'s allocation, emptied, as a vector that borrows nothing: the
+/// standard library collects an emptied `into_iter` into the same buffer
+/// when the element layouts agree (they do: only the lifetime differs), so
+/// the `ctl:ruleRemove*` lists of a pooled state keep their capacity.
+fn unborrow<T, U>(v: Vec<T>) -> Vec<U> {
+    v.into_iter().filter_map(|_| None).collect()
+}
+
 /// What an `allow` action let through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Allow {
@@ -89,6 +117,48 @@ impl<'r> RuleState<'r> {
             matches: Vec::new(),
             match_count: 0,
             caps: Captures::default(),
+        }
+    }
+
+    /// A state on `b`'s buffers (cleared by the caller's `clear`).
+    pub(super) fn with_buffers(s: &Settings, b: StateBuffers) -> RuleState<'r> {
+        RuleState {
+            tx: b.tx,
+            persistent: b.persistent,
+            env: b.env,
+            session_id: b.session_id,
+            user_id: b.user_id,
+            matched_var: b.matched_var,
+            matched_var_name: b.matched_var_name,
+            matched_vars: b.matched_vars,
+            matches: b.matches,
+            caps: b.caps,
+            removed_ids: b.removed_ids,
+            removed_tags: b.removed_tags,
+            removed_msgs: b.removed_msgs,
+            removed_targets: b.removed_targets,
+            ..RuleState::new(s)
+        }
+    }
+
+    /// Takes the buffers out (the state is left empty).
+    pub(super) fn take_buffers(&mut self) -> StateBuffers {
+        use std::mem::take;
+        StateBuffers {
+            tx: take(&mut self.tx),
+            persistent: take(&mut self.persistent),
+            env: take(&mut self.env),
+            session_id: take(&mut self.session_id),
+            user_id: take(&mut self.user_id),
+            matched_var: take(&mut self.matched_var),
+            matched_var_name: take(&mut self.matched_var_name),
+            matched_vars: take(&mut self.matched_vars),
+            matches: take(&mut self.matches),
+            caps: take(&mut self.caps),
+            removed_ids: take(&mut self.removed_ids),
+            removed_tags: unborrow(take(&mut self.removed_tags)),
+            removed_msgs: unborrow(take(&mut self.removed_msgs)),
+            removed_targets: unborrow(take(&mut self.removed_targets)),
         }
     }
 

@@ -402,3 +402,35 @@ fn embedder_exceptions_remove_rules_by_id_and_tag_until_reset() {
     tx.process_request_headers();
     assert_eq!(ids(&tx), [1, 2, 3], "reset forgets the exceptions");
 }
+
+#[test]
+fn a_transaction_from_the_pool_starts_clean() {
+    let rs = ruleset(
+        "SecRuleEngine On\n\
+         SecRule ARGS \"@contains x\" \"id:1,phase:1,pass,log,setvar:tx.seen=1,ctl:ruleRemoveById=3\"\n\
+         SecRule TX:seen \"@eq 1\" \"id:2,phase:1,pass,log\"\n\
+         SecRule ARGS \"@contains y\" \"id:3,phase:1,pass,log\"\n\
+         SecRule ARGS \"@contains z\" \"id:4,phase:1,deny,status:403\"\n",
+    );
+    for _ in 0..3 {
+        let tx = get(&rs, "/?a=xyz", &[("Host", "h")]);
+        assert_eq!(ids(&tx), [1, 2, 4]);
+        assert!(tx.intervention().is_some());
+        drop(tx);
+        // The next transaction takes the dropped one's buffers.
+        let tx = get(&rs, "/?a=y", &[("Host", "h")]);
+        assert_eq!(ids(&tx), [3], "no TX, ctl, match or intervention left over");
+        assert!(tx.intervention().is_none());
+        assert_eq!(tx.tx_var("seen"), None);
+    }
+    // A big body's buffers are not kept, and the next transaction works.
+    let mut tx = rs.transaction();
+    tx.process_uri(b"/", b"POST", b"HTTP/1.1");
+    tx.add_request_header(b"Content-Type", b"text/plain");
+    tx.process_request_headers();
+    tx.append_request_body(&vec![b'a'; 600 << 10]);
+    tx.process_request_body();
+    drop(tx);
+    let tx = get(&rs, "/?a=y", &[("Host", "h")]);
+    assert_eq!(ids(&tx), [3]);
+}
