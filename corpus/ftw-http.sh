@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CRS's regression suite over real HTTP, as go-ftw runs it, against
-#   (1) waf serve, and
-#   (2) nginx + libnginx-mod-http-modsecurity (ModSecurity v3, the peer deployment),
+#   (1) waf serve,
+#   (2) nginx + libnginx-mod-http-modsecurity (ModSecurity v3, the peer deployment), and
+#   (3) nginx + our module (connectors/nginx, built by its build.sh; when nginx-dev is there),
 # each in front of CRS's test backend (albedo's behaviour: `waf test backend`),
 # with the same configuration text (`waf test ftw --print-server-config`:
 # CRS's test settings, go-ftw's marker rule 999999, CRS). Each stage's log
@@ -33,6 +34,9 @@ CRS="${CRS:-$root/../shared/crs}"
 WAF="${WAF:-$root/target/release/waf}"
 extra=("$@")
 work="$(mktemp -d /tmp/waf-ftw-http.XXXXXX)"
+# nginx's workers (www-data when started as root) write request bodies to
+# temporary files under here.
+chmod 0755 "$work"
 pids=()
 cleanup() { for p in "${pids[@]:-}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
@@ -52,7 +56,35 @@ fi
 
 "$WAF" test ftw --crs "$CRS" --print-server-config > "$work/crs-test.conf"
 
-mkdir -p "$work/nginx/logs"
+# Our nginx module, when it can be built.
+ours=0
+if [ "$peer" = 1 ] && "$here/../connectors/nginx/build.sh" > "$work/module-build.log" 2>&1; then
+  ours=1
+  mkdir -p "$work/nginx-waf/logs" && chmod 0777 "$work/nginx-waf"
+  cat > "$work/nginx-waf/nginx.conf" <<CONF
+load_module $root/target/release/ngx_http_waf_module.so;
+worker_processes 1;
+pid $work/nginx-waf/nginx.pid;
+error_log $work/nginx-waf/logs/error.log info;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path $work/nginx-waf; proxy_temp_path $work/nginx-waf; fastcgi_temp_path $work/nginx-waf;
+  uwsgi_temp_path $work/nginx-waf; scgi_temp_path $work/nginx-waf;
+  client_max_body_size 16m;
+  server {
+    listen 127.0.0.1:19203;
+    waf on;
+    waf_rules_file $work/crs-test.conf;
+    location / { proxy_pass http://127.0.0.1:19200; proxy_set_header Host \$host; }
+  }
+}
+CONF
+elif [ "$peer" = 1 ]; then
+  echo "ftw-http.sh: SKIP nginx + waf module: connectors/nginx/build.sh failed ($work/module-build.log)" >&2
+fi
+
+mkdir -p "$work/nginx/logs" && chmod 0777 "$work/nginx"
 cat > "$work/nginx/nginx.conf" <<CONF
 load_module /usr/lib/nginx/modules/ngx_http_modsecurity_module.so;
 worker_processes 1;
@@ -81,6 +113,10 @@ if [ "$peer" = 1 ]; then
   nginx -p "$work/nginx" -c "$work/nginx/nginx.conf" -g 'daemon off;' 2>"$work/nginx.out" & pids+=($!)
   ports+=(19202)
 fi
+if [ "$ours" = 1 ]; then
+  nginx -p "$work/nginx-waf" -c "$work/nginx-waf/nginx.conf" -g 'daemon off;' 2>"$work/nginx-waf.out" & pids+=($!)
+  ports+=(19203)
+fi
 for port in "${ports[@]}"; do
   ok=0
   for _ in $(seq 1 300); do
@@ -106,6 +142,10 @@ run() { # NAME PORT LOG OVERRIDES MIN_PASS_RATE
 run waf-serve 19201 "$work/waf.log" "$here/ftw-overrides/waf-serve.yaml" 99.5
 if [ "$peer" = 1 ]; then
   run nginx-modsecurity 19202 "$work/nginx/logs/error.log" "$CRS/tests/regression/nginx-overrides.yaml" 0
+fi
+if [ "$ours" = 1 ]; then
+  # nginx's front-end overrides (CRS's nginx file without the libmodsecurity ones).
+  run nginx-waf-module 19203 "$work/nginx-waf/logs/error.log" "$here/ftw-overrides/nginx-waf-module.yaml" 0
 fi
 echo "failures: grep ^FAIL $work/*.txt; JSON reports beside them"
 trap - EXIT; cleanup

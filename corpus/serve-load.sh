@@ -23,6 +23,9 @@ CRS="${CRS:-$root/../shared/crs}"
 WAF="${WAF:-$root/target/release/waf}"
 CONNS="${CONNS:-32}"
 work="$(mktemp -d /tmp/waf-serve-load.XXXXXX)"
+# nginx's workers (www-data when started as root) write request bodies to
+# temporary files under here.
+chmod 0755 "$work"
 pids=()
 cleanup() { for p in "${pids[@]:-}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
@@ -48,7 +51,7 @@ python3 "$here/gen_benign.py" --n 1000 --seed 1 --out "$work/benign.jsonl" >/dev
 python3 "$here/wrk_requests.py" "$work/benign.jsonl" > "$work/requests.lua"
 
 nginx_conf() { # NAME PORT BODY
-  mkdir -p "$work/$1/logs"
+  mkdir -p "$work/$1/logs" && chmod 0777 "$work/$1"
   cat > "$work/$1/nginx.conf" <<EOF
 $( [ "$1" = modsec ] && echo "load_module /usr/lib/nginx/modules/ngx_http_modsecurity_module.so;" )
 worker_processes 2;
