@@ -6,6 +6,7 @@
 #   (b) nginx + libnginx-mod-http-modsecurity (ModSecurity v3) + CRS PL1
 #   (c) waf serve, no rules
 #   (d) waf serve + CRS PL1 (the same configuration text as (b))
+#   (e) nginx + our module (connectors/nginx) + CRS PL1, when it builds
 # to the same backend (nginx answering 200). Prints throughput, p50/p99
 # latency, non-2xx responses, CPU seconds and peak RSS of each proxy.
 #
@@ -54,6 +55,7 @@ nginx_conf() { # NAME PORT BODY
   mkdir -p "$work/$1/logs" && chmod 0777 "$work/$1"
   cat > "$work/$1/nginx.conf" <<EOF
 $( [ "$1" = modsec ] && echo "load_module /usr/lib/nginx/modules/ngx_http_modsecurity_module.so;" )
+$( [ "$1" = wafmod ] && echo "load_module $root/target/release/ngx_http_waf_module.so;" )
 worker_processes 2;
 pid $work/$1/nginx.pid;
 error_log $work/$1/logs/error.log warn;
@@ -74,17 +76,26 @@ EOF
 nginx_conf backend 19000 'location / { return 200 "ok\n"; }'
 nginx_conf plain 19001 'location / { proxy_pass http://app; proxy_http_version 1.1; proxy_set_header Connection ""; }'
 nginx_conf modsec 19002 "modsecurity on; modsecurity_rules_file $work/crs-pl1.conf; location / { proxy_pass http://app; proxy_http_version 1.1; proxy_set_header Connection \"\"; }"
+# (e) our nginx module (connectors/nginx), when it builds (Debian's nginx-dev).
+wafmod=0
+if "$root/connectors/nginx/build.sh" > "$work/module-build.log" 2>&1; then
+  wafmod=1
+  nginx_conf wafmod 19005 "waf on; waf_rules_file $work/crs-pl1.conf; location / { proxy_pass http://app; proxy_http_version 1.1; proxy_set_header Connection \"\"; }"
+fi
 
 nginx -p "$work/backend" -c "$work/backend/nginx.conf" -g 'daemon off;' & pids+=($!)
 nginx -p "$work/plain" -c "$work/plain/nginx.conf" -g 'daemon off;' & pids+=($!); plain_pid=$!
 nginx -p "$work/modsec" -c "$work/modsec/nginx.conf" -g 'daemon off;' & pids+=($!); modsec_pid=$!
+if [ "$wafmod" = 1 ]; then
+  nginx -p "$work/wafmod" -c "$work/wafmod/nginx.conf" -g 'daemon off;' & pids+=($!); wafmod_pid=$!
+fi
 "$WAF" serve -c "$work/empty.conf" --listen 127.0.0.1:19003 --upstream http://127.0.0.1:19000 \
   --error-log "$work/waf-empty.log" 2>>"$work/waf-empty.out" & pids+=($!); empty_pid=$!
 "$WAF" serve -c "$work/crs-pl1.conf" --listen 127.0.0.1:19004 --upstream http://127.0.0.1:19000 \
   --error-log "$work/waf-crs.log" 2>>"$work/waf-crs.out" & pids+=($!); crs_pid=$!
 
 # Wait (bounded) until every port answers.
-for port in 19000 19001 19002 19003 19004; do
+for port in 19000 19001 19002 19003 19004 $( [ "$wafmod" = 1 ] && echo 19005 ); do
   for _ in $(seq 1 100); do
     curl -s -o /dev/null "http://127.0.0.1:$port/" && break
     sleep 0.1
@@ -129,5 +140,10 @@ run "(a) nginx, no WAF" 19001 "$plain_pid"
 run "(b) nginx + ModSecurity 3 + CRS" 19002 "$modsec_pid"
 run "(c) waf serve, no rules" 19003 "$empty_pid"
 run "(d) waf serve + CRS" 19004 "$crs_pid"
+if [ "$wafmod" = 1 ]; then
+  run "(e) nginx + waf module + CRS" 19005 "$wafmod_pid"
+else
+  echo "| (e) nginx + waf module + CRS | not built: $work/module-build.log | | | | | |"
+fi
 echo
 echo "(CPU s: the proxy's processes only; backend and wrk share the same cores. Logs: $work)"
