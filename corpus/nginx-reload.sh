@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# `nginx -s reload` N times under load with our module (connectors/nginx) and
+# CRS PL1: wrk sends benign requests the whole time; each reload is waited
+# for (a new worker serves). Prints the RSS of nginx's processes before,
+# along the way and after, and wrk's totals (failed requests: non-2xx and
+# socket errors, expected 0).
+#
+#   corpus/nginx-reload.sh [N]        (default 100)
+#   WAF_SWITCH=off corpus/nginx-reload.sh 100   (the same nginx, module off:
+#                                                the baseline for wrk's errors)
+#
+# nginx closes idle keep-alive connections of its old workers on reload;
+# wrk counts a request it had just sent on such a connection as a read
+# error, with or without a WAF: compare with WAF_SWITCH=off.
+# Needs target/release/waf, Debian's nginx, nginx-dev (the module is built
+# with connectors/nginx/build.sh) and wrk. Loopback only.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$here/.."
+n="${1:-100}"
+CRS="${CRS:-$root/../shared/crs}"
+WAF="${WAF:-$root/target/release/waf}"
+work="$(mktemp -d /tmp/waf-nginx-reload.XXXXXX)"
+chmod 0755 "$work"
+pids=()
+cleanup() {
+  [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+  for p in "${pids[@]:-}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true
+}
+trap cleanup EXIT
+"$root/connectors/nginx/build.sh" > "$work/build.log" 2>&1 || { tail "$work/build.log" >&2; exit 1; }
+"$here/crs-config.sh" "$CRS" 1 > "$work/crs.conf"
+python3 "$here/gen_benign.py" --n 1000 --seed 1 --out "$work/benign.jsonl" >/dev/null
+python3 "$here/wrk_requests.py" "$work/benign.jsonl" > "$work/requests.lua"
+mkdir -p "$work/logs" "$work/tmp" && chmod 0777 "$work/tmp"
+cat > "$work/nginx.conf" <<CONF
+load_module $root/target/release/ngx_http_waf_module.so;
+worker_processes 2;
+pid $work/nginx.pid;
+error_log $work/logs/error.log warn;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path $work/tmp; proxy_temp_path $work/tmp; fastcgi_temp_path $work/tmp;
+  uwsgi_temp_path $work/tmp; scgi_temp_path $work/tmp;
+  upstream app { server 127.0.0.1:19500; keepalive 32; }
+  server {
+    listen 127.0.0.1:19501;
+    waf ${WAF_SWITCH:-on};
+    waf_rules_file $work/crs.conf;
+    location / { proxy_pass http://app; proxy_http_version 1.1; proxy_set_header Connection ""; }
+  }
+}
+CONF
+"$WAF" test backend --listen 127.0.0.1:19500 2>/dev/null & pids+=($!)
+nginx -p "$work" -c "$work/nginx.conf" 2>"$work/nginx.out"
+for _ in $(seq 1 300); do curl -s -o /dev/null http://127.0.0.1:19501/ && break; sleep 0.1; done
+master=$(cat "$work/nginx.pid")
+rss() { local t=0; for p in $master $(pgrep -P "$master" || true); do
+  t=$((t + $(awk '/VmRSS/ {print $2}' "/proc/$p/status" 2>/dev/null || echo 0))); done; echo $((t / 1024)); }
+workers() { pgrep -P "$master" | tr '\n' ' '; }
+wrk -t1 -c16 -d3600s -s "$work/requests.lua" http://127.0.0.1:19501 > "$work/wrk.out" 2>&1 & wrk_pid=$!; pids+=($wrk_pid)
+sleep 3
+echo "nginx + waf module (waf ${WAF_SWITCH:-on}): $n reloads (nginx -s reload) of CRS PL1 under wrk -t1 -c16"
+echo "| reloads | RSS MiB (master + workers) |"
+echo "|---|---|"
+echo "| 0 | $(rss) |"
+step=$(( n / 10 )); [ "$step" -gt 0 ] || step=1
+for i in $(seq 1 "$n"); do
+  before="$(workers)"
+  nginx -p "$work" -c "$work/nginx.conf" -s reload 2>/dev/null
+  # Wait (bounded) until the old workers are gone.
+  for _ in $(seq 1 600); do
+    now="$(workers)"; gone=1
+    for w in $before; do case " $now " in *" $w "*) gone=0;; esac; done
+    [ "$gone" = 1 ] && break
+    sleep 0.05
+  done
+  if [ $(( i % step )) = 0 ]; then echo "| $i | $(rss) |"; fi
+done
+kill -INT "$wrk_pid"; wait "$wrk_pid" 2>/dev/null || true
+requests=$(awk '/requests in/ {print $1}' "$work/wrk.out")
+non2xx=$(awk -F': ' '/Non-2xx/ {print $2}' "$work/wrk.out"); non2xx="${non2xx:-0}"
+sockerr=$(awk '/Socket errors/ {print}' "$work/wrk.out"); sockerr="${sockerr:-none}"
+echo
+echo "requests: $requests, non-2xx: $non2xx, socket errors: $sockerr (wrk's report and nginx's log: $work)"
+[ "$non2xx" = 0 ] && [ "$sockerr" = none ]
