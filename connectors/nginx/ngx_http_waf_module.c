@@ -6,6 +6,7 @@
  *   waf on|off;                 (modsecurity on|off)
  *   waf_rules_file PATH;        (modsecurity_rules_file; repeatable)
  *   waf_rules 'SecLang text';   (modsecurity_rules; repeatable)
+ *   waf_transaction_id $request_id;   (modsecurity_transaction_id)
  *
  * Phases: request headers and body in the access phase (the body is read
  * and inspected before the request is passed on: nothing reaches the
@@ -25,9 +26,10 @@
 #include "waf.h"
 
 typedef struct {
-    ngx_flag_t    enable;
-    ngx_array_t  *sources;   /* of ngx_str_t: SecLang lines (Include or text) */
-    waf_ruleset  *rules;
+    ngx_flag_t                 enable;
+    ngx_array_t               *sources;   /* of ngx_str_t: SecLang lines (Include or text) */
+    waf_ruleset               *rules;
+    ngx_http_complex_value_t  *transaction_id;
 } ngx_http_waf_loc_conf_t;
 
 typedef struct {
@@ -63,6 +65,10 @@ static ngx_command_t ngx_http_waf_commands[] = {
     { ngx_string("waf_rules"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
       ngx_http_waf_rules, NGX_HTTP_LOC_CONF_OFFSET, 0, NULL },
+    { ngx_string("waf_transaction_id"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_http_set_complex_value_slot, NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_waf_loc_conf_t, transaction_id), NULL },
     ngx_null_command
 };
 
@@ -151,6 +157,9 @@ static char *ngx_http_waf_merge_loc_conf(ngx_conf_t *cf, void *parent, void *chi
     char name[NGX_MAX_PATH + 1];
 
     ngx_conf_merge_value(c->enable, p->enable, 0);
+    if (c->transaction_id == NULL) {
+        c->transaction_id = p->transaction_id;
+    }
     if (c->sources == NULL) {
         c->sources = p->sources;
         c->rules = p->rules;
@@ -311,6 +320,13 @@ static ngx_int_t ngx_http_waf_access(ngx_http_request_t *r) {
         ctx->held_last = &ctx->held;
         ngx_http_set_ctx(r, ctx, ngx_http_waf_module);
         waf_transaction_set_log(ctx->tx, ngx_http_waf_log_line, r->connection->log);
+        if (lc->transaction_id != NULL) {
+            ngx_str_t id;
+            if (ngx_http_complex_value(r, lc->transaction_id, &id) != NGX_OK) {
+                return NGX_HTTP_INTERNAL_SERVER_ERROR;
+            }
+            waf_transaction_set_id(ctx->tx, id.data, id.len);
+        }
 
         ngx_snprintf(client, sizeof(client), "%V%Z", &r->connection->addr_text);
         server_addr.data = server;

@@ -504,6 +504,15 @@ impl<'r> Transaction<'r> {
         &self.inputs.unique_id
     }
 
+    /// Replaces `UNIQUE_ID` with the server's own request id (nginx's
+    /// `$request_id`, an `X-Request-ID`), so that the WAF's log lines and the
+    /// server's can be joined. Call it before phase 1 (rules read it from
+    /// then on); it lasts until [`Transaction::reset`] makes a new one.
+    pub fn set_unique_id(&mut self, id: &str) {
+        self.inputs.unique_id.clear();
+        self.inputs.unique_id.push_str(id);
+    }
+
     /// The value of a TX variable (for tests and embedding).
     pub fn tx_var(&self, name: &str) -> Option<&[u8]> {
         self.state.tx.get(name.as_bytes())

@@ -145,6 +145,14 @@ void waf_transaction_free(struct waf_transaction *tx);
 // `tx` NULL or live.
 const char *waf_transaction_id(const struct waf_transaction *tx);
 
+// Replaces the transaction's `UNIQUE_ID` with `len` bytes at `id` (the
+// server's request id; not UTF-8 bytes are replaced). Call it before
+// `waf_process_request_headers`.
+//
+// # Safety
+// `tx` live; `id` readable for `len`.
+waf_status waf_transaction_set_id(struct waf_transaction *tx, const uint8_t *id, size_t len);
+
 // Sets the log callback (NULL: none) and its `data`.
 //
 // # Safety

@@ -343,6 +343,31 @@ pub unsafe extern "C" fn waf_transaction_id(tx: *const WafTransaction) -> *const
     unsafe { &*tx }.id.as_ptr()
 }
 
+/// Replaces the transaction's `UNIQUE_ID` with `len` bytes at `id` (the
+/// server's request id; not UTF-8 bytes are replaced). Call it before
+/// `waf_process_request_headers`.
+///
+/// # Safety
+/// `tx` live; `id` readable for `len`.
+#[no_mangle]
+pub unsafe extern "C" fn waf_transaction_set_id(
+    tx: *mut WafTransaction,
+    id: *const u8,
+    len: usize,
+) -> WafStatus {
+    // SAFETY: per the contract.
+    unsafe {
+        with_tx(tx, |t| {
+            let Some(b) = bytes(id, len) else {
+                return WAF_ERR_NULL;
+            };
+            t.tx.set_unique_id(&String::from_utf8_lossy(b));
+            t.id = c_string(t.tx.unique_id());
+            WAF_OK
+        })
+    }
+}
+
 /// Sets the log callback (NULL: none) and its `data`.
 ///
 /// # Safety

@@ -17,8 +17,16 @@ fn target_dir() -> PathBuf {
 #[test]
 fn the_c_test_program_passes_under_address_sanitizer() {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let lib = target_dir().join("libwaf.a");
-    assert!(lib.is_file(), "{} not built", lib.display());
+    // `cargo test` builds the static library in deps/ (it uplifts it to the
+    // profile directory only on `cargo build`).
+    let lib = [
+        target_dir().join("deps/libwaf.a"),
+        target_dir().join("libwaf.a"),
+    ]
+    .into_iter()
+    .filter(|p| p.is_file())
+    .max_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
+    .expect("libwaf.a built by cargo");
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     if Command::new(&cc).arg("--version").output().is_err() {
         eprintln!("SKIP the_c_test_program_passes_under_address_sanitizer: no C compiler `{cc}`");

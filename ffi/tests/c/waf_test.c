@@ -70,6 +70,9 @@ static void benign_and_blocked(const waf_ruleset *rs) {
     CHECK(m[1].id == 1 && m[1].disruptive && strcmp(m[1].msg, "attack in ARGS:b") == 0);
     CHECK(waf_matched_rules(tx, NULL, 0) == 2);
     CHECK(waf_transaction_id(tx) != NULL && strlen(waf_transaction_id(tx)) > 0);
+    CHECK(waf_transaction_set_id(tx, (const uint8_t *)"req-42", 6) == WAF_OK);
+    CHECK(strcmp(waf_transaction_id(tx), "req-42") == 0);
+    CHECK(waf_transaction_set_id(tx, NULL, 3) == WAF_ERR_NULL);
     CHECK(waf_process_logging(tx) == WAF_OK);
     waf_transaction_free(tx);
 
