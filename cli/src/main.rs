@@ -11,6 +11,7 @@ mod profile;
 mod progress;
 mod report;
 mod serve;
+mod spoa;
 mod suggest;
 
 use clap::{Parser, Subcommand};
@@ -96,6 +97,13 @@ enum Command {
         "1 the rules (or the manifest) do not compile"
     ))]
     Serve(serve::Args),
+    /// Run the WAF as an HAProxy SPOE agent: HAProxy sends each request (line, headers, buffered body), the agent runs phases 1, 2 and 5 and answers with txn.waf.* variables that HAProxy's rules act on (see connectors/haproxy/).
+    #[command(after_help = help!(
+        "  waf spoa -c /tmp/crs-pl1.conf --listen 127.0.0.1:12345 --error-log waf.log
+  haproxy -f connectors/haproxy/haproxy.cfg                # with the shipped SPOE configuration",
+        "1 the rules do not compile"
+    ))]
+    Spoa(spoa::Args),
 }
 
 fn main() -> ExitCode {
@@ -109,6 +117,7 @@ fn main() -> ExitCode {
         Command::Suggest(a) => ("suggest", suggest::run(a)),
         Command::Profile(a) => ("profile", profile::run(a)),
         Command::Serve(a) => ("serve", serve::run(a)),
+        Command::Spoa(a) => ("spoa", spoa::run(a)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -39,6 +39,7 @@ pub mod profile;
 mod proxy;
 mod rules;
 mod site;
+pub mod spoa;
 pub mod tls;
 
 pub use hyper::Uri;

@@ -1,0 +1,400 @@
+//! `waf spoa`: the engine as an HAProxy SPOE agent (Stream Processing
+//! Offload). HAProxy sends each request's line, headers and buffered body in
+//! a `NOTIFY` frame; the agent runs phases 1, 2 and 5 and answers with
+//! transaction variables that HAProxy's rules act on
+//! (`connectors/haproxy/`): `txn.waf.action` (`allow`, `deny`, `redirect`,
+//! `drop`), `txn.waf.status`, `txn.waf.rule_id`, `txn.waf.url`, and
+//! `txn.waf.body_truncated` when HAProxy's buffer held less than the body's
+//! `Content-Length` (the engine then saw only that part, and says so in the
+//! error log: never silently treated as complete). Response phases cannot
+//! run here: HAProxy's SPOE sends request data only in this setup.
+//!
+//! The protocol is the `spop` crate's (frames, codec, handshake
+//! negotiation); nothing of SPOP is parsed by hand here but `req.hdrs_bin`,
+//! HAProxy's header-list encoding (varint-prefixed names and values).
+
+use crate::log::ErrorLog;
+use crate::rules::Rules;
+use futures_util::{SinkExt, StreamExt};
+use spop::frame::{FramePayload, FrameType, Message};
+use spop::frames::{Ack, AgentDisconnect, AgentHello, FrameCapabilities, HaproxyHello};
+use spop::{SpopCodec, StatusCode, TypedData, VarScope, MAX_FRAME_SIZE_LIMIT};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::codec::Framed;
+
+/// What the agent decided for one request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decision {
+    /// `allow`, `deny`, `redirect` or `drop`.
+    pub action: &'static str,
+    /// The intervention's status (0 when allowed).
+    pub status: u16,
+    /// The rule that decided (0 when allowed or for a body limit).
+    pub rule_id: u64,
+    /// The redirect URL.
+    pub url: String,
+    /// HAProxy's buffer held less than the body's `Content-Length`.
+    pub body_truncated: bool,
+}
+
+/// The request data of a `waf-request` message (see `connectors/haproxy/spoe-waf.conf`).
+fn arg<'m>(m: &'m Message, name: &str) -> Option<&'m TypedData> {
+    m.get(name).filter(|v| !matches!(v, TypedData::Null))
+}
+
+fn text(v: Option<&TypedData>) -> String {
+    match v {
+        Some(TypedData::String(s)) => s.clone(),
+        Some(TypedData::Binary(b)) => String::from_utf8_lossy(b).into_owned(),
+        Some(TypedData::IPv4(a)) => a.to_string(),
+        Some(TypedData::IPv6(a)) => a.to_string(),
+        Some(TypedData::Int32(n)) => n.to_string(),
+        Some(TypedData::UInt32(n)) => n.to_string(),
+        Some(TypedData::Int64(n)) => n.to_string(),
+        Some(TypedData::UInt64(n)) => n.to_string(),
+        Some(TypedData::Bool(b)) => b.to_string(),
+        Some(TypedData::Null) | None => String::new(),
+    }
+}
+
+fn bytes(v: Option<&TypedData>) -> Vec<u8> {
+    match v {
+        Some(TypedData::Binary(b)) => b.clone(),
+        Some(TypedData::String(s)) => s.clone().into_bytes(),
+        _ => Vec::new(),
+    }
+}
+
+fn number(v: Option<&TypedData>) -> u64 {
+    match v {
+        Some(TypedData::Int32(n)) => u64::try_from(*n).unwrap_or(0),
+        Some(TypedData::UInt32(n)) => u64::from(*n),
+        Some(TypedData::Int64(n)) => u64::try_from(*n).unwrap_or(0),
+        Some(TypedData::UInt64(n)) => *n,
+        other => text(other).trim().parse().unwrap_or(0),
+    }
+}
+
+/// HAProxy's `req.hdrs_bin`: (varint length, name, varint length, value)
+/// pairs ended by two empty ones. `None` when the encoding is broken.
+pub fn parse_headers(mut b: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
+    let mut out = Vec::new();
+    loop {
+        if b.is_empty() {
+            return Some(out);
+        }
+        let (rest, name_len) = spop::decode_varint(b).ok()?;
+        let name_len = usize::try_from(name_len).ok()?;
+        let name = rest.get(..name_len)?;
+        let (rest, value_len) = spop::decode_varint(rest.get(name_len..)?).ok()?;
+        let value_len = usize::try_from(value_len).ok()?;
+        let value = rest.get(..value_len)?;
+        b = rest.get(value_len..)?;
+        if name.is_empty() && value.is_empty() {
+            return Some(out);
+        }
+        out.push((name.to_vec(), value.to_vec()));
+    }
+}
+
+/// Runs phases 1, 2 and 5 on the request a `waf-request` message carries.
+pub fn decide(rules: &Rules, m: &Message, log: &ErrorLog) -> Decision {
+    let rs = rules.current();
+    let mut tx = rs.transaction();
+    let id = text(arg(m, "id"));
+    if !id.is_empty() {
+        tx.set_unique_id(&id);
+    }
+    tx.process_connection(
+        &text(arg(m, "src-ip")),
+        u16::try_from(number(arg(m, "src-port"))).unwrap_or(0),
+        &text(arg(m, "dst-ip")),
+        u16::try_from(number(arg(m, "dst-port"))).unwrap_or(0),
+    );
+    let mut target = text(arg(m, "path"));
+    let query = text(arg(m, "query"));
+    if !query.is_empty() {
+        target.push('?');
+        target.push_str(&query);
+    }
+    let version = text(arg(m, "version"));
+    let protocol = format!("HTTP/{}", if version.is_empty() { "1.1" } else { &version });
+    tx.process_uri(
+        target.as_bytes(),
+        text(arg(m, "method")).as_bytes(),
+        protocol.as_bytes(),
+    );
+    let headers = parse_headers(&bytes(arg(m, "headers")));
+    let mut content_length = None;
+    for (name, value) in headers.iter().flatten() {
+        if name.eq_ignore_ascii_case(b"content-length") {
+            content_length = std::str::from_utf8(value)
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok());
+        }
+        tx.add_request_header(name, value);
+    }
+    if headers.is_none() {
+        log.write(format!(
+            "waf spoa: the headers HAProxy sent (req.hdrs_bin) are not well formed; inspected without them [unique_id \"{}\"]",
+            tx.unique_id()
+        ));
+    }
+    tx.process_request_headers();
+    let body = bytes(arg(m, "body"));
+    let body_truncated = content_length.is_some_and(|n| n > body.len() as u64);
+    if tx.intervention().is_none() {
+        if !body.is_empty() {
+            tx.append_request_body(&body);
+        }
+        tx.process_request_body();
+    }
+    tx.process_logging();
+    let uri = String::from_utf8_lossy(tx.uri_raw()).into_owned();
+    let uid = tx.unique_id().to_string();
+    for mr in tx.matched_rules().iter().filter(|mr| mr.log) {
+        log.write(mr.log_line(&uri, &uid));
+    }
+    if body_truncated {
+        log.write(format!(
+            "waf spoa: request body cut short by HAProxy's buffer: {} of {} bytes inspected (raise tune.bufsize) [uri \"{}\"] [unique_id \"{uid}\"]",
+            body.len(),
+            content_length.unwrap_or(0),
+            uri.escape_debug()
+        ));
+    }
+    match tx.intervention() {
+        None => Decision {
+            action: "allow",
+            status: 0,
+            rule_id: 0,
+            url: String::new(),
+            body_truncated,
+        },
+        Some(i) => {
+            log.write(i.log_line(&uri, &uid));
+            let action = match i.action {
+                "drop" => "drop",
+                "redirect" => "redirect",
+                _ => "deny",
+            };
+            Decision {
+                action,
+                status: i.status,
+                rule_id: i.rule_id,
+                url: i.url.clone().unwrap_or_default(),
+                body_truncated,
+            }
+        }
+    }
+}
+
+/// Serves SPOP connections from HAProxy until the task is aborted.
+pub async fn serve(listener: TcpListener, rules: Arc<Rules>, log: ErrorLog) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let (rules, log) = (rules.clone(), log.clone());
+        tokio::spawn(async move {
+            let _ = connection(stream, rules, log).await;
+        });
+    }
+}
+
+type Socket = Framed<TcpStream, SpopCodec>;
+
+async fn disconnect(socket: &mut Socket, status: StatusCode) -> std::io::Result<()> {
+    let frame = AgentDisconnect {
+        status_code: status.to_u32(),
+        message: status.message().to_string(),
+    };
+    socket.send(Box::new(frame)).await?;
+    socket.close().await
+}
+
+async fn connection(stream: TcpStream, rules: Arc<Rules>, log: ErrorLog) -> std::io::Result<()> {
+    let mut socket = Framed::new(stream, SpopCodec::default());
+    while let Some(frame) = socket.next().await {
+        let frame = frame?;
+        match frame.frame_type() {
+            FrameType::HaproxyHello => {
+                let Ok(hello) = HaproxyHello::try_from(frame.payload()) else {
+                    return disconnect(&mut socket, StatusCode::Invalid).await;
+                };
+                let Some(version) = hello.negotiate_version() else {
+                    return disconnect(&mut socket, StatusCode::BadVersion).await;
+                };
+                let max_frame_size = match hello.negotiate_max_frame_size(MAX_FRAME_SIZE_LIMIT) {
+                    Ok(size) => size,
+                    Err(status) => return disconnect(&mut socket, status).await,
+                };
+                socket.codec_mut().set_max_frame_size(max_frame_size);
+                let healthcheck = hello.healthcheck.unwrap_or(false);
+                socket
+                    .send(Box::new(AgentHello {
+                        version,
+                        max_frame_size,
+                        capabilities: vec![FrameCapabilities::Pipelining],
+                    }))
+                    .await?;
+                if healthcheck {
+                    return Ok(());
+                }
+            }
+            FrameType::HaproxyDisconnect => {
+                return disconnect(&mut socket, StatusCode::None).await;
+            }
+            FrameType::Notify => {
+                let meta = frame.metadata();
+                let mut ack = Ack::new(meta.stream_id, meta.frame_id);
+                if let FramePayload::ListOfMessages(messages) = &frame.payload() {
+                    for m in messages.iter().filter(|m| m.name == "waf-request") {
+                        // Compiling is not done here; evaluating CRS takes
+                        // tens of microseconds: inline on the runtime.
+                        let d = decide(&rules, m, &log);
+                        ack = ack
+                            .set_var(VarScope::Transaction, "action", d.action)
+                            .set_var(VarScope::Transaction, "status", u32::from(d.status))
+                            .set_var(VarScope::Transaction, "rule_id", d.rule_id)
+                            .set_var(VarScope::Transaction, "body_truncated", d.body_truncated);
+                        if !d.url.is_empty() {
+                            ack = ack.set_var(VarScope::Transaction, "url", d.url.as_str());
+                        }
+                    }
+                }
+                socket.send(Box::new(ack)).await?;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Runs the agent on `listen` until Ctrl-C or SIGTERM, on a runtime of its
+/// own: what `waf spoa` does.
+pub fn run(
+    listen: SocketAddr,
+    rules: Arc<Rules>,
+    log: ErrorLog,
+    report: impl Fn(&str),
+) -> Result<(), crate::ServeError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(crate::ServeError::Runtime)?;
+    runtime.block_on(async move {
+        let listener = TcpListener::bind(listen)
+            .await
+            .map_err(crate::ServeError::Listen)?;
+        report(&format!("listening on {listen}"));
+        #[cfg(unix)]
+        let terminate = async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut term) => {
+                    term.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        #[cfg(not(unix))]
+        let terminate = std::future::pending::<()>();
+        tokio::select! {
+            _ = serve(listener, rules, log) => {}
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate => {}
+        }
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hdrs(pairs: &[(&str, &str)]) -> Vec<u8> {
+        let mut b = Vec::new();
+        for (n, v) in pairs {
+            spop::encode_varint_into(n.len() as u64, &mut b);
+            b.extend_from_slice(n.as_bytes());
+            spop::encode_varint_into(v.len() as u64, &mut b);
+            b.extend_from_slice(v.as_bytes());
+        }
+        b.extend_from_slice(&[0, 0]);
+        b
+    }
+
+    fn message(args: Vec<(&str, TypedData)>) -> Message {
+        Message {
+            name: "waf-request".into(),
+            args: args.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+        }
+    }
+
+    fn rules() -> Rules {
+        Rules::load(crate::RuleSource::Text {
+            name: "spoa.conf".into(),
+            text: "SecRuleEngine On\nSecRequestBodyAccess On\nSecRule ARGS \"@contains attack\" \"id:7,phase:2,deny,status:403,log\"\nSecRule REQUEST_URI \"@beginsWith /old\" \"id:8,phase:1,redirect:/new,log\"\n".into(),
+        })
+        .expect("rules")
+    }
+
+    #[test]
+    fn headers_in_haproxys_encoding() {
+        let h = parse_headers(&hdrs(&[("Host", "a"), ("X", "")])).expect("ok");
+        assert_eq!(
+            h,
+            [
+                (b"Host".to_vec(), b"a".to_vec()),
+                (b"X".to_vec(), Vec::new())
+            ]
+        );
+        assert_eq!(parse_headers(&[5, b'a']), None, "truncated");
+        assert_eq!(parse_headers(&[]), Some(Vec::new()));
+    }
+
+    #[test]
+    fn decisions_and_a_truncated_body() {
+        let r = rules();
+        let log = ErrorLog::to_writer(Box::new(std::io::sink()));
+        let base = |path: &str, body: &str, cl: &str| {
+            message(vec![
+                ("id", TypedData::String("req-1".into())),
+                ("src-ip", TypedData::IPv4("192.0.2.1".parse().expect("ip"))),
+                ("src-port", TypedData::Int32(40000)),
+                ("dst-ip", TypedData::IPv4("127.0.0.1".parse().expect("ip"))),
+                ("dst-port", TypedData::Int32(80)),
+                ("method", TypedData::String("POST".into())),
+                ("path", TypedData::String(path.into())),
+                ("query", TypedData::String(String::new())),
+                ("version", TypedData::String("1.1".into())),
+                (
+                    "headers",
+                    TypedData::Binary(hdrs(&[
+                        ("Host", "example.com"),
+                        ("Content-Type", "application/x-www-form-urlencoded"),
+                        ("Content-Length", cl),
+                    ])),
+                ),
+                ("body", TypedData::Binary(body.as_bytes().to_vec())),
+            ])
+        };
+        let d = decide(&r, &base("/form", "a=attack", "8"), &log);
+        assert_eq!(
+            (d.action, d.status, d.rule_id, d.body_truncated),
+            ("deny", 403, 7, false)
+        );
+        let d = decide(&r, &base("/form", "a=fine", "6"), &log);
+        assert_eq!(d.action, "allow");
+        let d = decide(&r, &base("/old/x", "", "0"), &log);
+        assert_eq!((d.action, d.url.as_str()), ("redirect", "/new"));
+        let d = decide(&r, &base("/form", "a=fine", "60000"), &log);
+        assert!(
+            d.body_truncated,
+            "Content-Length larger than what HAProxy buffered"
+        );
+    }
+}
