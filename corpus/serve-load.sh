@@ -7,6 +7,9 @@
 #   (c) waf serve, no rules
 #   (d) waf serve + CRS PL1 (the same configuration text as (b))
 #   (e) nginx + our module (connectors/nginx) + CRS PL1, when it builds
+#   (f) HAProxy (Debian's 2.6) alone, and (g) HAProxy + `waf spoa` + CRS PL1
+#       (connectors/haproxy), when haproxy is there (CPU and RSS: HAProxy and
+#       the agent together)
 # to the same backend (nginx answering 200). Prints throughput, p50/p99
 # latency, non-2xx responses, CPU seconds and peak RSS of each proxy.
 #
@@ -95,7 +98,33 @@ fi
   --error-log "$work/waf-crs.log" 2>>"$work/waf-crs.out" & pids+=($!); crs_pid=$!
 
 # Wait (bounded) until every port answers.
-for port in 19000 19001 19002 19003 19004 $( [ "$wafmod" = 1 ] && echo 19005 ); do
+haproxy_ok=0
+if command -v haproxy >/dev/null || { [ "$(id -u)" = 0 ] && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends haproxy >/dev/null; }; then
+  haproxy_ok=1
+  cat > "$work/haproxy-plain.cfg" <<CFG
+global
+    log stderr format raw local0 warning
+defaults
+    mode http
+    timeout client 30s
+    timeout connect 5s
+    timeout server 30s
+frontend web
+    bind 127.0.0.1:19006
+    default_backend app
+backend app
+    server app 127.0.0.1:19000
+CFG
+  haproxy -f "$work/haproxy-plain.cfg" -db > "$work/haproxy-plain.out" 2>&1 & pids+=($!); haproxy_plain_pid=$!
+  "$WAF" spoa -c "$work/crs-pl1.conf" --listen 127.0.0.1:19008 --error-log "$work/spoa.log" \
+    2>"$work/spoa.out" & pids+=($!); spoa_pid=$!
+  sleep 2
+  WAF_LISTEN=127.0.0.1:19007 WAF_UPSTREAM=127.0.0.1:19000 WAF_AGENT=127.0.0.1:19008 \
+    WAF_SPOE_CONF="$root/connectors/haproxy/spoe-waf.conf" \
+    haproxy -f "$root/connectors/haproxy/haproxy.cfg" -db > "$work/haproxy-spoa.out" 2>&1 & pids+=($!); haproxy_spoa_pid=$!
+  sleep 3
+fi
+for port in 19000 19001 19002 19003 19004 $( [ "$wafmod" = 1 ] && echo 19005 ) $( [ "$haproxy_ok" = 1 ] && echo 19006 19007 ); do
   for _ in $(seq 1 100); do
     curl -s -o /dev/null "http://127.0.0.1:$port/" && break
     sleep 0.1
@@ -103,10 +132,11 @@ for port in 19000 19001 19002 19003 19004 $( [ "$wafmod" = 1 ] && echo 19005 ); 
 done
 
 # CPU seconds (utime + stime) of a process and its children, and peak RSS (KiB).
-cpu_of() { local total=0; for p in $1 $(pgrep -P "$1" || true); do
+# $1: one pid or several (space-separated); their children count too.
+cpu_of() { local total=0; for p in $1 $(pgrep -P "${1// /,}" || true); do
   read -r -a f < "/proc/$p/stat"; total=$((total + f[13] + f[14])); done
   echo "$total"; }
-rss_of() { local total=0; for p in $1 $(pgrep -P "$1" || true); do
+rss_of() { local total=0; for p in $1 $(pgrep -P "${1// /,}" || true); do
   total=$((total + $(awk '/VmHWM/ {print $2}' "/proc/$p/status"))); done; echo "$total"; }
 hz=$(getconf CLK_TCK)
 
@@ -144,6 +174,10 @@ if [ "$wafmod" = 1 ]; then
   run "(e) nginx + waf module + CRS" 19005 "$wafmod_pid"
 else
   echo "| (e) nginx + waf module + CRS | not built: $work/module-build.log | | | | | |"
+fi
+if [ "$haproxy_ok" = 1 ]; then
+  run "(f) HAProxy, no WAF" 19006 "$haproxy_plain_pid"
+  run "(g) HAProxy + waf spoa + CRS" 19007 "$haproxy_spoa_pid $spoa_pid"
 fi
 echo
 echo "(CPU s: the proxy's processes only; backend and wrk share the same cores. Logs: $work)"
