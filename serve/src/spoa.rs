@@ -275,7 +275,9 @@ async fn connection(stream: TcpStream, rules: Arc<Rules>, log: ErrorLog) -> std:
 }
 
 /// Runs the agent on `listen` until Ctrl-C or SIGTERM, on a runtime of its
-/// own: what `waf spoa` does.
+/// own: what `waf spoa` does. SIGHUP recompiles the rules off the runtime
+/// and swaps them in (requests in flight finish on the old ones; rules that
+/// do not compile are refused and reported, the running ones stay).
 pub fn run(
     listen: SocketAddr,
     rules: Arc<Rules>,
@@ -291,22 +293,37 @@ pub fn run(
             .await
             .map_err(crate::ServeError::Listen)?;
         report(&format!("listening on {listen}"));
+        let agent = tokio::spawn(serve(listener, rules.clone(), log));
         #[cfg(unix)]
-        let terminate = async {
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(mut term) => {
-                    term.recv().await;
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let (Ok(mut hup), Ok(mut term)) =
+                (signal(SignalKind::hangup()), signal(SignalKind::terminate()))
+            else {
+                let _ = tokio::signal::ctrl_c().await;
+                agent.abort();
+                return Ok(());
+            };
+            loop {
+                tokio::select! {
+                    _ = hup.recv() => {
+                        let rules = rules.clone();
+                        match tokio::task::spawn_blocking(move || rules.reload()).await {
+                            Ok(Ok(())) => report("rules reloaded"),
+                            Ok(Err(e)) => report(&format!("reload refused, the running rules stay:\n{e}")),
+                            Err(e) => report(&format!("reload failed: {e}")),
+                        }
+                    }
+                    _ = term.recv() => break,
+                    _ = tokio::signal::ctrl_c() => break,
                 }
-                Err(_) => std::future::pending::<()>().await,
             }
-        };
-        #[cfg(not(unix))]
-        let terminate = std::future::pending::<()>();
-        tokio::select! {
-            _ = serve(listener, rules, log) => {}
-            _ = tokio::signal::ctrl_c() => {}
-            _ = terminate => {}
         }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+        agent.abort();
         Ok(())
     })
 }
