@@ -318,6 +318,47 @@ fn reload(source: &SitesSource, state: &proxy::State) -> Result<(), ReloadError>
     }
 }
 
+/// Waits for Ctrl-C or SIGTERM. On SIGHUP, runs `reload` off the runtime
+/// (compiling CRS takes about a second), tells `on_reload` whether it
+/// worked and `report` what happened: what `waf serve` and `waf spoa` do.
+pub(crate) async fn until_stopped<E: std::fmt::Display + Send + 'static>(
+    reload: impl Fn() -> Result<(), E> + Clone + Send + 'static,
+    on_reload: impl Fn(bool),
+    report: &impl Fn(&str),
+) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (Ok(mut hup), Ok(mut term)) = (
+            signal(SignalKind::hangup()),
+            signal(SignalKind::terminate()),
+        ) else {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        };
+        loop {
+            tokio::select! {
+                _ = hup.recv() => {
+                    let outcome = tokio::task::spawn_blocking(reload.clone()).await;
+                    on_reload(matches!(outcome, Ok(Ok(()))));
+                    match outcome {
+                        Ok(Ok(())) => report("rules reloaded"),
+                        Ok(Err(e)) => report(&format!("reload refused, the running rules stay:\n{e}")),
+                        Err(e) => report(&format!("reload failed: {e}")),
+                    }
+                }
+                _ = term.recv() => break,
+                _ = tokio::signal::ctrl_c() => break,
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (reload, on_reload, report);
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
 /// Runs the proxy until interrupted (Ctrl-C or SIGTERM), on a runtime of its
 /// own: what `waf serve` does. SIGHUP reloads the rules; the outcome of each
 /// reload (or the diagnostics that kept the old rules) goes to `report`.
@@ -354,38 +395,13 @@ pub fn run_sites(
     runtime.block_on(async move {
         let server = Server::start_sites(config, sites, source, tls, logs).await?;
         report(&format!("listening on {}", server.addr()));
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{signal, SignalKind};
-            let (Ok(mut hup), Ok(mut term)) = (
-                signal(SignalKind::hangup()),
-                signal(SignalKind::terminate()),
-            ) else {
-                let _ = tokio::signal::ctrl_c().await;
-                return Ok(());
-            };
-            loop {
-                tokio::select! {
-                    _ = hup.recv() => {
-                        let (source, state) = server.reloader();
-                        // Compiling CRS takes about a second: off the runtime.
-                        let outcome = tokio::task::spawn_blocking(move || reload(&source, &state)).await;
-                        server.metrics().reload(matches!(outcome, Ok(Ok(()))));
-                        match outcome {
-                            Ok(Ok(())) => report("rules reloaded"),
-                            Ok(Err(e)) => report(&format!("reload refused, the running rules stay:\n{e}")),
-                            Err(e) => report(&format!("reload failed: {e}")),
-                        }
-                    }
-                    _ = term.recv() => break,
-                    _ = tokio::signal::ctrl_c() => break,
-                }
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = tokio::signal::ctrl_c().await;
-        }
+        let (source, state) = server.reloader();
+        until_stopped(
+            move || reload(&source, &state),
+            |ok| server.metrics().reload(ok),
+            &report,
+        )
+        .await;
         server.stop();
         Ok(())
     })

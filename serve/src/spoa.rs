@@ -294,35 +294,7 @@ pub fn run(
             .map_err(crate::ServeError::Listen)?;
         report(&format!("listening on {listen}"));
         let agent = tokio::spawn(serve(listener, rules.clone(), log));
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{signal, SignalKind};
-            let (Ok(mut hup), Ok(mut term)) =
-                (signal(SignalKind::hangup()), signal(SignalKind::terminate()))
-            else {
-                let _ = tokio::signal::ctrl_c().await;
-                agent.abort();
-                return Ok(());
-            };
-            loop {
-                tokio::select! {
-                    _ = hup.recv() => {
-                        let rules = rules.clone();
-                        match tokio::task::spawn_blocking(move || rules.reload()).await {
-                            Ok(Ok(())) => report("rules reloaded"),
-                            Ok(Err(e)) => report(&format!("reload refused, the running rules stay:\n{e}")),
-                            Err(e) => report(&format!("reload failed: {e}")),
-                        }
-                    }
-                    _ = term.recv() => break,
-                    _ = tokio::signal::ctrl_c() => break,
-                }
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = tokio::signal::ctrl_c().await;
-        }
+        crate::until_stopped(move || rules.reload(), |_| {}, &report).await;
         agent.abort();
         Ok(())
     })
