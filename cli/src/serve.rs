@@ -73,6 +73,28 @@ fn open_log(p: &Path) -> Result<ErrorLog, CliError> {
     Ok(ErrorLog::to_writer(Box::new(f)))
 }
 
+/// `--error-log FILE`, or standard error (`waf serve`, `waf spoa`).
+pub(crate) fn error_log(p: Option<&Path>) -> Result<ErrorLog, CliError> {
+    match p {
+        Some(p) => open_log(p),
+        None => Ok(ErrorLog::to_writer(Box::new(std::io::stderr()))),
+    }
+}
+
+/// The rules `-c`/PATHS select (or the embedded default ruleset), their
+/// diagnostics printed when they do not compile (`waf serve`, `waf spoa`).
+pub(crate) fn load_rules(input: &RuleInput) -> Result<Rules, CliError> {
+    let source = if input.is_default() {
+        RuleSource::Default
+    } else {
+        RuleSource::Files(input.files().map_err(CliError::usage)?)
+    };
+    Rules::load(source).map_err(|e| {
+        crate::report::eprint(e.sources(), e.diagnostics());
+        CliError::findings(format!("the rules have {} error(s)", e.error_count()))
+    })
+}
+
 fn report(m: &str) {
     eprintln!("waf serve: {m}");
 }
@@ -86,20 +108,9 @@ pub fn run(args: Args) -> CmdResult {
             "give the application with --upstream http://host:port (or a manifest with --config waf.yaml)",
         ));
     };
-    let source = if args.input.is_default() {
-        RuleSource::Default
-    } else {
-        RuleSource::Files(args.input.files().map_err(CliError::usage)?)
-    };
-    let rules = Rules::load(source).map_err(|e| {
-        crate::report::eprint(e.sources(), e.diagnostics());
-        CliError::findings(format!("the rules have {} error(s)", e.error_count()))
-    })?;
+    let rules = load_rules(&args.input)?;
     let logs = Logs {
-        error: match &args.error_log {
-            Some(p) => open_log(p)?,
-            None => ErrorLog::to_writer(Box::new(std::io::stderr())),
-        },
+        error: error_log(args.error_log.as_deref())?,
         audit: args.audit_log.as_deref().map(open_log).transpose()?,
     };
     let listen = args
@@ -147,10 +158,7 @@ fn run_manifest(path: &Path, args: &Args) -> CmdResult {
         invalid => CliError::usage(invalid.to_string()),
     })?;
     let logs = Logs {
-        error: match &m.error_log {
-            Some(p) => open_log(p)?,
-            None => ErrorLog::to_writer(Box::new(std::io::stderr())),
-        },
+        error: error_log(m.error_log.as_deref())?,
         audit: m.audit_log.as_deref().map(open_log).transpose()?,
     };
     let tls = match &m.tls {

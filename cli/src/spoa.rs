@@ -6,7 +6,6 @@ use crate::{CliError, CmdResult};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use waf_serve::{ErrorLog, RuleSource, Rules};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -21,26 +20,8 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> CmdResult {
-    let source = if args.input.is_default() {
-        RuleSource::Default
-    } else {
-        RuleSource::Files(args.input.files().map_err(CliError::usage)?)
-    };
-    let rules = Rules::load(source).map_err(|e| {
-        crate::report::eprint(e.sources(), e.diagnostics());
-        CliError::findings(format!("the rules have {} error(s)", e.error_count()))
-    })?;
-    let log = match &args.error_log {
-        Some(p) => {
-            let f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
-                .map_err(|e| CliError::usage(format!("cannot open `{}`: {e}", p.display())))?;
-            ErrorLog::to_writer(Box::new(f))
-        }
-        None => ErrorLog::to_writer(Box::new(std::io::stderr())),
-    };
+    let rules = crate::serve::load_rules(&args.input)?;
+    let log = crate::serve::error_log(args.error_log.as_deref())?;
     waf_serve::spoa::run(args.listen, Arc::new(rules), log, |m| {
         eprintln!("waf spoa: {m}")
     })
