@@ -320,14 +320,7 @@ fn dechunk(mut b: &[u8]) -> Vec<u8> {
 pub fn execute(t: &Target, tail: &mut LogTail, input: &Input) -> Outcome {
     let bytes = match request::build(input) {
         Ok(b) => b,
-        Err(e) => {
-            return Outcome {
-                error: Some(format!("cannot send the request: {e}")),
-                status_source: "no request".into(),
-                waf: "not run",
-                ..Outcome::default()
-            }
-        }
+        Err(e) => return Outcome::unsendable(&e),
     };
     let mut out = Outcome {
         waf: "over HTTP",

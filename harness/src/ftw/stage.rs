@@ -30,6 +30,18 @@ pub struct Outcome {
     pub response: Option<Vec<u8>>,
 }
 
+impl Outcome {
+    /// A stage whose request could not be built: nothing was sent.
+    pub fn unsendable(why: &str) -> Outcome {
+        Outcome {
+            error: Some(format!("cannot send the request: {why}")),
+            status_source: "no request".into(),
+            waf: "not run",
+            ..Outcome::default()
+        }
+    }
+}
+
 /// Client ports for `REMOTE_PORT`, one per request.
 static CLIENT_PORT: AtomicU32 = AtomicU32::new(0);
 
@@ -41,14 +53,7 @@ fn next_port() -> u16 {
 pub fn execute(rs: &Ruleset, input: &super::model::Input) -> Outcome {
     let bytes = match request::build(input) {
         Ok(b) => b,
-        Err(e) => {
-            return Outcome {
-                error: Some(format!("cannot send the request: {e}")),
-                status_source: "no request".into(),
-                waf: "not run",
-                ..Outcome::default()
-            }
-        }
+        Err(e) => return Outcome::unsendable(&e),
     };
     let raw = request::split(&bytes);
     let rec = frontend::receive(&raw);
