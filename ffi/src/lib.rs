@@ -330,6 +330,67 @@ unsafe fn with_tx(
     guard(|| f(t))
 }
 
+/// Runs a step that cannot fail on the transaction behind `tx`.
+///
+/// # Safety
+/// As [`with_tx`].
+unsafe fn step(tx: *mut WafTransaction, f: impl FnOnce(&mut Transaction<'static>)) -> WafStatus {
+    // SAFETY: per the contract.
+    unsafe {
+        with_tx(tx, |t| {
+            f(&mut t.tx);
+            WAF_OK
+        })
+    }
+}
+
+/// Adds the header (`name`, `value`) with `add`.
+///
+/// # Safety
+/// As [`with_tx`]; the buffers readable for their lengths.
+unsafe fn add_header(
+    tx: *mut WafTransaction,
+    (name, name_len): (*const u8, usize),
+    (value, value_len): (*const u8, usize),
+    add: impl FnOnce(&mut Transaction<'static>, &[u8], &[u8]),
+) -> WafStatus {
+    // SAFETY: per the contract.
+    unsafe {
+        with_tx(tx, |t| {
+            let (Some(n), Some(v)) = (bytes(name, name_len), bytes(value, value_len)) else {
+                return WAF_ERR_NULL;
+            };
+            add(&mut t.tx, n, v);
+            WAF_OK
+        })
+    }
+}
+
+/// Feeds a body chunk with `append`, storing whether more is wanted.
+///
+/// # Safety
+/// As [`with_tx`]; `data` readable for `len`; `wants_more` NULL or writable.
+unsafe fn append_body(
+    tx: *mut WafTransaction,
+    (data, len): (*const u8, usize),
+    wants_more: *mut bool,
+    append: impl FnOnce(&mut Transaction<'static>, &[u8]) -> bool,
+) -> WafStatus {
+    // SAFETY: per the contract.
+    unsafe {
+        with_tx(tx, |t| {
+            let Some(d) = bytes(data, len) else {
+                return WAF_ERR_NULL;
+            };
+            let more = append(&mut t.tx, d);
+            if !wants_more.is_null() {
+                *wants_more = more;
+            }
+            WAF_OK
+        })
+    }
+}
+
 /// `UNIQUE_ID` of the transaction (valid until it is freed), or NULL.
 ///
 /// # Safety
@@ -459,12 +520,8 @@ pub unsafe extern "C" fn waf_add_request_header(
 ) -> WafStatus {
     // SAFETY: per the contract.
     unsafe {
-        with_tx(tx, |t| {
-            let (Some(n), Some(v)) = (bytes(name, name_len), bytes(value, value_len)) else {
-                return WAF_ERR_NULL;
-            };
-            t.tx.add_request_header(n, v);
-            WAF_OK
+        add_header(tx, (name, name_len), (value, value_len), |t, n, v| {
+            t.add_request_header(n, v)
         })
     }
 }
@@ -476,12 +533,7 @@ pub unsafe extern "C" fn waf_add_request_header(
 #[no_mangle]
 pub unsafe extern "C" fn waf_process_request_headers(tx: *mut WafTransaction) -> WafStatus {
     // SAFETY: per the contract.
-    unsafe {
-        with_tx(tx, |t| {
-            t.tx.process_request_headers();
-            WAF_OK
-        })
-    }
+    unsafe { step(tx, |t| t.process_request_headers()) }
 }
 
 /// A chunk of the request body, as it arrives; the body limits apply per
@@ -499,18 +551,7 @@ pub unsafe extern "C" fn waf_append_request_body(
     wants_more: *mut bool,
 ) -> WafStatus {
     // SAFETY: per the contract.
-    unsafe {
-        with_tx(tx, |t| {
-            let Some(d) = bytes(data, len) else {
-                return WAF_ERR_NULL;
-            };
-            let more = t.tx.append_request_body(d);
-            if !wants_more.is_null() {
-                *wants_more = more;
-            }
-            WAF_OK
-        })
-    }
+    unsafe { append_body(tx, (data, len), wants_more, |t, d| t.append_request_body(d)) }
 }
 
 /// Phase 2: the request body is complete (call it for bodiless requests too).
@@ -520,12 +561,7 @@ pub unsafe extern "C" fn waf_append_request_body(
 #[no_mangle]
 pub unsafe extern "C" fn waf_process_request_body(tx: *mut WafTransaction) -> WafStatus {
     // SAFETY: per the contract.
-    unsafe {
-        with_tx(tx, |t| {
-            t.tx.process_request_body();
-            WAF_OK
-        })
-    }
+    unsafe { step(tx, |t| t.process_request_body()) }
 }
 
 /// Adds a response header (name, value).
@@ -542,12 +578,8 @@ pub unsafe extern "C" fn waf_add_response_header(
 ) -> WafStatus {
     // SAFETY: per the contract.
     unsafe {
-        with_tx(tx, |t| {
-            let (Some(n), Some(v)) = (bytes(name, name_len), bytes(value, value_len)) else {
-                return WAF_ERR_NULL;
-            };
-            t.tx.add_response_header(n, v);
-            WAF_OK
+        add_header(tx, (name, name_len), (value, value_len), |t, n, v| {
+            t.add_response_header(n, v)
         })
     }
 }
@@ -600,15 +632,8 @@ pub unsafe extern "C" fn waf_append_response_body(
 ) -> WafStatus {
     // SAFETY: per the contract.
     unsafe {
-        with_tx(tx, |t| {
-            let Some(d) = bytes(data, len) else {
-                return WAF_ERR_NULL;
-            };
-            let more = t.tx.append_response_body(d);
-            if !wants_more.is_null() {
-                *wants_more = more;
-            }
-            WAF_OK
+        append_body(tx, (data, len), wants_more, |t, d| {
+            t.append_response_body(d)
         })
     }
 }
@@ -620,12 +645,7 @@ pub unsafe extern "C" fn waf_append_response_body(
 #[no_mangle]
 pub unsafe extern "C" fn waf_process_response_body(tx: *mut WafTransaction) -> WafStatus {
     // SAFETY: per the contract.
-    unsafe {
-        with_tx(tx, |t| {
-            t.tx.process_response_body();
-            WAF_OK
-        })
-    }
+    unsafe { step(tx, |t| t.process_response_body()) }
 }
 
 /// Phase 5 (always run it, whatever happened), then the log callback gets
