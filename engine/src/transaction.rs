@@ -499,6 +499,22 @@ impl<'r> Transaction<'r> {
         &self.state.matches[..self.state.match_count]
     }
 
+    /// The transaction's error-log lines as ModSecurity writes them: one per
+    /// matched rule that logs ([`MatchedRule::log_line`]), then the
+    /// intervention's ([`Intervention::log_line`]). Ask after
+    /// [`Transaction::process_logging`].
+    pub fn log_lines(&self) -> impl Iterator<Item = String> + '_ {
+        let uri = String::from_utf8_lossy(self.uri_raw());
+        let id = self.unique_id();
+        let rules = self.matched_rules().iter().filter(|m| m.log).map(Ok);
+        rules
+            .chain(self.intervention().map(Err))
+            .map(move |line| match line {
+                Ok(m) => m.log_line(&uri, id),
+                Err(i) => i.log_line(&uri, id),
+            })
+    }
+
     /// `UNIQUE_ID`: this transaction's id (what log lines carry).
     pub fn unique_id(&self) -> &str {
         &self.inputs.unique_id

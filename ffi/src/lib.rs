@@ -662,18 +662,7 @@ pub unsafe extern "C" fn waf_process_logging(tx: *mut WafTransaction) -> WafStat
             let Some(cb) = t.log else {
                 return WAF_OK;
             };
-            let uri = String::from_utf8_lossy(t.tx.uri_raw()).into_owned();
-            let id = t.tx.unique_id().to_string();
-            let mut lines: Vec<String> =
-                t.tx.matched_rules()
-                    .iter()
-                    .filter(|m| m.log)
-                    .map(|m| m.log_line(&uri, &id))
-                    .collect();
-            if let Some(i) = t.tx.intervention() {
-                lines.push(i.log_line(&uri, &id));
-            }
-            for line in lines {
+            for line in t.tx.log_lines() {
                 let c = c_string(&line);
                 // SAFETY: the caller gave a callable `cb` for `log_data`.
                 cb(t.log_data, c.as_ptr());

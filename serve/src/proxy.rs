@@ -333,13 +333,8 @@ fn hop_by_hop(name: &HeaderName) -> bool {
 /// Writes the matched rules that log, and the intervention, to the error
 /// log; and the transaction to the audit log when it is relevant.
 fn log_transaction(state: &State, tx: &Transaction<'_>, x: &Exchange<'_>) {
-    let uri = String::from_utf8_lossy(tx.uri_raw()).into_owned();
-    let id = tx.unique_id().to_string();
-    for m in tx.matched_rules().iter().filter(|m| m.log) {
-        state.log.write(m.log_line(&uri, &id));
-    }
-    if let Some(i) = tx.intervention() {
-        state.log.write(i.log_line(&uri, &id));
+    for line in tx.log_lines() {
+        state.log.write(line);
     }
     if let (Some(audit_log), Some(parts)) = (&state.audit, tx.audit_log_parts()) {
         audit_log.write(audit::record(tx, x, parts));

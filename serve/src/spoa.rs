@@ -152,17 +152,16 @@ pub fn decide(rules: &Rules, m: &Message, log: &ErrorLog) -> Decision {
         tx.process_request_body();
     }
     tx.process_logging();
-    let uri = String::from_utf8_lossy(tx.uri_raw()).into_owned();
-    let uid = tx.unique_id().to_string();
-    for mr in tx.matched_rules().iter().filter(|mr| mr.log) {
-        log.write(mr.log_line(&uri, &uid));
+    for line in tx.log_lines() {
+        log.write(line);
     }
     if body_truncated {
         log.write(format!(
-            "waf spoa: request body cut short by HAProxy's buffer: {} of {} bytes inspected (raise tune.bufsize) [uri \"{}\"] [unique_id \"{uid}\"]",
+            "waf spoa: request body cut short by HAProxy's buffer: {} of {} bytes inspected (raise tune.bufsize) [uri \"{}\"] [unique_id \"{}\"]",
             body.len(),
             content_length.unwrap_or(0),
-            uri.escape_debug()
+            String::from_utf8_lossy(tx.uri_raw()).escape_debug(),
+            tx.unique_id()
         ));
     }
     match tx.intervention() {
@@ -174,7 +173,6 @@ pub fn decide(rules: &Rules, m: &Message, log: &ErrorLog) -> Decision {
             body_truncated,
         },
         Some(i) => {
-            log.write(i.log_line(&uri, &uid));
             let action = match i.action {
                 "drop" => "drop",
                 "redirect" => "redirect",
