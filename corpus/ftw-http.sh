@@ -58,54 +58,41 @@ fi
 
 "$WAF" test ftw --crs "$CRS" --print-server-config > "$work/crs-test.conf"
 
+# nginx_conf NAME PORT MODULE_SO WAF_DIRECTIVES: an nginx in $work/NAME with
+# one WAF module in front of the test backend, logging at level info.
+nginx_conf() {
+  mkdir -p "$work/$1/logs" && chmod 0777 "$work/$1"
+  cat > "$work/$1/nginx.conf" <<CONF
+load_module $3;
+worker_processes 1;
+pid $work/$1/nginx.pid;
+error_log $work/$1/logs/error.log info;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path $work/$1; proxy_temp_path $work/$1; fastcgi_temp_path $work/$1;
+  uwsgi_temp_path $work/$1; scgi_temp_path $work/$1;
+  client_max_body_size 16m;
+  server {
+    listen 127.0.0.1:$2;
+    $4
+    location / { proxy_pass http://127.0.0.1:19200; proxy_set_header Host \$host; }
+  }
+}
+CONF
+}
+
 # Our nginx module, when it can be built.
 ours=0
 if [ "$peer" = 1 ] && "$here/../connectors/nginx/build.sh" > "$work/module-build.log" 2>&1; then
   ours=1
-  mkdir -p "$work/nginx-waf/logs" && chmod 0777 "$work/nginx-waf"
-  cat > "$work/nginx-waf/nginx.conf" <<CONF
-load_module $root/target/release/ngx_http_waf_module.so;
-worker_processes 1;
-pid $work/nginx-waf/nginx.pid;
-error_log $work/nginx-waf/logs/error.log info;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path $work/nginx-waf; proxy_temp_path $work/nginx-waf; fastcgi_temp_path $work/nginx-waf;
-  uwsgi_temp_path $work/nginx-waf; scgi_temp_path $work/nginx-waf;
-  client_max_body_size 16m;
-  server {
-    listen 127.0.0.1:19203;
-    waf on;
-    waf_rules_file $work/crs-test.conf;
-    location / { proxy_pass http://127.0.0.1:19200; proxy_set_header Host \$host; }
-  }
-}
-CONF
+  nginx_conf nginx-waf 19203 "$root/target/release/ngx_http_waf_module.so" \
+    "waf on; waf_rules_file $work/crs-test.conf;"
 elif [ "$peer" = 1 ]; then
   echo "ftw-http.sh: SKIP nginx + waf module: connectors/nginx/build.sh failed ($work/module-build.log)" >&2
 fi
-
-mkdir -p "$work/nginx/logs" && chmod 0777 "$work/nginx"
-cat > "$work/nginx/nginx.conf" <<CONF
-load_module /usr/lib/nginx/modules/ngx_http_modsecurity_module.so;
-worker_processes 1;
-pid $work/nginx/nginx.pid;
-error_log $work/nginx/logs/error.log info;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path $work/nginx; proxy_temp_path $work/nginx; fastcgi_temp_path $work/nginx;
-  uwsgi_temp_path $work/nginx; scgi_temp_path $work/nginx;
-  client_max_body_size 16m;
-  server {
-    listen 127.0.0.1:19202;
-    modsecurity on;
-    modsecurity_rules_file $work/crs-test.conf;
-    location / { proxy_pass http://127.0.0.1:19200; proxy_set_header Host \$host; }
-  }
-}
-CONF
+nginx_conf nginx 19202 /usr/lib/nginx/modules/ngx_http_modsecurity_module.so \
+  "modsecurity on; modsecurity_rules_file $work/crs-test.conf;"
 
 "$WAF" test backend --listen 127.0.0.1:19200 2>"$work/backend.out" & pids+=($!)
 "$WAF" serve -c "$work/crs-test.conf" --listen 127.0.0.1:19201 --upstream http://127.0.0.1:19200 \

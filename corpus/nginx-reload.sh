@@ -79,9 +79,9 @@ for i in $(seq 1 "$n"); do
   if [ $(( i % step )) = 0 ]; then echo "| $i | $(rss) |"; fi
 done
 kill -INT "$wrk_pid"; wait "$wrk_pid" 2>/dev/null || true
-requests=$(awk '/requests in/ {print $1}' "$work/wrk.out")
-non2xx=$(awk -F': ' '/Non-2xx/ {print $2}' "$work/wrk.out"); non2xx="${non2xx:-0}"
-sockerr=$(awk '/Socket errors/ {print}' "$work/wrk.out"); sockerr="${sockerr:-none}"
+# shellcheck source=corpus/wrk-totals.sh
+. "$here/wrk-totals.sh"
+wrk_totals "$work/wrk.out"
 echo
 echo "requests: $requests, non-2xx: $non2xx, socket errors: $sockerr (wrk's report and nginx's log: $work)"
 [ "$non2xx" = 0 ] && [ "$sockerr" = none ]

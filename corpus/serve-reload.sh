@@ -75,9 +75,9 @@ for i in $(seq 1 "$n"); do
   if [ $(( i % step )) = 0 ]; then echo "| $i | $(rss) | $(( $(date +%s) - start )) |"; fi
 done
 kill -INT "$wrk_pid"; wait "$wrk_pid" 2>/dev/null || true
-requests=$(awk '/requests in/ {print $1}' "$work/wrk.out")
-non2xx=$(awk -F': ' '/Non-2xx/ {print $2}' "$work/wrk.out"); non2xx="${non2xx:-0}"
-sockerr=$(awk '/Socket errors/ {print}' "$work/wrk.out"); sockerr="${sockerr:-none}"
+# shellcheck source=corpus/wrk-totals.sh
+. "$here/wrk-totals.sh"
+wrk_totals "$work/wrk.out"
 echo
 echo "reloads: $(reloads), refused: $(failures); requests: $requests, non-2xx: $non2xx, socket errors: $sockerr"
 echo "(wrk's report and the logs: $work)"
