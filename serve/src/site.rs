@@ -119,17 +119,6 @@ impl Sites {
             .find(|s| s.when.as_ref().is_none_or(|f| f.matches(r)))
     }
 
-    /// Every site's rules, each once (sites may share them).
-    pub fn rules(&self) -> Vec<Arc<Rules>> {
-        let mut out: Vec<Arc<Rules>> = Vec::new();
-        for s in &self.list {
-            if !out.iter().any(|r| Arc::ptr_eq(r, &s.rules)) {
-                out.push(s.rules.clone());
-            }
-        }
-        out
-    }
-
     /// The sites' names, in order.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.list.iter().map(|s| s.name.as_str())
