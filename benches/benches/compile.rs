@@ -1,10 +1,13 @@
-//! Load-time cost of CRS: parsing alone (pest grammar → AST) against the
-//! whole compilation (checks, IR, regex compilation), so the parser's share
-//! of load time is measured rather than assumed.
+//! Load-time cost of CRS: parsing alone (pest grammar → AST), the whole
+//! compilation with every dense DFA built up front (what `waf lint` and
+//! `waf compile` do), and loading a ruleset as a server does: ready to
+//! evaluate (dense DFAs deferred to a background thread), and with that
+//! background work finished too.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use waf_compiler::diag::Diagnostics;
 use waf_compiler::{compile_files, load, Options};
+use waf_engine::Ruleset;
 
 fn bench(c: &mut Criterion) {
     let Some(files) =
@@ -22,6 +25,17 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("compile", |b| {
         b.iter(|| compile_files(&files, &Options::default()))
+    });
+    g.bench_function("load/ready", |b| {
+        b.iter(|| Ruleset::from_files(&files).map(|rs| rs.pending_builds()))
+    });
+    g.bench_function("load/finished", |b| {
+        b.iter(|| {
+            Ruleset::from_files(&files).map(|rs| {
+                rs.finish_building();
+                rs.pending_builds()
+            })
+        })
     });
     g.finish();
 }

@@ -20,7 +20,6 @@ use serde_json::json;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use waf_compiler::Options;
 use waf_engine::{EvalOptions, EvalStats, RuleProfile, Ruleset, Transaction};
 use waf_harness::corpus::{Corpus, CorpusRequest};
 
@@ -76,11 +75,16 @@ struct Measured {
 }
 
 pub fn run(args: Args) -> CmdResult {
-    let opts = Options::default();
-    let load_start = Instant::now();
-    let rs = args.input.ruleset(&opts)?;
-    let load = load_start.elapsed();
     let corpus = crate::input::load_corpus(&args.corpus)?;
+    let rss_start = Memory::now();
+    let load_start = Instant::now();
+    let rs = args.input.ruleset()?;
+    let load = load_start.elapsed();
+    // Timed passes measure the steady state: with the dense DFAs built.
+    let build_start = Instant::now();
+    rs.finish_building();
+    let build = build_start.elapsed();
+    let rss_loaded = Memory::now();
     let threads = args.threads;
     let passes = args.passes;
     let fast_opts = args.engine.options();
@@ -111,6 +115,7 @@ pub fn run(args: Args) -> CmdResult {
     });
     let wall = wall_start.elapsed();
     progress.finish();
+    let rss_run = Memory::now();
 
     let mut fast = Measured::default();
     let mut slow: Option<Measured> = naive.map(|_| Measured::default());
@@ -130,6 +135,13 @@ pub fn run(args: Args) -> CmdResult {
         rs: &rs,
         corpus: &corpus,
         load,
+        build,
+        memory: MemoryReport {
+            ruleset_kib: rss_loaded.rss_kib.saturating_sub(rss_start.rss_kib),
+            per_thread_kib: rss_run.rss_kib.saturating_sub(rss_loaded.rss_kib)
+                / threads.max(1) as u64,
+            peak_kib: rss_run.peak_kib,
+        },
         wall,
         threads,
         passes,
@@ -314,6 +326,8 @@ struct Report<'a> {
     rs: &'a Ruleset,
     corpus: &'a Corpus,
     load: Duration,
+    build: Duration,
+    memory: MemoryReport,
     wall: Duration,
     threads: usize,
     passes: usize,
@@ -386,6 +400,12 @@ impl Report<'_> {
                 / self.corpus.requests.len().max(1) as f64,
             "skipped": self.corpus.skipped,
             "rule_load_ms": self.load.as_secs_f64() * 1000.0,
+            "background_build_ms": self.build.as_secs_f64() * 1000.0,
+            "rss_mib": {
+                "ruleset": mib(self.memory.ruleset_kib),
+                "per_thread": mib(self.memory.per_thread_kib),
+                "peak": mib(self.memory.peak_kib),
+            },
             "rules": self.rs.program().rules.len(),
             "throughput_rps": f.throughput,
             "latency_us": {"p50": f.p50, "p99": f.p99, "p99.9": f.p999, "max": f.max, "mean": f.mean},
@@ -437,9 +457,17 @@ impl Report<'_> {
         let _ = writeln!(o, "machine: {}", Self::machine());
         let _ = writeln!(
             o,
-            "rule load: {:.0} ms ({} rules)",
+            "rule load: {:.0} ms ({} rules), then {:.0} ms to finish the dense DFAs",
             self.load.as_secs_f64() * 1000.0,
-            self.rs.program().rules.len()
+            self.rs.program().rules.len(),
+            self.build.as_secs_f64() * 1000.0,
+        );
+        let _ = writeln!(
+            o,
+            "memory (RSS): ruleset {:.1} MiB, per worker thread {:.1} MiB, peak {:.1} MiB",
+            mib(self.memory.ruleset_kib),
+            mib(self.memory.per_thread_kib),
+            mib(self.memory.peak_kib),
         );
         let _ = writeln!(
             o,
@@ -526,4 +554,43 @@ fn ratio(a: f64, b: f64) -> f64 {
     } else {
         0.0
     }
+}
+
+/// The process's resident memory, from `/proc/self/status` (zeros where
+/// that file does not exist).
+#[derive(Clone, Copy, Default)]
+struct Memory {
+    rss_kib: u64,
+    peak_kib: u64,
+}
+
+impl Memory {
+    fn now() -> Memory {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+                .unwrap_or(0)
+        };
+        Memory {
+            rss_kib: field("VmRSS:"),
+            peak_kib: field("VmHWM:"),
+        }
+    }
+}
+
+/// Memory figures of a run: what loading the ruleset added, what each
+/// worker's transaction added (its buffers and caches, after the passes),
+/// and the peak.
+#[derive(Clone, Copy)]
+struct MemoryReport {
+    ruleset_kib: u64,
+    per_thread_kib: u64,
+    peak_kib: u64,
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
 }

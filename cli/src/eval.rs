@@ -6,7 +6,6 @@ use crate::error::{CliError, CmdResult};
 use crate::input::RuleInput;
 use std::io::{BufRead, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
-use waf_compiler::Options;
 use waf_engine::Ruleset;
 use waf_harness::request::{decide, Request};
 
@@ -35,7 +34,7 @@ pub struct Args {
 pub fn run(args: Args) -> CmdResult {
     let rs = args
         .input
-        .ruleset(&Options::default())?
+        .ruleset()?
         .with_eval_options(args.engine.options());
     let out: Box<dyn Write> = match &args.out {
         Some(p) => Box::new(

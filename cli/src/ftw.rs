@@ -8,7 +8,8 @@ use crate::progress::Progress;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
-use waf_compiler::{compile_files, Options};
+use waf_compiler::compile_files;
+use waf_engine::Ruleset;
 use waf_harness::ftw::{
     self, Plan, Selection, Status, Suite, Summary, CRS_TEST_CONFIG, CRS_TEST_CONFIG_NAME,
 };
@@ -209,7 +210,7 @@ pub fn run(args: Args) -> CmdResult {
     // The configuration.
     let start = Instant::now();
     let compiled = match (&crs, args.configs.is_empty()) {
-        (Some(c), _) => ftw::compile_crs_test_config(c, &Options::default()),
+        (Some(c), _) => ftw::compile_crs_test_config(c, &Ruleset::compile_options()),
         (None, false) => {
             if let Some(missing) = args.configs.iter().find(|p| !p.is_file()) {
                 return Err(CliError::usage(format!(
@@ -217,7 +218,7 @@ pub fn run(args: Args) -> CmdResult {
                     missing.display()
                 )));
             }
-            compile_files(&args.configs, &Options::default())
+            compile_files(&args.configs, &Ruleset::compile_options())
         }
         (None, true) => {
             return Err(CliError::usage(

@@ -128,8 +128,11 @@ impl RuleInput {
     /// The engine's ruleset for a command: a usage error for a missing path;
     /// for rules that do not compile, the diagnostics on standard error and a
     /// findings error.
-    pub fn ruleset(&self, opts: &Options) -> Result<Ruleset, crate::CliError> {
-        let compiled = self.compile(opts).map_err(crate::CliError::usage)?;
+    /// Compiled with [`Ruleset::compile_options`].
+    pub fn ruleset(&self) -> Result<Ruleset, crate::CliError> {
+        let compiled = self
+            .compile(&Ruleset::compile_options())
+            .map_err(crate::CliError::usage)?;
         ruleset_or_report(compiled).map_err(crate::CliError::findings)
     }
 }

@@ -53,7 +53,6 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use waf_compiler::ir::{NodeId, Program};
-use waf_compiler::Options;
 use waf_engine::{ChainProfile, EvalOptions, EvalStats, RuleProfile, Ruleset};
 use waf_harness::corpus::CorpusRequest;
 
@@ -141,7 +140,7 @@ pub fn collect(
 }
 
 pub fn run(args: Args) -> CmdResult {
-    let rs = args.input.ruleset(&Options::default())?;
+    let rs = args.input.ruleset()?;
     if !args.from_metrics.is_empty() {
         return from_metrics(&args, &rs);
     }

@@ -88,7 +88,7 @@ pub fn run(args: Args) -> CmdResult {
     if !args.corpus.is_empty() {
         let corpus = crate::input::load_corpus(&args.corpus)?;
         // The engine takes a program of its own; the listing keeps the first.
-        let rs = args.input.ruleset(&opts)?;
+        let rs = args.input.ruleset()?;
         let run = crate::profile::collect(&rs, &corpus.requests, 1, EvalOptions::default());
         waf_optimizer::measure(&mut found, &measurements(&run));
     }

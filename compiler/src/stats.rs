@@ -157,7 +157,8 @@ impl Stats {
                     s.regexes_full_dfa += 1;
                     s.full_dfa_bytes += bytes;
                 }
-                Strategy::LazyDfa => s.regexes_lazy_dfa += 1,
+                // Not built (yet): the lazy DFA answers.
+                Strategy::LazyDfa | Strategy::Pending => s.regexes_lazy_dfa += 1,
             }
         }
         s.phrase_sets = p.phrase_sets.len();

@@ -32,6 +32,7 @@
 
 #![warn(missing_docs)]
 
+mod background;
 mod body;
 mod collection;
 mod injection;

@@ -45,6 +45,12 @@ pub enum Gate {
 pub type ByteMask = [u64; 4];
 
 /// The program's literals in one automaton, and each operator's gate.
+///
+/// The automaton is a contiguous NFA, not a DFA: with CRS's ~8,000 literals
+/// (ASCII-case-insensitive, overlapping) the DFA takes 87 MiB and a few
+/// hundred milliseconds to build, the NFA a few MiB and ~35 ms, and the
+/// NFA scans within 10% of the DFA's speed (no difference measured once the
+/// cross-transaction cache serves repeated values).
 #[derive(Debug)]
 pub struct Scanner {
     automaton: Option<AhoCorasick>,
@@ -119,7 +125,7 @@ impl Scanner {
             AhoCorasick::builder()
                 .ascii_case_insensitive(true)
                 .match_kind(MatchKind::Standard)
-                .kind(Some(AhoCorasickKind::DFA))
+                .kind(Some(AhoCorasickKind::ContiguousNFA))
                 .build(&literals)
                 .or_else(|_| {
                     AhoCorasick::builder()

@@ -1,5 +1,6 @@
 //! A compiled ruleset, shared by all threads.
 
+use crate::background::Background;
 use crate::injection::{Injection, Libinjection};
 use crate::options::EvalOptions;
 use crate::plan::Plan;
@@ -7,6 +8,7 @@ use crate::prefilter::Scanner;
 use crate::transform::Transform;
 use std::path::PathBuf;
 use waf_compiler::ir::Program;
+use waf_compiler::rx::RxOptions;
 use waf_compiler::{compile_files, compile_str, CompileError, Compiled, Options};
 
 /// An immutable compiled configuration (`Send + Sync`): create one, share it
@@ -19,6 +21,8 @@ pub struct Ruleset {
     scanner: Scanner,
     /// The program in the dense form the rule loop reads.
     plan: Plan,
+    /// The DFAs being built after load (see [`Ruleset::finish_building`]).
+    background: Background,
     /// What [`Ruleset::transaction`] uses.
     options: EvalOptions,
     /// Evaluation caches of dropped transactions, for the next ones: a
@@ -85,9 +89,11 @@ impl Ruleset {
     pub(crate) fn new(program: Program) -> Ruleset {
         let scanner = Scanner::new(&program);
         let plan = Plan::new(&program, &scanner);
+        let background = Background::start(&program);
         Ruleset {
             program,
             plan,
+            background,
             injection: Box::new(Libinjection),
             scanner,
             options: EvalOptions::default(),
@@ -104,13 +110,45 @@ impl Ruleset {
     /// Compiles configuration files, in order, as one configuration. On
     /// errors, the [`CompileError`] renders every diagnostic (`Display`).
     pub fn from_files(paths: &[PathBuf]) -> Result<Ruleset, CompileError> {
-        Self::from_compiled(compile_files(paths, &Options::default()))
+        Self::from_compiled(compile_files(paths, &Self::compile_options()))
+    }
+
+    /// The compiler options the `from_*` constructors use: the defaults,
+    /// with dense DFAs deferred to the background thread (see
+    /// [`Ruleset::finish_building`]). Use these when compiling with the
+    /// compiler's API for [`Ruleset::from_compiled`].
+    pub fn compile_options() -> Options {
+        Options {
+            rx: RxOptions {
+                defer_dense: true,
+                ..RxOptions::default()
+            },
+        }
+    }
+
+    /// Builds, on the calling thread, what the background thread has not
+    /// built yet, and waits for that thread to end.
+    ///
+    /// A ruleset is ready when it is returned: its regexes answer through
+    /// their lazy DFAs and the prefilter scans with an NFA until a thread
+    /// started at load has built the dense DFAs (about half a second of CPU
+    /// for CRS), with the same results. Call this where steady-state speed
+    /// matters from the first request (benchmarks), or where no other
+    /// thread may allocate (allocation tests).
+    pub fn finish_building(&self) {
+        self.background.finish();
+    }
+
+    /// How many deferred DFAs are not built yet (0 once
+    /// [`Ruleset::finish_building`] has returned).
+    pub fn pending_builds(&self) -> usize {
+        self.background.pending()
     }
 
     /// Compiles configuration text (`name` is the base of relative `Include`
     /// and data-file paths, and what diagnostics call the text).
     pub fn from_str(name: &str, text: &str) -> Result<Ruleset, CompileError> {
-        Self::from_compiled(compile_str(name, text, &Options::default()))
+        Self::from_compiled(compile_str(name, text, &Self::compile_options()))
     }
 
     /// The embedded default ruleset ([`DEFAULT_RULES`]).

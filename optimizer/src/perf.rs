@@ -72,7 +72,7 @@ fn operator_cost(p: &Program, kind: &OpKind) -> f64 {
     match kind {
         OpKind::Rx(id) | OpKind::Verify { rx: id, .. } => match p.regexes[id.index()].strategy() {
             Strategy::FullDfa { .. } => 1.0,
-            Strategy::LazyDfa => 2.0,
+            Strategy::LazyDfa | Strategy::Pending => 2.0,
         },
         OpKind::Pm(_) => 0.6,
         OpKind::DetectSqli | OpKind::DetectXss => 3.0,

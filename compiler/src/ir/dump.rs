@@ -71,6 +71,7 @@ fn operator_text(p: &Program, op: &Operator) -> String {
             let how = match rx.strategy() {
                 Strategy::FullDfa { bytes } => format!("full DFA {bytes} B"),
                 Strategy::LazyDfa => "lazy DFA".into(),
+                Strategy::Pending => "dense DFA pending".into(),
             };
             format!("rx#{} {:?} ({how})", id.0, rx.pattern())
         }
@@ -217,6 +218,7 @@ pub fn json(p: &Program) -> String {
             let strategy = match rx.strategy() {
                 Strategy::FullDfa { bytes } => json!({"full_dfa_bytes": bytes}),
                 Strategy::LazyDfa => json!("lazy_dfa"),
+                Strategy::Pending => json!("pending"),
             };
             json!({"pattern": rx.pattern(), "strategy": strategy, "required_literals": prefilter_json(rx.required_literals())})
         })

@@ -181,6 +181,9 @@ struct Lowerer<'a> {
     target_index: HashMap<Target, TargetId>,
     slot_index: HashMap<ValueSlot, SlotId>,
     rx_index: HashMap<String, RxId>,
+    /// Patterns compiled ahead of the lowering pass, on every core
+    /// ([`crate::rx::batch`]); [`Lowerer::regex`] takes them from here.
+    rx_ready: HashMap<String, Result<crate::rx::CompiledRx, crate::rx::RxError>>,
     pm_index: HashMap<Vec<String>, PmId>,
     selector_rx_index: HashMap<String, SelectorRxId>,
     defaults: [Option<Defaults>; 5],
@@ -217,6 +220,7 @@ impl<'a> Lowerer<'a> {
             target_index: HashMap::new(),
             slot_index: HashMap::new(),
             rx_index: HashMap::new(),
+            rx_ready: HashMap::new(),
             pm_index: HashMap::new(),
             selector_rx_index: HashMap::new(),
             defaults: Default::default(),
@@ -233,6 +237,7 @@ impl<'a> Lowerer<'a> {
     }
 
     fn run(&mut self, items: &[Item]) {
+        self.precompile_regexes(items);
         let mut updates = Updates::default();
         for item in items {
             match item {

@@ -1,7 +1,7 @@
 //! Checking and compiling operators, with their prefilters.
 
 use super::{macro_string, Lowerer};
-use crate::ast::{OperatorAst, RuleAst, Text};
+use crate::ast::{Item, OperatorAst, RuleAst, Text};
 use crate::diag::{closest, Code, Diagnostic};
 use crate::ir::*;
 use crate::names::{ArgKind, Operator as O};
@@ -215,13 +215,50 @@ impl Lowerer<'_> {
         })
     }
 
+    /// Compiles the pattern of every regex operator of `items` at once, on
+    /// every core; [`Lowerer::regex`] then takes the results in file order.
+    pub(super) fn precompile_regexes(&mut self, items: &[Item]) {
+        let patterns: Vec<&str> = items
+            .iter()
+            .filter_map(|item| match item {
+                Item::Rule(r) => r.operator.as_ref(),
+                _ => None,
+            })
+            .filter(|op| {
+                matches!(
+                    O::lookup(&op.name),
+                    Some(
+                        O::Rx
+                            | O::RxGlobal
+                            | O::VerifyCc
+                            | O::VerifyCpf
+                            | O::VerifySsn
+                            | O::VerifySvnr
+                    )
+                )
+            })
+            .filter_map(|op| op.argument.as_ref())
+            .map(|arg| arg.value.as_str())
+            .filter(|v| !v.contains("%{"))
+            .collect();
+        let start = std::time::Instant::now();
+        self.rx_ready = crate::rx::batch::compile_all(&patterns, &self.opts.rx);
+        self.timings.regex += start.elapsed();
+    }
+
     fn regex(&mut self, arg: &Text) -> Option<RxId> {
         if let Some(&id) = self.rx_index.get(&arg.value) {
             return Some(id);
         }
-        let start = std::time::Instant::now();
-        let compiled = CompiledRx::compile(&arg.value, &self.opts.rx);
-        self.timings.regex += start.elapsed();
+        let compiled = match self.rx_ready.remove(&arg.value) {
+            Some(ready) => ready,
+            None => {
+                let start = std::time::Instant::now();
+                let compiled = CompiledRx::compile(&arg.value, &self.opts.rx);
+                self.timings.regex += start.elapsed();
+                compiled
+            }
+        };
         match compiled {
             Ok(rx) => {
                 let id = RxId(self.p.regexes.len() as u32);

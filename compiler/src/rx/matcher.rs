@@ -11,6 +11,7 @@ use regex_automata::{meta, Anchored, Input, MatchKind};
 use regex_syntax::hir::Hir;
 use std::fmt;
 use std::ops::Range;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Parser nesting limit (groups, repetitions, classes), as PCRE's default
 /// parenthesis nesting limit. It also bounds the recursion depth of everything
@@ -83,6 +84,74 @@ pub enum Strategy {
     /// The meta regex (a lazy DFA that builds states as the input needs
     /// them, falling back to other linear-time engines).
     LazyDfa,
+    /// The meta regex for now: the dense DFA was deferred
+    /// ([`RxOptions::defer_dense`]) and is not built yet.
+    Pending,
+}
+
+/// A dense DFA that may be built after the pattern was compiled.
+///
+/// Building the dense DFAs of CRS's patterns (and failing to fit the budget
+/// on the big ones) is most of the time a load takes; deferring them lets a
+/// server answer with the meta regex, which gives the same results, while
+/// another thread builds them ([`DeferredDfa::build`]).
+#[derive(Debug)]
+struct DenseCell {
+    /// `None` inside: the pattern does not fit the budget.
+    dfa: OnceLock<Option<dense::DFA<Vec<u32>>>>,
+    /// What a deferred build needs (the translated pattern, parsed again
+    /// then: CRS's HIRs take more memory than its dense DFAs); taken by the
+    /// build.
+    pending: Mutex<Option<(String, RxOptions)>>,
+}
+
+impl DenseCell {
+    fn ready(dfa: Option<dense::DFA<Vec<u32>>>) -> DenseCell {
+        DenseCell {
+            dfa: OnceLock::from(dfa),
+            pending: Mutex::new(None),
+        }
+    }
+
+    fn get(&self) -> Option<&dense::DFA<Vec<u32>>> {
+        self.dfa.get().and_then(Option::as_ref)
+    }
+
+    fn build(&self) {
+        self.dfa.get_or_init(|| {
+            let pending = match self.pending.lock() {
+                Ok(mut p) => p.take(),
+                Err(poisoned) => poisoned.into_inner().take(),
+            };
+            let (translated, opts) = pending?;
+            let hir = hir_parser().parse(&translated).ok()?;
+            build_dense(&hir, &opts)
+        });
+    }
+}
+
+/// The handle of a deferred dense DFA ([`CompiledRx::deferred_dfa`]): any
+/// thread may build it, once; the [`CompiledRx`] uses it from then on.
+#[derive(Clone, Debug)]
+pub struct DeferredDfa(Arc<DenseCell>);
+
+impl DeferredDfa {
+    /// Builds the DFA (or learns it does not fit) unless that is done; if
+    /// another thread is building it, waits for that build.
+    pub fn build(&self) {
+        self.0.build();
+    }
+
+    /// Whether the pattern it belongs to is still alive (a build for a
+    /// dropped ruleset is wasted work).
+    pub fn is_wanted(&self) -> bool {
+        Arc::strong_count(&self.0) > 1
+    }
+
+    /// Whether the build is done.
+    pub fn is_built(&self) -> bool {
+        self.0.dfa.get().is_some()
+    }
 }
 
 /// A compiled `@rx`: fast yes/no matching + capture groups for `capture`.
@@ -94,7 +163,7 @@ pub struct CompiledRx {
     pattern: String,
     translated: String,
     meta: meta::Regex,
-    dfa: Option<dense::DFA<Vec<u32>>>,
+    dfa: Arc<DenseCell>,
     literals: RequiredLiterals,
 }
 
@@ -121,12 +190,18 @@ impl CompiledRx {
             )
             .build_from_hir(&hir)
             .map_err(|e| build_error(&e))?;
-        let dfa = if opts.dense_dfa_budget > 0 {
-            build_dense(&hir, opts)
-        } else {
-            None
-        };
         let literals = required_literals(&hir);
+        let dfa = if opts.dense_dfa_budget == 0 {
+            DenseCell::ready(None)
+        } else if opts.defer_dense {
+            DenseCell {
+                dfa: OnceLock::new(),
+                pending: Mutex::new(Some((translated.clone(), opts.clone()))),
+            }
+        } else {
+            DenseCell::ready(build_dense(&hir, opts))
+        };
+        let dfa = Arc::new(dfa);
         Ok(CompiledRx {
             pattern: pattern.to_string(),
             translated,
@@ -148,18 +223,24 @@ impl CompiledRx {
 
     /// Which engine answers [`CompiledRx::is_match`].
     pub fn strategy(&self) -> Strategy {
-        match &self.dfa {
-            Some(dfa) => Strategy::FullDfa {
+        match self.dfa.dfa.get() {
+            Some(Some(dfa)) => Strategy::FullDfa {
                 bytes: dfa.memory_usage(),
             },
-            None => Strategy::LazyDfa,
+            Some(None) => Strategy::LazyDfa,
+            None => Strategy::Pending,
         }
+    }
+
+    /// The dense DFA still to build, if it was deferred and is not built.
+    pub fn deferred_dfa(&self) -> Option<DeferredDfa> {
+        (self.dfa.dfa.get().is_none()).then(|| DeferredDfa(Arc::clone(&self.dfa)))
     }
 
     /// Whether the pattern matches anywhere in `haystack`. Stops at the first
     /// position where a match is certain (no need to find where it ends).
     pub fn is_match(&self, haystack: &[u8]) -> bool {
-        if let Some(dfa) = &self.dfa {
+        if let Some(dfa) = self.dfa.get() {
             // No quit bytes and no Unicode word boundaries were configured,
             // so the search cannot fail; fall back to the meta regex anyway
             // rather than trusting that.

@@ -42,6 +42,7 @@
 //!   See `translate.rs` for the minor syntax-level ones.
 
 pub mod analysis;
+pub mod batch;
 mod literals;
 mod matcher;
 mod translate;
@@ -50,7 +51,7 @@ mod translate;
 mod tests;
 
 pub use literals::{required_literals, RequiredLiterals, MIN_SCAN_LEN};
-pub use matcher::{parse, CompiledRx, Strategy};
+pub use matcher::{parse, CompiledRx, DeferredDfa, Strategy};
 pub use translate::{translate, FLAGS_PREFIX};
 
 use std::fmt;
@@ -69,6 +70,11 @@ pub struct RxOptions {
     pub size_limit: usize,
     /// Upper bound of the lazy DFA's cache per pattern and thread (bytes).
     pub lazy_dfa_cache: usize,
+    /// Leave the dense DFA unbuilt at compile time: [`CompiledRx`] answers
+    /// with the meta regex (same results) until [`DeferredDfa::build`] is
+    /// called, typically on a background thread (the engine does this, so
+    /// that a ruleset loads in a fraction of the time).
+    pub defer_dense: bool,
 }
 
 impl RxOptions {
@@ -89,6 +95,7 @@ impl Default for RxOptions {
             dense_dfa_budget: Self::DEFAULT_DENSE_DFA_BUDGET,
             size_limit: Self::DEFAULT_SIZE_LIMIT,
             lazy_dfa_cache: Self::DEFAULT_LAZY_DFA_CACHE,
+            defer_dense: false,
         }
     }
 }

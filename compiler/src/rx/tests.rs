@@ -714,6 +714,48 @@ fn strategy_follows_budget() {
 }
 
 #[test]
+fn deferred_dense_dfa_answers_the_same_before_and_after_it_is_built() {
+    let deferred = RxOptions {
+        defer_dense: true,
+        ..RxOptions::default()
+    };
+    let haystacks: [&[u8]; 5] = [b"", b"xbarx", b"FOO", b"fo\xffo", b"\nbar\n"];
+    for p in ["foo|bar", "(?i)foo", "^$|bar", r"[01]*1[01]{20}"] {
+        let eager = rx(p);
+        let r = CompiledRx::compile(p, &deferred).unwrap();
+        assert_eq!(r.strategy(), Strategy::Pending, "{p}");
+        let before: Vec<bool> = haystacks.iter().map(|h| r.is_match(h)).collect();
+        let job = r.deferred_dfa().expect("a deferred DFA");
+        assert!(job.is_wanted() && !job.is_built());
+        job.build();
+        job.build(); // a second build is a no-op
+        assert!(job.is_built());
+        assert!(r.deferred_dfa().is_none());
+        assert_eq!(r.strategy(), eager.strategy(), "{p}");
+        let after: Vec<bool> = haystacks.iter().map(|h| r.is_match(h)).collect();
+        let want: Vec<bool> = haystacks.iter().map(|h| eager.is_match(h)).collect();
+        assert_eq!(before, want, "{p} before the build");
+        assert_eq!(after, want, "{p} after the build");
+    }
+    // A handle outliving its pattern is not wanted any more.
+    let r = CompiledRx::compile("foo", &deferred).unwrap();
+    let job = r.deferred_dfa().unwrap();
+    drop(r);
+    assert!(!job.is_wanted());
+    // Without a budget nothing is deferred.
+    let none = CompiledRx::compile(
+        "foo",
+        &RxOptions {
+            dense_dfa_budget: 0,
+            ..deferred
+        },
+    )
+    .unwrap();
+    assert!(none.deferred_dfa().is_none());
+    assert_eq!(none.strategy(), Strategy::LazyDfa);
+}
+
+#[test]
 fn compiled_rx_is_send_sync() {
     fn check<T: Send + Sync + std::fmt::Debug>() {}
     check::<CompiledRx>();
@@ -1200,7 +1242,7 @@ fn crs_rx_patterns_compile() {
                         full += 1;
                         dfa_bytes += bytes;
                     }
-                    Strategy::LazyDfa => lazy += 1,
+                    Strategy::LazyDfa | Strategy::Pending => lazy += 1,
                 }
                 let bucket = match r.required_literals().min_len() {
                     None => "none".to_string(),

@@ -434,3 +434,24 @@ fn a_transaction_from_the_pool_starts_clean() {
     let tx = get(&rs, "/?a=y", &[("Host", "h")]);
     assert_eq!(ids(&tx), [3]);
 }
+
+#[test]
+fn decisions_do_not_wait_for_the_dense_dfas() {
+    // Rules answer through the lazy DFAs while the dense ones are built in
+    // the background, and the same once they are.
+    let rs = ruleset(
+        "SecRuleEngine On\n\
+         SecRule REQUEST_HEADERS:User-Agent \"@rx ^(?:curl|wget)/[0-9.]+$\" \"id:2,phase:1,pass,log\"\n\
+         SecRule ARGS \"@rx (?i)<scr[i]pt\" \"id:1,phase:1,deny,status:403\"\n",
+    );
+    let run = |rs: &Ruleset| {
+        let benign = get(rs, "/a?x=hello", &[("User-Agent", "Mozilla/5.0")]);
+        let attack = get(rs, "/a?x=%3CScRiPt%3E", &[("User-Agent", "curl/8.1")]);
+        (ids(&benign), ids(&attack))
+    };
+    let before = run(&rs);
+    rs.finish_building();
+    assert_eq!(rs.pending_builds(), 0);
+    assert_eq!(before, (vec![], vec![2, 1]));
+    assert_eq!(run(&rs), before);
+}
