@@ -111,6 +111,9 @@ pub struct EngineFlags {
     /// No cross-transaction cache of per-value results.
     #[arg(long)]
     pub no_xcache: bool,
+    /// Evaluate the rules that partial evaluation at load proved cannot match.
+    #[arg(long)]
+    pub no_fold: bool,
 }
 
 impl EngineFlags {
@@ -119,6 +122,7 @@ impl EngineFlags {
             memo: !self.no_memo,
             prefilter: !self.no_prefilter,
             xcache: !self.no_xcache && !self.no_memo,
+            fold: !self.no_fold,
             ..waf_engine::EvalOptions::default()
         }
     }

@@ -35,6 +35,7 @@
 mod background;
 mod body;
 mod collection;
+mod fold;
 mod injection;
 mod operator;
 mod options;

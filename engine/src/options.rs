@@ -15,6 +15,9 @@ pub struct EvalOptions {
     /// (transform outputs, scan results, operator results): see
     /// [`crate::Transaction::clear_cache`]. Only with `memo`.
     pub xcache: bool,
+    /// Step over the rules that partial evaluation at load proved cannot
+    /// match (`engine/src/fold.rs`), while its assumptions hold.
+    pub fold: bool,
 }
 
 impl Default for EvalOptions {
@@ -24,18 +27,21 @@ impl Default for EvalOptions {
             prefilter: true,
             profile: false,
             xcache: true,
+            fold: true,
         }
     }
 }
 
 impl EvalOptions {
-    /// No memoization, no prefilter: every rule transforms and tests every value.
+    /// No memoization, no prefilter, no partial evaluation: every rule
+    /// transforms and tests every value.
     pub fn naive() -> Self {
         EvalOptions {
             memo: false,
             prefilter: false,
             profile: false,
             xcache: false,
+            fold: false,
         }
     }
 }

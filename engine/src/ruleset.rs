@@ -21,6 +21,8 @@ pub struct Ruleset {
     scanner: Scanner,
     /// The program in the dense form the rule loop reads.
     plan: Plan,
+    /// The rules partial evaluation proved cannot match.
+    folding: crate::fold::Folding,
     /// The DFAs being built after load (see [`Ruleset::finish_building`]).
     background: Background,
     /// What [`Ruleset::transaction`] uses.
@@ -90,7 +92,9 @@ impl Ruleset {
         let scanner = Scanner::new(&program);
         let plan = Plan::new(&program, &scanner);
         let background = Background::start(&program);
+        let folding = crate::fold::analyse(&program);
         Ruleset {
+            folding,
             program,
             plan,
             background,
@@ -184,6 +188,16 @@ impl Ruleset {
     }
 
     /// The evaluation plan (dense per-rule, per-link and per-slot facts).
+    pub(crate) fn folding(&self) -> &crate::fold::Folding {
+        &self.folding
+    }
+
+    /// How many rules partial evaluation at load proved cannot match on any
+    /// request (skipped while no rule removal is in effect).
+    pub fn folded_rules(&self) -> usize {
+        self.folding.count()
+    }
+
     pub(crate) fn plan(&self) -> &Plan {
         &self.plan
     }

@@ -20,6 +20,8 @@ pub struct EvalStats {
     pub scans: u64,
     /// Rules evaluated (links of a chain count once per rule).
     pub rules_evaluated: u64,
+    /// Rules stepped over because partial evaluation proved they cannot match.
+    pub rules_folded: u64,
     /// Values found in / missing from the cross-transaction cache.
     /// Values found in the cross-transaction cache.
     pub xcache_hits: u64,
@@ -39,6 +41,7 @@ impl EvalStats {
         self.regex_evals += o.regex_evals;
         self.scans += o.scans;
         self.rules_evaluated += o.rules_evaluated;
+        self.rules_folded += o.rules_folded;
         self.xcache_hits += o.xcache_hits;
         self.xcache_misses += o.xcache_misses;
         self.xcache_op_hits += o.xcache_op_hits;

@@ -36,21 +36,37 @@ impl<'r> Transaction<'r> {
                 .ensure(program.transforms.nodes.len(), program.slots.len());
         }
         let rules = &program.phase(phase).rules;
+        let folding = self.rs.folding();
+        let mut fold = self.options.fold && folding.count() > 0 && self.fold_applies(phase);
         let mut i = 0;
+        let mut completed = true;
         while i < rules.len() {
             if self.state.intervention.is_some()
                 || self.state.allow == Allow::All
                 || self.state.allow == Allow::Phase
             {
+                completed = false;
                 break;
             }
             if self.state.allow == Allow::Request && phase <= 2 {
+                completed = false;
                 break;
             }
             let ri = rules[i];
             if self.state.any_removed() && self.state.is_removed(program.rule(ri)) {
                 i += 1;
                 continue;
+            }
+            if fold && folding.never_matches(ri.index()) {
+                // A removal makes the run differ from the analysis.
+                fold = self.fold_applies(phase);
+                if fold {
+                    // All an evaluation that does not match would do.
+                    self.state.matched_vars.clear();
+                    self.stats.rules_folded += 1;
+                    i += 1;
+                    continue;
+                }
             }
             let matched = if self.options.profile {
                 let t = Instant::now();
@@ -74,9 +90,26 @@ impl<'r> Transaction<'r> {
             }
             i += 1;
         }
+        if completed && (1..=8).contains(&phase) {
+            self.state.phases_completed |= 1 << (phase - 1);
+        }
         if self.state.allow == Allow::Phase {
             self.state.allow = Allow::None;
         }
+    }
+
+    /// Whether partial evaluation's picture of the run holds in `phase`:
+    /// it describes rules run as written from the start of phase 1 (see
+    /// `crate::fold`), so phase 1 must not have run before, phase 2 must
+    /// follow a phase 1 that ran to its end, and no rule or target removal
+    /// may have taken effect.
+    fn fold_applies(&self, phase: u8) -> bool {
+        let earlier_ran_through = match phase {
+            1 => self.state.phases_completed == 0,
+            2 => self.state.phases_completed == 1,
+            _ => false,
+        };
+        earlier_ran_through && !self.state.any_removed() && self.state.removed_targets.is_empty()
     }
 
     /// Invalidates slot states and scalar values (a new phase, or a `ctl`

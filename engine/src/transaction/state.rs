@@ -37,6 +37,9 @@ pub(super) struct RuleState<'r> {
     pub matched_vars: Collection,
     pub highest_severity: Option<u8>,
     pub allow: Allow,
+    /// Bit `p - 1` set: phase `p` ran its rule list to the end (no allow,
+    /// no intervention) — what partial evaluation assumes of earlier phases.
+    pub phases_completed: u8,
     pub intervention: Option<Intervention>,
     /// `matches[..match_count]` are this transaction's; the rest are pooled.
     pub matches: Vec<MatchedRule>,
@@ -113,6 +116,7 @@ impl<'r> RuleState<'r> {
             matched_vars: Collection::default(),
             highest_severity: None,
             allow: Allow::None,
+            phases_completed: 0,
             intervention: None,
             matches: Vec::new(),
             match_count: 0,
@@ -184,6 +188,7 @@ impl<'r> RuleState<'r> {
         self.matched_var_name.clear();
         self.highest_severity = None;
         self.allow = Allow::None;
+        self.phases_completed = 0;
         self.intervention = None;
         self.match_count = 0;
         self.caps.clear();

@@ -455,3 +455,53 @@ fn decisions_do_not_wait_for_the_dense_dfas() {
     assert_eq!(before, (vec![], vec![2, 1]));
     assert_eq!(run(&rs), before);
 }
+
+const FOLDED: &str = "SecRuleEngine On\n\
+     SecAction \"id:1,phase:1,pass,nolog,setvar:tx.level=1\"\n\
+     SecRule &TX:level \"@eq 0\" \"id:2,phase:1,pass,nolog\"\n\
+     SecRule &TX:level \"@eq 0\" \"id:3,phase:2,pass,nolog\"\n\
+     SecRule TX:level \"@lt 1\" \"id:4,phase:2,pass,nolog\"\n";
+
+#[test]
+fn rules_decided_at_load_are_stepped_over() {
+    let rs = ruleset(FOLDED);
+    assert_eq!(rs.folded_rules(), 3);
+    let tx = get(&rs, "/", &[]);
+    assert_eq!(ids(&tx), [1]);
+    assert_eq!(tx.stats().rules_folded, 3);
+    let mut naive = rs.transaction_with(crate::EvalOptions::naive());
+    naive.process_uri(b"/", b"GET", b"HTTP/1.1");
+    naive.process_request_headers();
+    naive.process_request_body();
+    assert_eq!(ids(&naive), [1]);
+    assert_eq!(naive.stats().rules_folded, 0);
+}
+
+#[test]
+fn a_removed_rule_turns_partial_evaluation_off() {
+    // Without rule 1, TX:level is never set: 2 and 3 match, which the
+    // analysis (made for the rules as written) says they cannot.
+    let rs = ruleset(FOLDED);
+    let mut tx = rs.transaction();
+    tx.remove_rules_by_id(1, 1);
+    tx.process_uri(b"/", b"GET", b"HTTP/1.1");
+    tx.process_request_headers();
+    tx.process_request_body();
+    assert_eq!(ids(&tx), [2, 3]);
+    assert_eq!(tx.stats().rules_folded, 0);
+}
+
+#[test]
+fn phase_two_is_not_folded_without_a_complete_phase_one() {
+    let rs = ruleset(FOLDED);
+    let mut tx = rs.transaction();
+    tx.process_uri(b"/", b"GET", b"HTTP/1.1");
+    tx.process_request_body();
+    assert_eq!(ids(&tx), [3]);
+    // Phase 1 cut short by `allow:phase` (rule 1 never runs).
+    let rs = ruleset(&format!(
+        "SecRule REQUEST_URI \"@streq /\" \"id:9,phase:1,allow:phase,nolog\"\n{FOLDED}"
+    ));
+    let tx = get(&rs, "/", &[]);
+    assert_eq!(ids(&tx), [9, 3]);
+}

@@ -1,0 +1,428 @@
+//! Partial evaluation at load: the rules whose outcome every request shares.
+//!
+//! CRS's control flow hangs on `TX` variables that no request can change:
+//! the paranoia level, the thresholds and the enabled features are set by
+//! unconditional `SecAction`s (`crs-setup.conf`) or by `SecRule &TX:x "@eq 0"`
+//! defaults (`REQUEST-901`), and every rule file starts with
+//! `SecRule TX:DETECTION_PARANOIA_LEVEL "@lt N" "skipAfter:..."`. Each
+//! transaction starts with an empty `TX` and runs the same rules in the same
+//! order up to the first rule that reads the request, so what those rules
+//! read is known when the rules load.
+//!
+//! [`analyse`] walks each request phase's rule list as a control-flow graph
+//! (fall through, or jump on a match with `skip`/`skipAfter`), carrying for
+//! each `TX` name either its value (or its absence) on every path, or
+//! "unknown". A rule is *decided* when it is one link without
+//! transformations, captures or exclusions, reading only `TX:name` values
+//! that are known, with a constant operator argument: its operator can be
+//! run at load. A decided rule that cannot match on any request is marked
+//! [`Folding::never_matches`], and the engine steps over it without
+//! evaluating it (it would do nothing but clear `MATCHED_VARS`). A rule that
+//! is not decided makes every `TX` name it may write unknown on both of its
+//! exits (a chain may run a link's `setvar` and still fail).
+//!
+//! The analysis describes a transaction that runs the rules as written,
+//! from phase 1 on. The engine uses it only while that holds (see
+//! `Transaction::fold_applies`): no `ctl:ruleRemove*` or API removal has
+//! taken effect, and for phase 2, phase 1 ran to its end.
+
+use std::collections::BTreeMap;
+use waf_compiler::ir::{
+    Arg, Link, LinkAction, MacroPart, MacroString, OpKind, Program, Rule, Selector, SetVarOp,
+};
+use waf_compiler::names::Variable as V;
+
+/// The phases analysed: the request phases, which CRS's paranoia-level
+/// skips dominate. (Response phases run after body processing and
+/// embedder-dependent steps; they are evaluated as written.)
+const PHASES: [u8; 2] = [1, 2];
+
+/// The outcome of [`analyse`].
+#[derive(Debug, Default)]
+pub(crate) struct Folding {
+    /// Per rule index: the rule never matches (when the analysis applies).
+    never: Vec<bool>,
+    count: usize,
+}
+
+impl Folding {
+    /// Whether rule `rule` (an index into `Program::rules`) never matches.
+    #[inline]
+    pub(crate) fn never_matches(&self, rule: usize) -> bool {
+        self.never.get(rule).copied().unwrap_or(false)
+    }
+
+    /// How many rules never match.
+    pub(crate) fn count(&self) -> usize {
+        self.count
+    }
+}
+
+/// What a `TX` name holds at a point of the rule list, on every path there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Val {
+    /// This value, or absent (`None`), on every path.
+    Known(Option<Vec<u8>>),
+    /// Differs between paths or requests.
+    Unknown,
+}
+
+/// The `TX` collection at a point: names not listed are absent (a
+/// transaction starts with an empty `TX`), unless `all_unknown` or they
+/// start with one of `unknown_prefixes` (what `setvar:tx.name_%{...}` may
+/// have written).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct TxState {
+    vars: BTreeMap<Vec<u8>, Val>,
+    unknown_prefixes: Vec<Vec<u8>>,
+    all_unknown: bool,
+}
+
+impl TxState {
+    fn get(&self, name: &[u8]) -> Val {
+        if self.all_unknown || self.unknown_prefixes.iter().any(|p| name.starts_with(p)) {
+            return Val::Unknown;
+        }
+        self.vars.get(name).cloned().unwrap_or(Val::Known(None))
+    }
+
+    /// A write to a name computed at run time: every name starting with its
+    /// literal beginning may have changed.
+    fn forget_computed_name(&mut self, name: &MacroString) {
+        match name.parts.first() {
+            Some(MacroPart::Literal(prefix)) if !prefix.is_empty() => {
+                let prefix = prefix.to_ascii_lowercase().into_bytes();
+                if !self.unknown_prefixes.contains(&prefix) {
+                    self.unknown_prefixes.push(prefix);
+                }
+            }
+            _ => self.all_unknown = true,
+        }
+    }
+
+    fn set(&mut self, name: Vec<u8>, v: Val) {
+        if !self.all_unknown {
+            self.vars.insert(name, v);
+        }
+    }
+
+    /// The state at a point two paths reach: values both agree on stay.
+    fn join(&mut self, other: &TxState) {
+        if self.all_unknown || other.all_unknown {
+            *self = TxState {
+                all_unknown: true,
+                ..TxState::default()
+            };
+            return;
+        }
+        // Compare before widening the prefixes: `get` applies them.
+        let names: Vec<Vec<u8>> = self.vars.keys().chain(other.vars.keys()).cloned().collect();
+        let mut unknown = Vec::new();
+        for name in names {
+            if self.get(&name) != other.get(&name) {
+                unknown.push(name);
+            }
+        }
+        for name in unknown {
+            self.vars.insert(name, Val::Unknown);
+        }
+        for p in &other.unknown_prefixes {
+            if !self.unknown_prefixes.contains(p) {
+                self.unknown_prefixes.push(p.clone());
+            }
+        }
+    }
+
+    /// Every `TX` name the rule may write becomes unknown.
+    fn forget_writes(&mut self, rule: &Rule) {
+        for link in &rule.links {
+            if link.capture {
+                for d in b'0'..=b'9' {
+                    self.set(vec![d], Val::Unknown);
+                }
+            }
+            for a in &link.actions {
+                match a {
+                    LinkAction::SetVar(sv) if sv.collection == V::Tx => {
+                        match sv.name.as_literal() {
+                            Some(n) => self.set(n.to_ascii_lowercase().into_bytes(), Val::Unknown),
+                            None => self.forget_computed_name(&sv.name),
+                        }
+                    }
+                    LinkAction::ExpireVar { name, .. } | LinkAction::DeprecateVar { name, .. } => {
+                        match name.as_literal() {
+                            Some(n) => {
+                                let n = n.to_ascii_lowercase();
+                                if let Some(k) = n.strip_prefix("tx.") {
+                                    self.set(k.as_bytes().to_vec(), Val::Unknown);
+                                }
+                            }
+                            None => self.all_unknown = true,
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// The `setvar`s of a rule that matched, applied in order.
+    fn apply_writes(&mut self, link: &Link) {
+        for a in &link.actions {
+            let LinkAction::SetVar(sv) = a else { continue };
+            if sv.collection != V::Tx {
+                continue;
+            }
+            let Some(name) = sv.name.as_literal() else {
+                self.forget_computed_name(&sv.name);
+                continue;
+            };
+            let name = name.to_ascii_lowercase().into_bytes();
+            let v = match &sv.op {
+                SetVarOp::Set(m) => match self.expand(&m.parts) {
+                    Some(v) => Val::Known(Some(v)),
+                    None => Val::Unknown,
+                },
+                SetVarOp::Delete => Val::Known(None),
+                // Arithmetic on values is left to run time.
+                SetVarOp::Add(_) | SetVarOp::Sub(_) => Val::Unknown,
+            };
+            self.set(name, v);
+        }
+        // Other actions of a decided rule (ctl, initcol...) do not write
+        // TX; a `ctl:ruleRemove*` makes the engine stop using the analysis.
+    }
+
+    /// A macro string whose references are all known `TX` values.
+    fn expand(&self, parts: &[MacroPart]) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        for p in parts {
+            match p {
+                MacroPart::Literal(s) => out.extend_from_slice(s.as_bytes()),
+                MacroPart::Var {
+                    variable: V::Tx,
+                    key: Some(k),
+                } => match self.get(k.to_ascii_lowercase().as_bytes()) {
+                    Val::Known(Some(v)) => out.extend_from_slice(&v),
+                    _ => return None,
+                },
+                MacroPart::Var { .. } => return None,
+            }
+        }
+        Some(out)
+    }
+}
+
+/// The outcome of `rule` on every request reaching it in state `st`, if it
+/// is decided there.
+fn decide(program: &Program, rule: &Rule, st: &TxState) -> Option<bool> {
+    if rule.unconditional {
+        return Some(true);
+    }
+    let [link] = rule.links.as_slice() else {
+        return None;
+    };
+    if link.capture || link.multi_match || !link.exclusions.is_empty() {
+        return None;
+    }
+    if program.transforms.nodes[link.transforms.index()]
+        .parent
+        .is_some()
+    {
+        return None;
+    }
+    let op = &program.operators[link.operator.index()];
+    let arg = match &op.kind {
+        OpKind::Eq(a)
+        | OpKind::Ge(a)
+        | OpKind::Gt(a)
+        | OpKind::Le(a)
+        | OpKind::Lt(a)
+        | OpKind::Streq(a)
+        | OpKind::Contains(a)
+        | OpKind::BeginsWith(a)
+        | OpKind::EndsWith(a)
+        | OpKind::Within(a) => match a {
+            Arg::Const(s) => s.as_bytes(),
+            Arg::Macro(_) => return None,
+        },
+        _ => return None,
+    };
+    // The values the rule tests, as `collect_into` reads them.
+    let mut values: Vec<Vec<u8>> = Vec::new();
+    for slot in &link.targets {
+        let target = &program.targets[program.slots[slot.index()].target.index()];
+        let (V::Tx, Selector::Key(k)) = (target.variable, &target.selector) else {
+            return None;
+        };
+        let Val::Known(v) = st.get(k.to_ascii_lowercase().as_bytes()) else {
+            return None;
+        };
+        match (target.count, v) {
+            (true, v) => values.push(if v.is_some() {
+                b"1".to_vec()
+            } else {
+                b"0".to_vec()
+            }),
+            (false, Some(v)) => values.push(v),
+            (false, None) => {}
+        }
+    }
+    let mut caps = crate::operator::Captures::default();
+    let hit = values.iter().any(|v| {
+        crate::operator::matches(
+            program,
+            op,
+            arg,
+            v,
+            &crate::injection::Libinjection,
+            false,
+            &mut caps,
+        ) != op.negated
+    });
+    Some(hit)
+}
+
+/// Analyses the request phases of `program` (see the module documentation).
+pub(crate) fn analyse(program: &Program) -> Folding {
+    let mut never = vec![false; program.rules.len()];
+    let mut start = Some(TxState::default());
+    for phase in PHASES {
+        let rules = &program.phase(phase).rules;
+        let n = rules.len();
+        // in_state[i]: the join of every path reaching position i (None:
+        // no path does); in_state[n] is the end of the phase.
+        let mut in_state: Vec<Option<TxState>> = vec![None; n + 1];
+        in_state[0] = start.take();
+        for i in 0..n {
+            let Some(st) = in_state[i].take() else {
+                continue;
+            };
+            let rule = program.rule(rules[i]);
+            let jump = rule
+                .flow
+                .as_ref()
+                .map(|f| f.resume_at())
+                .filter(|&j| j > i && j <= n);
+            let mut edges: Vec<(usize, TxState)> = Vec::with_capacity(2);
+            match decide(program, rule, &st) {
+                Some(false) => {
+                    never[rules[i].index()] = true;
+                    edges.push((i + 1, st.clone()));
+                }
+                Some(true) => {
+                    let mut out = st.clone();
+                    if let Some(link) = rule.links.first() {
+                        out.apply_writes(link);
+                    }
+                    edges.push((jump.unwrap_or(i + 1), out));
+                }
+                None => {
+                    let mut out = st.clone();
+                    out.forget_writes(rule);
+                    if let Some(j) = jump {
+                        edges.push((j, out.clone()));
+                    }
+                    edges.push((i + 1, out));
+                }
+            }
+            for (to, s) in edges {
+                match &mut in_state[to] {
+                    Some(existing) => existing.join(&s),
+                    slot @ None => *slot = Some(s),
+                }
+            }
+            in_state[i] = Some(st);
+        }
+        // The next phase starts where this one ended, when it ran to its
+        // end (the engine checks that at run time).
+        start = in_state[n].take();
+        if start.is_none() {
+            break;
+        }
+    }
+    let count = never.iter().filter(|&&b| b).count();
+    Folding { never, count }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Ruleset;
+
+    fn never(rules: &str) -> Vec<u64> {
+        let rs = match Ruleset::from_str("t.conf", rules) {
+            Ok(r) => r,
+            Err(e) => panic!("{e}"),
+        };
+        let p = rs.program();
+        let f = analyse(p);
+        p.rules
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| f.never_matches(*i))
+            .map(|(_, r)| r.id)
+            .collect()
+    }
+
+    #[test]
+    fn paranoia_level_skips_are_decided() {
+        let ids = never(
+            "SecAction \"id:1,phase:1,pass,nolog,setvar:tx.detection_paranoia_level=1\"\n\
+             SecRule &TX:blocking_paranoia_level \"@eq 0\" \"id:2,phase:1,pass,nolog,setvar:tx.blocking_paranoia_level=1\"\n\
+             SecRule &TX:detection_paranoia_level \"@eq 0\" \"id:3,phase:1,pass,nolog,setvar:tx.detection_paranoia_level=%{TX.blocking_paranoia_level}\"\n\
+             SecRule TX:DETECTION_PARANOIA_LEVEL \"@lt 1\" \"id:11,phase:1,pass,nolog,skipAfter:END\"\n\
+             SecRule TX:DETECTION_PARANOIA_LEVEL \"@lt 2\" \"id:13,phase:1,pass,nolog,skipAfter:END\"\n\
+             SecRule ARGS \"@rx x\" \"id:20,phase:1,pass,nolog\"\n\
+             SecRule TX:DETECTION_PARANOIA_LEVEL \"@lt 3\" \"id:14,phase:1,pass,nolog\"\n\
+             SecMarker END\n\
+             SecRule TX:DETECTION_PARANOIA_LEVEL \"@lt 1\" \"id:12,phase:2,pass,nolog\"\n\
+             SecRule TX:BLOCKING_PARANOIA_LEVEL \"@ge 1\" \"id:15,phase:2,pass,nolog\"\n",
+        );
+        // 2: the level is unset before it, so `&TX` is 0: it matches. 3:
+        // set by 1. 11 and 12: level 1 is not below 1. 13 always jumps, so
+        // 20 and 14 are never reached (and not marked: unreachable rules
+        // are simply not run). 15 matches.
+        assert_eq!(ids, [3, 11, 12]);
+    }
+
+    #[test]
+    fn request_data_makes_values_unknown() {
+        let ids = never(
+            "SecAction \"id:1,phase:1,pass,nolog,setvar:tx.level=1\"\n\
+             SecRule ARGS:pl \"@rx ^2$\" \"id:2,phase:1,pass,nolog,setvar:tx.level=2\"\n\
+             SecRule TX:LEVEL \"@lt 1\" \"id:3,phase:1,pass,nolog\"\n\
+             SecRule REQUEST_URI \"@rx a\" \"id:4,phase:1,pass,nolog,chain\"\n\
+             SecRule ARGS \"@rx b\" \"setvar:tx.other=1\"\n\
+             SecRule TX:OTHER \"@eq 5\" \"id:5,phase:1,pass,nolog\"\n\
+             SecRule REQUEST_URI \"@rx a\" \"id:6,phase:1,pass,nolog,setvar:tx.%{ARGS.n}=1\"\n\
+             SecRule TX:UNRELATED \"@eq 5\" \"id:7,phase:1,pass,nolog\"\n\
+             SecRule REQUEST_URI \"@rx (a)\" \"id:8,phase:2,pass,nolog,capture\"\n\
+             SecRule TX:1 \"@eq 5\" \"id:9,phase:2,pass,nolog\"\n",
+        );
+        // 3: TX:level is 1 or 2, never below 1, but the analysis only
+        // knows one value per name: unknown. 5: `tx.other` is 1 or unset:
+        // unknown. 7: a setvar with a macro name may write any name. 9:
+        // capture writes TX:0-9.
+        assert_eq!(ids, Vec::<u64>::new());
+    }
+
+    #[test]
+    fn joins_keep_what_every_path_agrees_on() {
+        let ids = never(
+            "SecAction \"id:1,phase:1,pass,nolog,setvar:tx.a=1,setvar:tx.b=1\"\n\
+             SecRule REQUEST_URI \"@rx x\" \"id:2,phase:1,pass,nolog,skipAfter:M\"\n\
+             SecAction \"id:3,phase:1,pass,nolog,setvar:tx.b=2\"\n\
+             SecMarker M\n\
+             SecRule TX:A \"@eq 2\" \"id:4,phase:1,pass,nolog\"\n\
+             SecRule TX:B \"@eq 3\" \"id:5,phase:1,pass,nolog\"\n\
+             SecRule TX:A \"!@eq 1\" \"id:6,phase:1,pass,nolog\"\n\
+             SecRule TX:NONE \"!@eq 1\" \"id:7,phase:1,pass,nolog\"\n\
+             SecRule &TX:NONE \"@eq 1\" \"id:8,phase:1,pass,nolog\"\n",
+        );
+        // 4: a is 1 on both paths. 5: b is 1 or 2: unknown. 6: negated, a
+        // is 1. 7: no value, so even a negated operator cannot match. 8:
+        // the count is 0.
+        assert_eq!(ids, [4, 6, 7, 8]);
+    }
+}
