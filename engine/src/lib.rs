@@ -36,6 +36,7 @@ mod background;
 mod body;
 mod collection;
 mod fold;
+mod hash;
 mod injection;
 mod operator;
 mod options;

@@ -117,9 +117,7 @@ impl Vars<'_, '_> {
                 // The common case (`TX:score`): no per-entry selector dispatch.
                 let k = k.as_bytes();
                 for e in c.with_key(k) {
-                    if e.key.len() == k.len() && e.key.eq_ignore_ascii_case(k) {
-                        out.push(var, &e.key, &e.value, None);
-                    }
+                    out.push(var, &e.key, &e.value, None);
                 }
                 return;
             }
@@ -197,7 +195,7 @@ impl Vars<'_, '_> {
     pub(super) fn first_value_into(&self, var: V, key: Option<&str>, out: &mut Vec<u8>) {
         let first = |c: &Collection, names: bool, out: &mut Vec<u8>| {
             let e = match key {
-                Some(k) => c.with_key(k.as_bytes()).first(),
+                Some(k) => c.with_key(k.as_bytes()).next(),
                 None => c.iter().next(),
             };
             if let Some(e) = e {

@@ -148,7 +148,7 @@ impl XCache {
             self.node_info = Vec::with_capacity(lim.records * RECORD_NODES);
             self.seen = vec![0; (lim.records * 64).next_power_of_two() / 64];
         }
-        let hash = hash(raw);
+        let hash = crate::hash::bytes(raw);
         let mask = self.index.len() - 1;
         let mut i = hash as usize & mask;
         loop {
@@ -400,25 +400,6 @@ fn mix(mut k: u64) -> u64 {
 /// Never 0 (0 marks an empty slot).
 fn op_key(rec: u32, node: usize, op: u32) -> u64 {
     ((u64::from(rec) + 1) << 40) | ((node as u64 & 0xffff) << 24) | u64::from(op & 0xff_ffff)
-}
-
-/// A fast 64-bit hash of a value (collisions are resolved by comparing bytes).
-fn hash(b: &[u8]) -> u64 {
-    const K: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut h: u64 = (b.len() as u64).wrapping_mul(K);
-    let mut chunks = b.chunks_exact(8);
-    for c in &mut chunks {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(c);
-        h = (h ^ u64::from_le_bytes(w)).wrapping_mul(K).rotate_left(29);
-    }
-    let rest = chunks.remainder();
-    if !rest.is_empty() {
-        let mut w = [0u8; 8];
-        w[..rest.len()].copy_from_slice(rest);
-        h = (h ^ u64::from_le_bytes(w)).wrapping_mul(K).rotate_left(29);
-    }
-    h ^ (h >> 32)
 }
 
 #[cfg(test)]

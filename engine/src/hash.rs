@@ -1,0 +1,103 @@
+//! The engine's one fast byte-string hash, eight bytes at a time.
+//!
+//! Used where collisions are resolved by comparing the bytes anyway (the
+//! cross-transaction cache, collection indexes), so it needs speed and a
+//! good spread, not resistance to chosen inputs: an adversary who collides
+//! keys only lengthens a probe sequence bounded by the request limits.
+
+const K: u64 = 0x9E37_79B9_7F4A_7C15;
+
+#[inline(always)]
+fn words(b: &[u8], map: impl Fn(u64) -> u64) -> u64 {
+    let mut h: u64 = (b.len() as u64).wrapping_mul(K);
+    let mut chunks = b.chunks_exact(8);
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        h = (h ^ map(u64::from_le_bytes(w)))
+            .wrapping_mul(K)
+            .rotate_left(29);
+    }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        // The last eight bytes (overlapping the previous word) when there
+        // are that many, else the bytes one by one: a copy into a buffer
+        // would be a `memcpy` call, the slowest part for short keys.
+        let w = match b.get(b.len().wrapping_sub(8)..) {
+            Some(last) if b.len() >= 8 => {
+                let mut w = [0u8; 8];
+                w.copy_from_slice(last);
+                u64::from_le_bytes(w)
+            }
+            _ => rest
+                .iter()
+                .enumerate()
+                .fold(0, |w, (i, &c)| w | u64::from(c) << (8 * i)),
+        };
+        h = (h ^ map(w)).wrapping_mul(K).rotate_left(29);
+    }
+    h ^ (h >> 32)
+}
+
+/// The hash of `b`.
+pub(crate) fn bytes(b: &[u8]) -> u64 {
+    words(b, |w| w)
+}
+
+/// The hash of `b` with ASCII letters lowercased: keys equal under
+/// `eq_ignore_ascii_case` hash the same.
+pub(crate) fn bytes_ascii_nocase(b: &[u8]) -> u64 {
+    words(b, ascii_lowercase_word)
+}
+
+/// The eight bytes of `w` with `A`-`Z` turned into `a`-`z` (SWAR: a byte
+/// is upper case when its high bit is clear, it is at least 0x41 and below
+/// 0x5b; adding to the low seven bits sets bit 7 at those thresholds).
+#[inline(always)]
+fn ascii_lowercase_word(w: u64) -> u64 {
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let low = w & LOW7;
+    let ge_a = low + 0x3f3f_3f3f_3f3f_3f3f;
+    let gt_z = low + 0x2525_2525_2525_2525;
+    let upper = ge_a & !gt_z & !w & HIGH;
+    w | (upper >> 2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lowercasing_words_agrees_with_the_standard_library() {
+        for b in 0..=255u8 {
+            for pos in 0..8 {
+                let mut bytes = [b'Q', 0xc1, b'z', b'@', b'[', 0xff, b'a', b'Z'];
+                bytes[pos] = b;
+                let got = ascii_lowercase_word(u64::from_le_bytes(bytes)).to_le_bytes();
+                assert_eq!(got, bytes.map(|c| c.to_ascii_lowercase()), "{bytes:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn case_folded_hashes_agree_on_case_insensitive_equals() {
+        let keys: [&[u8]; 6] = [
+            b"",
+            b"a",
+            b"User-Agent",
+            b"uSER-aGENT",
+            b"x\xc9Y",
+            b"X\xc9y",
+        ];
+        for a in keys {
+            for b in keys {
+                if a.eq_ignore_ascii_case(b) {
+                    assert_eq!(bytes_ascii_nocase(a), bytes_ascii_nocase(b));
+                }
+            }
+        }
+        assert_ne!(bytes(b"User-Agent"), bytes(b"user-agent"));
+        assert_ne!(bytes_ascii_nocase(b"ab"), bytes_ascii_nocase(b"ab\0"));
+    }
+}
