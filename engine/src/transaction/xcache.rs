@@ -91,6 +91,9 @@ pub(super) struct XCache {
     /// `RECORD_NODES` slots per record, (node + 1, info), 0 = free: the
     /// nodes a value went through, next to each other in memory (a lookup
     /// reads a few cache lines of one record, not a random table slot).
+    /// Open addressing within the record: a node's probe starts at slot
+    /// `node % RECORD_NODES` (see [`probe`]), so a lookup is one or two
+    /// comparisons rather than a scan of every node seen before it.
     node_info: Vec<(u32, NodeInfo)>,
     /// Scan results (`words` words) followed by the byte set (4 words).
     gate: Vec<u64>,
@@ -211,12 +214,16 @@ impl XCache {
 
     fn info(&self, rec: u32, node: usize) -> NodeInfo {
         let key = node as u32 + 1;
-        for &(k, info) in self.slots(rec) {
-            if k == key {
-                return info;
-            }
-            if k == 0 {
-                break;
+        let slots = self.slots(rec);
+        if slots.len() == RECORD_NODES {
+            for i in probe(node) {
+                let (k, info) = slots[i];
+                if k == key {
+                    return info;
+                }
+                if k == 0 {
+                    break;
+                }
             }
         }
         NodeInfo {
@@ -231,7 +238,7 @@ impl XCache {
         let key = node as u32 + 1;
         let at = rec as usize * RECORD_NODES;
         let slots = self.node_info.get_mut(at..at + RECORD_NODES)?;
-        let i = slots.iter().position(|&(k, _)| k == key || k == 0)?;
+        let i = probe(node).find(|&i| slots[i].0 == key || slots[i].0 == 0)?;
         if slots[i].0 == 0 {
             slots[i] = (
                 key,
@@ -385,6 +392,12 @@ impl XCache {
     pub fn ops_capacity(&self) -> usize {
         self.ops.len()
     }
+}
+
+/// The slots of a record that node `node`'s entry may be in, in probe
+/// order (records are only ever emptied whole, so a free slot ends a probe).
+fn probe(node: usize) -> impl Iterator<Item = usize> {
+    (0..RECORD_NODES).map(move |k| (node + k) % RECORD_NODES)
 }
 
 /// A full-avalanche 64-bit mix (keys are structured integers; linear
