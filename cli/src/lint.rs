@@ -41,6 +41,9 @@ pub fn run(args: Args) -> CmdResult {
         .analyse(&Options::default())
         .map_err(CliError::usage)?;
     let mut diags = analysis.compiled.diagnostics.clone();
+    // What ModSecurity v3 accepts and we load with a warning does not
+    // belong in a rule pull request.
+    diags.escalate_compat();
     if !args.no_perf {
         let opts = PerfOptions {
             budget: args.perf_budget,

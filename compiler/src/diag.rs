@@ -94,6 +94,15 @@ pub enum Code {
     PerfNoPrefilter,
     /// Performance: a transformation that changes nothing the rule can observe.
     PerfRedundantTransform,
+    /// ModSecurity v3 accepts it, so the rules load (with this warning), but
+    /// it is a mistake: an action list whose closing `"` is missing.
+    CompatUnterminatedQuote,
+    /// v3 accepts a `chain` on the last rule: the rule never matches.
+    CompatDanglingChain,
+    /// v3 accepts `!ARGS` (a whole collection): the target reads nothing.
+    CompatExcludeCollection,
+    /// v3 accepts `block` in SecDefaultAction beside another disruptive action, and ignores it.
+    CompatDefaultBlock,
 }
 
 impl Code {
@@ -124,6 +133,10 @@ impl Code {
         Code::PerfCost,
         Code::PerfNoPrefilter,
         Code::PerfRedundantTransform,
+        Code::CompatUnterminatedQuote,
+        Code::CompatDanglingChain,
+        Code::CompatExcludeCollection,
+        Code::CompatDefaultBlock,
     ];
 
     /// The stable kebab-case name.
@@ -154,6 +167,10 @@ impl Code {
             Code::PerfCost => "perf-cost",
             Code::PerfNoPrefilter => "perf-no-prefilter",
             Code::PerfRedundantTransform => "perf-redundant-transform",
+            Code::CompatUnterminatedQuote => "compat-unterminated-quote",
+            Code::CompatDanglingChain => "compat-dangling-chain",
+            Code::CompatExcludeCollection => "compat-exclude-collection",
+            Code::CompatDefaultBlock => "compat-default-block",
         }
     }
 
@@ -201,7 +218,25 @@ impl Code {
             Code::PerfRedundantTransform => {
                 "A transformation that changes nothing the rule can observe."
             }
+            Code::CompatUnterminatedQuote => {
+                "An action list whose closing quote is missing (ModSecurity v3 reads it to the end of the line)."
+            }
+            Code::CompatDanglingChain => {
+                "A `chain` on the last rule (ModSecurity v3 loads it; the rule never matches)."
+            }
+            Code::CompatExcludeCollection => {
+                "An exclusion of a whole collection (ModSecurity v3 loads it; the target reads nothing)."
+            }
+            Code::CompatDefaultBlock => {
+                "`block` in SecDefaultAction beside another disruptive action (ModSecurity v3 ignores it)."
+            }
         }
+    }
+
+    /// Accepted for compatibility with ModSecurity v3 (the rules load with a
+    /// warning) but not to be written: `waf lint` reports these as errors.
+    pub fn is_compat(self) -> bool {
+        self.as_str().starts_with("compat-")
     }
 }
 
@@ -455,6 +490,16 @@ impl Diagnostics {
     /// Adds one.
     pub fn push(&mut self, d: Diagnostic) {
         self.items.push(d);
+    }
+
+    /// Makes the [`Code::is_compat`] findings errors (what a review of new
+    /// rules wants; loading keeps them warnings).
+    pub fn escalate_compat(&mut self) {
+        for d in &mut self.items {
+            if d.code.is_compat() {
+                d.severity = Severity::Error;
+            }
+        }
     }
 
     /// How many are errors.

@@ -31,6 +31,9 @@ pub(super) struct RuleBuilder {
     pub id: Option<(u64, Span)>,
     pub phase: Option<u8>,
     pub disruptive: Option<DisruptiveChoice>,
+    /// The last disruptive action other than `block` (what SecDefaultAction
+    /// uses when `block` comes after it, as ModSecurity v3 does).
+    pub last_action: Option<Disruptive>,
     pub status: Option<u16>,
     pub meta: Meta,
     pub log: Option<bool>,
@@ -46,6 +49,7 @@ impl RuleBuilder {
             id: None,
             phase: None,
             disruptive: None,
+            last_action: None,
             status: None,
             meta: Meta::default(),
             log: None,
@@ -54,6 +58,15 @@ impl RuleBuilder {
             skip_after: None,
             links: vec![LinkBuilder::default(); links],
         }
+    }
+}
+
+impl RuleBuilder {
+    fn set_disruptive(&mut self, choice: DisruptiveChoice) {
+        if let DisruptiveChoice::Action(d) = &choice {
+            self.last_action = Some(d.clone());
+        }
+        self.disruptive = Some(choice);
     }
 }
 
@@ -199,10 +212,10 @@ impl Lowerer<'_> {
                             .with_hint("e.g. `maturity:9`"),
                     ),
                 },
-                A::Block => b.disruptive = Some(DisruptiveChoice::Block),
-                A::Pass => b.disruptive = Some(DisruptiveChoice::Action(Disruptive::Pass)),
-                A::Deny => b.disruptive = Some(DisruptiveChoice::Action(Disruptive::Deny)),
-                A::Drop => b.disruptive = Some(DisruptiveChoice::Action(Disruptive::Drop)),
+                A::Block => b.set_disruptive(DisruptiveChoice::Block),
+                A::Pass => b.set_disruptive(DisruptiveChoice::Action(Disruptive::Pass)),
+                A::Deny => b.set_disruptive(DisruptiveChoice::Action(Disruptive::Deny)),
+                A::Drop => b.set_disruptive(DisruptiveChoice::Action(Disruptive::Drop)),
                 A::Allow => {
                     let scope = match v.to_ascii_lowercase().as_str() {
                         "" => Some(AllowScope::All),
@@ -211,7 +224,7 @@ impl Lowerer<'_> {
                         _ => None,
                     };
                     match scope {
-                        Some(s) => b.disruptive = Some(DisruptiveChoice::Action(Disruptive::Allow(s))),
+                        Some(s) => b.set_disruptive(DisruptiveChoice::Action(Disruptive::Allow(s))),
                         None => self.error(
                             Diagnostic::error(Code::BadArgument, vspan, format!("`allow:{v}` is not valid"))
                                 .with_hint("use `allow`, `allow:phase` or `allow:request`"),
@@ -222,11 +235,11 @@ impl Lowerer<'_> {
                     if let Some(t) = value {
                         let m = macro_string(t, self.diags);
                         let d = if kind == A::Redirect { Disruptive::Redirect(m) } else { Disruptive::Proxy(m) };
-                        b.disruptive = Some(DisruptiveChoice::Action(d));
+                        b.set_disruptive(DisruptiveChoice::Action(d));
                     }
                 }
                 A::Pause => match v.parse::<u64>() {
-                    Ok(ms) => b.disruptive = Some(DisruptiveChoice::Action(Disruptive::Pause(ms))),
+                    Ok(ms) => b.set_disruptive(DisruptiveChoice::Action(Disruptive::Pause(ms))),
                     Err(_) => self.error(
                         Diagnostic::error(Code::BadArgument, vspan, "`pause` takes a number of milliseconds").with_hint("e.g. `pause:5000`"),
                     ),
@@ -310,10 +323,21 @@ impl Lowerer<'_> {
                 | A::SanitiseMatchedBytes
                 | A::SanitiseRequestHeader
                 | A::SanitiseResponseHeader
-                | A::XmlNs => b.links[n].actions.push(LinkAction::Ignored {
+                | A::XmlNs => {
+                    if kind == A::XmlNs && !v.contains('=') {
+                        // ModSecurity v3 rejects it ("XMLS: Bad format,
+                        // missing equals sign").
+                        self.error(
+                            Diagnostic::error(Code::BadArgument, vspan, "`xmlns` needs `prefix=URI`")
+                                .with_label("no `=` here")
+                                .with_hint("e.g. `xmlns:soap=http://schemas.xmlsoap.org/soap/envelope/`"),
+                        );
+                    }
+                    b.links[n].actions.push(LinkAction::Ignored {
                     action: kind,
                     value: value.map(|t| t.value.clone()),
-                }),
+                    })
+                }
             }
         }
     }

@@ -277,25 +277,42 @@ impl<'a> Lowerer<'a> {
                 Item::Rule(head) => {
                     // Gather the chain: every link with `chain` pulls in the next SecRule.
                     let mut links: Vec<&RuleAst> = vec![head];
+                    let mut dangling = None;
                     while let Some(chain) = links.last().and_then(|r| r.action("chain")) {
                         match items.get(i + 1) {
                             Some(Item::Rule(next)) if next.kind == RuleKind::SecRule => {
                                 links.push(next);
                                 i += 1;
                             }
-                            other => {
-                                let mut d = Diagnostic::error(Code::DanglingChain, chain.span, "`chain` with no rule after it")
+                            None => {
+                                // ModSecurity v3 loads a chain on the last
+                                // rule; the rule then never matches.
+                                self.error(
+                                    Diagnostic::warning(Code::CompatDanglingChain, chain.span, "`chain` with no rule after it")
+                                        .with_label("the configuration ends here: this rule never matches (as in ModSecurity v3)")
+                                        .with_hint("add the chained SecRule right after this one, or remove `chain`"),
+                                );
+                                dangling = Some(chain.span);
+                                break;
+                            }
+                            Some(other) => {
+                                // v3 would chain the next SecRule even
+                                // across other directives; that is never
+                                // what a rule author meant.
+                                let d = Diagnostic::error(Code::DanglingChain, chain.span, "`chain` with no rule after it")
                                     .with_label("this rule chains to the next SecRule, but there is none")
-                                    .with_hint("add the chained SecRule right after this one, or remove `chain`");
-                                if let Some(o) = other {
-                                    d = d.with_related(o.span(), "this follows instead");
-                                }
+                                    .with_hint("add the chained SecRule right after this one, or remove `chain`")
+                                    .with_related(other.span(), "this follows instead");
                                 self.error(d);
                                 break;
                             }
                         }
                     }
+                    let before = self.p.rules.len();
                     self.rule(&links, pos, &mut updates);
+                    if let (Some(span), true) = (dangling, self.p.rules.len() > before) {
+                        self.never_matching_link(span);
+                    }
                 }
                 Item::DefaultAction { actions, span } => self.default_action(actions, *span),
                 Item::Marker { name, span } => {
@@ -578,6 +595,30 @@ impl<'a> Lowerer<'a> {
         })
     }
 
+    /// Appends to the last rule a link that reads nothing and never matches
+    /// (what a `chain` with no rule after it leaves in ModSecurity v3).
+    fn never_matching_link(&mut self, span: Span) {
+        let operator = self.push_operator(Operator {
+            name: names::Operator::NoMatch,
+            kind: OpKind::NoMatch,
+            negated: false,
+            prefilter: Prefilter::None,
+            span,
+        });
+        if let Some(rule) = self.p.rules.last_mut() {
+            rule.links.push(Link {
+                span,
+                targets: Vec::new(),
+                exclusions: Vec::new(),
+                transforms: self.p.transforms.intern(&[]),
+                operator,
+                capture: false,
+                multi_match: false,
+                actions: Vec::new(),
+            });
+        }
+    }
+
     fn push_operator(&mut self, op: Operator) -> OpId {
         self.p.operators.push(op);
         OpId((self.p.operators.len() - 1) as u32)
@@ -627,28 +668,41 @@ impl<'a> Lowerer<'a> {
             );
             return;
         };
-        let disruptive = match b.disruptive {
-            Some(actions::DisruptiveChoice::Action(d)) => d,
-            Some(actions::DisruptiveChoice::Block) => {
-                self.error(
-                    Diagnostic::error(
-                        Code::BadArgument,
-                        acts.iter().find(|a| a.name.eq_ignore_ascii_case("block")).map_or(span, |a| a.span),
-                        "SecDefaultAction cannot use `block`",
-                    )
-                    .with_label("names no action")
-                        .with_hint("`block` means \"the default disruptive action\": name one here, e.g. `pass` or `deny`"),
-                );
-                return;
-            }
+        if self.defaults[usize::from(phase) - 1].is_some() {
+            // As ModSecurity v3: one per phase and configuration.
+            self.error(
+                Diagnostic::error(
+                    Code::BadArgument,
+                    span,
+                    format!("a second SecDefaultAction for phase {phase}"),
+                )
+                .with_label("phase already has its defaults")
+                .with_hint("ModSecurity v3 rejects this too: keep one SecDefaultAction per phase"),
+            );
+            return;
+        }
+        let block = acts.iter().find(|a| a.name.eq_ignore_ascii_case("block"));
+        // ModSecurity v3 ignores `block` here when another disruptive
+        // action is given, wherever it is in the list.
+        let choice = b.last_action.clone();
+        if let (Some(block), Some(_)) = (block, &choice) {
+            self.error(
+                Diagnostic::warning(Code::CompatDefaultBlock, block.span, "`block` in SecDefaultAction")
+                    .with_label("ignored, as ModSecurity v3 does: the other disruptive action is the default")
+                    .with_hint("remove `block`: SecDefaultAction names the action that `block` in rules stands for"),
+            );
+        }
+        let disruptive = match choice {
+            Some(d) => d,
             None => {
                 self.error(
                     Diagnostic::error(
                         Code::BadArgument,
-                        span,
+                        block.map_or(span, |a| a.span),
                         "SecDefaultAction without a disruptive action",
                     )
-                    .with_hint("add one of `pass`, `deny`, `drop`, `allow`, `redirect`"),
+                    .with_label(if block.is_some() { "`block` names no action" } else { "no disruptive action" })
+                    .with_hint("add one of `pass`, `deny`, `drop`, `allow`, `redirect` (ModSecurity v3 rejects this too)"),
                 );
                 return;
             }

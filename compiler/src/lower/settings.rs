@@ -176,6 +176,15 @@ impl Lowerer<'_> {
             | D::SecStreamInBodyInspection
             | D::SecStreamOutBodyInspection
             | D::SecUnicodeMapFile => {
+                if d == D::SecUnicodeMapFile && !self.unicode_map_exists(args) {
+                    // ModSecurity v3 refuses to load without the file.
+                    self.error(
+                        Diagnostic::error(Code::MissingDataFile, vspan, format!("cannot read the unicode map file `{v}`"))
+                            .with_label("no such file (relative paths are read from the configuration file's directory)")
+                            .with_hint("ModSecurity v3 rejects this too: point it at unicode.mapping, or remove the directive"),
+                    );
+                    return;
+                }
                 self.error(
                     Diagnostic::warning(
                         Code::Suspicious,
@@ -188,6 +197,25 @@ impl Lowerer<'_> {
                 self.p.settings.ignored.push((d, span));
             }
         }
+    }
+
+    /// Whether `SecUnicodeMapFile`'s file exists (a relative path is taken
+    /// from the directory of the file the directive is in).
+    fn unicode_map_exists(&self, args: &[Text]) -> bool {
+        let Some(arg) = args.first() else {
+            return false;
+        };
+        let path = std::path::Path::new(arg.value.trim());
+        let path = if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            self.sources
+                .file(arg.span().file)
+                .path
+                .parent()
+                .map_or_else(|| path.to_path_buf(), |dir| dir.join(path))
+        };
+        path.is_file()
     }
 
     fn on_off(&mut self, v: &str, span: Span) -> Option<bool> {

@@ -150,11 +150,16 @@ impl Lowerer<'_> {
                 return None;
             }
             if selector == Selector::All {
+                // ModSecurity v3 loads this, and the collection's values
+                // are then all excluded from the rule.
                 self.error(
-                    Diagnostic::error(
-                        Code::BadTarget,
+                    Diagnostic::warning(
+                        Code::CompatExcludeCollection,
                         t.span,
                         format!("`!{}` excludes every value", variable.name()),
+                    )
+                    .with_label(
+                        "the rule reads nothing from this collection (as in ModSecurity v3)",
                     )
                     .with_hint(format!(
                         "exclude one key with `!{}:name` or `!{}:/regex/`, or remove the target",
@@ -162,7 +167,6 @@ impl Lowerer<'_> {
                         variable.name()
                     )),
                 );
-                return None;
             }
             return Some(Resolved::Exclude(Exclusion { variable, selector }));
         }

@@ -331,8 +331,78 @@ fn chain_link_restrictions() {
         ),
         [Code::ActionInChainLink, Code::ActionInChainLink]
     );
+    // ModSecurity v3 loads a chain on the last rule (the rule never
+    // matches: see transaction tests); followed by something other than a
+    // SecRule it is an error here (v3 would chain a later SecRule).
     assert_eq!(
         codes("SecRule ARGS \"@rx a\" \"id:1,phase:2,chain\"\n"),
+        [Code::CompatDanglingChain]
+    );
+    assert_eq!(
+        codes("SecRule ARGS \"@rx a\" \"id:1,phase:2,chain\"\nSecAction \"id:2,phase:2,pass\"\n"),
         [Code::DanglingChain]
+    );
+}
+
+/// What ModSecurity v3 (3.0.9, checked with `../shared/peers`'s
+/// modsec-peer --config) loads and rejects, case by case.
+#[test]
+fn loads_what_modsecurity_v3_loads() {
+    // v3 reads an action list that lacks its closing quote to the end of
+    // the line (SecRule's and SecAction's only).
+    assert_eq!(
+        codes("SecRule ARGS \"@rx a\" \"id:1,phase:2,deny\nSecAction \"id:2,phase:2,pass\n"),
+        [Code::CompatUnterminatedQuote, Code::CompatUnterminatedQuote]
+    );
+    assert_eq!(codes("SecRule ARGS \"@rx a\n"), [Code::Syntax]);
+    assert_eq!(
+        codes("SecRule ARGS \"@rx a\" 'id:1,phase:2,deny\n"),
+        [Code::Syntax]
+    );
+    // v3 loads `!ARGS`: the rule reads no ARGS value.
+    assert_eq!(
+        codes("SecRule ARGS|!ARGS|REQUEST_HEADERS \"@rx a\" \"id:1,phase:2,deny\"\n"),
+        [Code::CompatExcludeCollection]
+    );
+    // v3 ignores `block` in SecDefaultAction beside another disruptive
+    // action, before or after it; alone it names none, which v3 rejects.
+    for d in ["deny,block", "block,deny"] {
+        assert_eq!(
+            codes(&format!("SecDefaultAction \"phase:2,log,{d}\"\n")),
+            [Code::CompatDefaultBlock],
+            "{d}"
+        );
+    }
+    assert_eq!(
+        codes("SecDefaultAction \"phase:2,log,block\"\n"),
+        [Code::BadArgument]
+    );
+}
+
+#[test]
+fn rejects_what_modsecurity_v3_rejects() {
+    // "SecDefaultActions can only be placed once per phase and
+    // configuration context."
+    assert_eq!(
+        codes("SecDefaultAction \"phase:2,log,pass\"\nSecDefaultAction \"phase:2,log,deny\"\n"),
+        [Code::BadArgument]
+    );
+    assert_eq!(
+        codes("SecDefaultAction \"phase:1,log,pass\"\nSecDefaultAction \"phase:2,log,deny\"\n"),
+        []
+    );
+    // "XMLS: Bad format, missing equals sign."
+    assert_eq!(
+        codes("SecRule ARGS \"@rx a\" \"id:1,phase:2,deny,xmlns:soap\"\n"),
+        [Code::BadArgument]
+    );
+    assert_eq!(
+        codes("SecRule ARGS \"@rx a\" \"id:1,phase:2,deny,xmlns:soap=http://x/\"\n"),
+        []
+    );
+    // "Failed to locate the unicode map file."
+    assert_eq!(
+        codes("SecUnicodeMapFile /nonexistent/unicode.mapping 20127\n"),
+        [Code::MissingDataFile]
     );
 }

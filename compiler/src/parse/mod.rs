@@ -195,10 +195,29 @@ fn directive(
             }
             R::bare => args.push(Text::unescape(file, s.start(), s.as_str(), None)),
             R::error_unterminated => {
-                ok = false;
                 let raw = s.as_str();
                 let q = raw.as_bytes()[0];
                 let closed = find_closing(raw.as_bytes(), q);
+                // ModSecurity v3 reads a SecRule's or SecAction's action
+                // list that lacks its closing `"` to the end of the line.
+                let name = name_pair.as_str();
+                let actions_arg = (name.eq_ignore_ascii_case("SecRule") && args.len() == 2)
+                    || (name.eq_ignore_ascii_case("SecAction") && args.is_empty());
+                if closed.is_none() && q == b'"' && actions_arg {
+                    let body = raw[1..].trim_end_matches([' ', '\t', '\r']);
+                    args.push(Text::unescape(file, s.start() + 1, body, Some(q)));
+                    diags.push(
+                        Diagnostic::warning(
+                            Code::CompatUnterminatedQuote,
+                            Span::new(file, s.start(), s.start() + 1),
+                            "the action list's closing quote is missing",
+                        )
+                        .with_label("ModSecurity v3 reads the actions to the end of the line")
+                        .with_hint("add the closing `\"` at the end of the line"),
+                    );
+                    continue;
+                }
+                ok = false;
                 let d = match closed {
                     Some(close) => Diagnostic::error(
                         Code::Syntax,

@@ -505,3 +505,40 @@ fn phase_two_is_not_folded_without_a_complete_phase_one() {
     let tx = get(&rs, "/", &[]);
     assert_eq!(ids(&tx), [9, 3]);
 }
+
+/// Configurations ModSecurity v3 (3.0.9) loads although they are mistakes
+/// (`compat-*` warnings), evaluated as v3 evaluates them: each case was
+/// run through libmodsecurity with `../shared/peers`'s modsec-peer on the
+/// same request (`GET /?a=foo`), with the decision asserted here.
+#[test]
+fn compat_configurations_decide_as_modsecurity_v3() {
+    let decide = |rules: &str| {
+        let rs = ruleset(&format!("SecRuleEngine On\n{rules}"));
+        let tx = get(&rs, "/?a=foo", &[("Host", "x")]);
+        (ids(&tx), tx.intervention().map(|i| i.status))
+    };
+    // v3: 403 by rule 1; the action list runs to the end of the line.
+    assert_eq!(
+        decide("SecRule ARGS \"@rx foo\" \"id:1,phase:2,deny,status:403,msg:'x'\nSecRule ARGS \"@rx bar\" \"id:2,phase:2,deny\"\n"),
+        (vec![1], Some(403))
+    );
+    // v3: nothing matches (a chain with no rule after it never matches).
+    assert_eq!(
+        decide("SecRule ARGS \"@rx foo\" \"id:1,phase:2,deny,chain\"\n"),
+        (vec![], None)
+    );
+    // v3: nothing matches (`!ARGS` leaves no ARGS value).
+    assert_eq!(
+        decide("SecRule ARGS|!ARGS \"@rx foo\" \"id:1,phase:2,deny\"\n"),
+        (vec![], None)
+    );
+    // v3: `block` in SecDefaultAction is ignored; deny is the default.
+    assert_eq!(
+        decide("SecDefaultAction \"phase:2,log,auditlog,deny,block\"\nSecRule ARGS \"@rx foo\" \"id:1,phase:2,block\"\n"),
+        (vec![1], Some(403))
+    );
+    assert_eq!(
+        decide("SecDefaultAction \"phase:2,log,block,pass\"\nSecRule ARGS \"@rx foo\" \"id:1,phase:2,block\"\n"),
+        (vec![1], None)
+    );
+}
