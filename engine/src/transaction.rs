@@ -52,6 +52,7 @@ use crate::outcome::{Cause, Intervention, MatchedRule};
 use crate::ruleset::Ruleset;
 use crate::stats::{ChainProfile, EvalStats, RuleProfile};
 use cache::EvalCache;
+use fmt::push_i64;
 use inputs::Inputs;
 use memo::Memo;
 use state::{Allow, RuleState};
@@ -342,6 +343,7 @@ impl<'r> Transaction<'r> {
         let room = (limit as usize).saturating_sub(i.body.len());
         if limit > 0 && chunk.len() > room {
             i.body.extend_from_slice(&chunk[..room]);
+            i.body_truncated = true;
             self.over_request_limit(cause);
             return false;
         }
@@ -382,6 +384,27 @@ impl<'r> Transaction<'r> {
             return;
         };
         self.inputs.parse_body(p);
+        // What the processor left uninspected is never silent: rules (CRS
+        // 200002) see REQBODY_ERROR, whatever the processor. ModSecurity v3
+        // sets it for a truncated body too, not for skipped arguments.
+        let kept = self.inputs.body.len();
+        let r = &mut self.inputs.body_result;
+        if !r.reqbody_error && self.inputs.body_truncated {
+            // A truncated urlencoded body parses cleanly: say it here.
+            r.reqbody_error = true;
+            r.reqbody_error_msg.clear();
+            r.reqbody_error_msg
+                .extend_from_slice(b"Request body truncated at ");
+            push_i64(&mut r.reqbody_error_msg, kept as i64);
+            r.reqbody_error_msg
+                .extend_from_slice(b" bytes (request body limit): the rest was not inspected");
+        } else if !r.reqbody_error && r.args_skipped > 0 {
+            r.reqbody_error = true;
+            r.reqbody_error_msg.clear();
+            push_i64(&mut r.reqbody_error_msg, r.args_skipped as i64);
+            r.reqbody_error_msg
+                .extend_from_slice(b" arguments beyond SecArgumentsLimit were not inspected");
+        }
         if p == Processor::Multipart {
             // Multipart: the no-files limit counts what is not file content.
             let s = self.settings();

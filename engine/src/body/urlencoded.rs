@@ -222,7 +222,7 @@ mod tests {
     }
 
     #[test]
-    fn arguments_limit_skips_silently() {
+    fn arguments_limit_skips_and_counts() {
         let (got, stats) = run(b"a=1&b=2&c=%zz&d=4", b'&', Some(2));
         assert_eq!(got, pairs(&[("a", "1"), ("b", "2")]));
         assert_eq!(stats.args_added, 2);

@@ -39,6 +39,9 @@ pub(super) struct Inputs {
     pub body_result: BodyResult,
     pub body_done: bool,
     pub inbound_data_error: bool,
+    /// The body kept is a prefix of the one received (a limit was crossed
+    /// with `ProcessPartial`, or in DetectionOnly).
+    pub body_truncated: bool,
     pub arg_limit: ArgLimit,
     pub parser: BodyParser,
     /// What the query string and body processors produced.
@@ -99,6 +102,7 @@ impl Inputs {
             body_result: BodyResult::default(),
             body_done: false,
             inbound_data_error: false,
+            body_truncated: false,
             arg_limit,
             parser,
             parsed: Parsed::default(),
@@ -135,6 +139,7 @@ impl Inputs {
         self.body_result.clear();
         self.body_done = false;
         self.inbound_data_error = false;
+        self.body_truncated = false;
         self.arg_limit = arg_limit;
         self.parsed.clear();
         self.status = 0;

@@ -542,3 +542,97 @@ fn compat_configurations_decide_as_modsecurity_v3() {
         (vec![1], None)
     );
 }
+
+/// Runs a POST with `body` through phases 1 and 2, fed in 1 KiB chunks.
+fn post<'r>(rs: &'r Ruleset, content_type: &str, body: &[u8]) -> crate::Transaction<'r> {
+    let mut tx = rs.transaction();
+    tx.process_connection("10.0.0.1", 40000, "127.0.0.1", 80);
+    tx.process_uri(b"/submit", b"POST", b"HTTP/1.1");
+    tx.add_request_header(b"Content-Type", content_type.as_bytes());
+    tx.add_request_header(b"Content-Length", body.len().to_string().as_bytes());
+    tx.process_request_headers();
+    for chunk in body.chunks(1024) {
+        if !tx.append_request_body(chunk) {
+            break;
+        }
+    }
+    tx.process_request_body();
+    tx
+}
+
+const BODY_LIMITS: &str = "SecRuleEngine On\n\
+     SecRequestBodyAccess On\n\
+     SecRequestBodyLimit 65536\n\
+     SecRequestBodyNoFilesLimit 16384\n\
+     SecArgumentsLimit 100\n\
+     SecRule REQUEST_HEADERS:Content-Type \"@rx ^application/json\" \"id:100,phase:1,pass,nolog,ctl:requestBodyProcessor=JSON\"\n\
+     SecRule ARGS \"@contains zzattack\" \"id:1,phase:2,deny,status:403\"\n\
+     SecRule REQBODY_ERROR \"!@eq 0\" \"id:2,phase:2,pass,log,logdata:'%{REQBODY_ERROR_MSG}'\"\n\
+     SecRule INBOUND_DATA_ERROR \"!@eq 0\" \"id:3,phase:2,pass,log\"\n";
+
+/// The attack at the end of a body over the limit is never let through
+/// silently (libmodsecurity 3.0.9 answers 200 to a urlencoded body over
+/// `SecRequestBodyNoFilesLimit` with `Reject`: corpus/body_limits.py).
+#[test]
+fn a_body_over_its_limit_is_rejected_or_flagged() {
+    let mut body = b"a=".to_vec();
+    body.extend(std::iter::repeat_n(b'x', 32 * 1024));
+    body.extend_from_slice(b"&b=zzattack");
+    let reject = ruleset(&format!("{BODY_LIMITS}SecRequestBodyLimitAction Reject\n"));
+    let tx = post(&reject, "application/x-www-form-urlencoded", &body);
+    assert_eq!(tx.intervention().map(|i| i.status), Some(413));
+    let partial = ruleset(&format!(
+        "{BODY_LIMITS}SecRequestBodyLimitAction ProcessPartial\n"
+    ));
+    let tx = post(&partial, "application/x-www-form-urlencoded", &body);
+    // The first 16 KiB were inspected; both flags say the rest was not.
+    assert_eq!(ids(&tx), [2, 3]);
+    assert!(tx.intervention().is_none());
+    let msg = String::from_utf8_lossy(tx.request_body_error().unwrap_or_default()).into_owned();
+    assert_eq!(
+        msg,
+        "Request body truncated at 16384 bytes (request body limit): the rest was not inspected"
+    );
+}
+
+/// Arguments beyond `SecArgumentsLimit` are not inspected, and rules can
+/// tell (libmodsecurity 3.0.9 drops them silently).
+#[test]
+fn arguments_over_the_limit_set_reqbody_error() {
+    let rs = ruleset(&format!("{BODY_LIMITS}SecRequestBodyLimitAction Reject\n"));
+    let body: Vec<u8> = (0..150)
+        .map(|i| format!("a{i}=1"))
+        .collect::<Vec<_>>()
+        .join("&")
+        .into_bytes();
+    let tx = post(&rs, "application/x-www-form-urlencoded", &body);
+    assert_eq!(ids(&tx), [2]);
+    assert_eq!(
+        tx.request_body_error(),
+        Some(&b"50 arguments beyond SecArgumentsLimit were not inspected"[..])
+    );
+}
+
+/// Malformed and deeply nested bodies set REQBODY_ERROR with a message,
+/// in bounded time (also what libmodsecurity 3.0.9 does for these).
+#[test]
+fn hostile_bodies_set_reqbody_error() {
+    let rs = ruleset(&format!(
+        "{BODY_LIMITS}SecRequestBodyLimitAction Reject\nSecRequestBodyNoFilesLimit 1048576\nSecRequestBodyLimit 1048576\n"
+    ));
+    // Deeper than the JSON depth limit (10,000, libmodsecurity's default).
+    let deep = format!("{}{}", "[".repeat(20_000), "]".repeat(20_000));
+    for (ct, body) in [
+        ("application/json", deep.as_str()),
+        ("application/json", "{\"a\": [1, 2,"),
+        (
+            "multipart/form-data; boundary=x",
+            "--x\r\nContent-Disposition: form-data; name=a\r\n\r\nfoo",
+        ),
+    ] {
+        let tx = post(&rs, ct, body.as_bytes());
+        let logged: Vec<u64> = ids(&tx).into_iter().filter(|&id| id != 100).collect();
+        assert_eq!(logged, [2], "{ct}: {:.40}", body);
+        assert!(!tx.request_body_error().unwrap_or_default().is_empty());
+    }
+}
