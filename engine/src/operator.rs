@@ -105,10 +105,10 @@ pub fn matches(
             .inspect(|_| caps.set0(s.as_bytes()))
             .is_some(),
         OpKind::Eq(_) => stoi(value) == stoi(arg),
-        OpKind::Ge(_) => stoi(value) >= stoi(arg),
-        OpKind::Gt(_) => stoi(value) > stoi(arg),
-        OpKind::Le(_) => stoi(value) <= stoi(arg),
-        OpKind::Lt(_) => stoi(value) < stoi(arg),
+        OpKind::Ge(_) => atoll(value) >= atoll(arg),
+        OpKind::Gt(_) => atoll(value) > atoll(arg),
+        OpKind::Le(_) => atoll(value) <= atoll(arg),
+        OpKind::Lt(_) => atoll(value) < atoll(arg),
         OpKind::IpMatch(ranges) => ip_match(ranges, value),
         OpKind::ValidateByteRange(set) => invalid_byte(set, value),
         OpKind::ValidateUrlEncoding => invalid_url_encoding(value),
@@ -164,9 +164,23 @@ fn contains_word(hay: &[u8], needle: &[u8]) -> bool {
     })
 }
 
-/// `std::stoi` as v3 uses it: leading blanks, an optional sign, digits; 0 when
-/// there is no digit (v3 catches the exception and uses 0); saturating.
+/// `@eq`'s conversion in v3, `std::stoi`: as [`atoll`], but 0 when the
+/// number does not fit a 32-bit `int` (`stoi` throws `out_of_range`, and v3
+/// catches it and uses 0: found by corpus/diff_fuzz.py, where `@eq 0`
+/// matched `6465616462656566` in libmodsecurity 3.0.9).
 pub fn stoi(s: &[u8]) -> i64 {
+    let n = atoll(s);
+    if i32::try_from(n).is_ok() {
+        n
+    } else {
+        0
+    }
+}
+
+/// The conversion of v3's `@gt`, `@ge`, `@lt`, `@le` (`atoll`) and of
+/// `setvar` arithmetic: leading blanks, an optional sign, digits; 0 when
+/// there is no digit; saturating (as glibc's `strtoll`).
+pub fn atoll(s: &[u8]) -> i64 {
     let mut i = 0;
     while i < s.len() && matches!(s[i], b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c) {
         i += 1;
@@ -253,7 +267,17 @@ mod tests {
         assert_eq!(stoi(b"-7"), -7);
         assert_eq!(stoi(b"abc"), 0);
         assert_eq!(stoi(b""), 0);
-        assert_eq!(stoi(b"99999999999999999999999"), i64::MAX);
+        // Out of a 32-bit int's range: v3's std::stoi throws, and v3 uses 0.
+        assert_eq!(stoi(b"99999999999999999999999"), 0);
+        assert_eq!(stoi(b"6465616462656566"), 0);
+        assert_eq!(stoi(b"2147483647"), 2147483647);
+        assert_eq!(stoi(b"2147483648"), 0);
+        assert_eq!(stoi(b"-2147483648"), -2147483648);
+        assert_eq!(stoi(b"-2147483649"), 0);
+        // `@gt`/`@lt`... use atoll: saturating, no 32-bit limit.
+        assert_eq!(atoll(b"6465616462656566"), 6465616462656566);
+        assert_eq!(atoll(b"99999999999999999999999"), i64::MAX);
+        assert_eq!(atoll(b" -12x"), -12);
     }
 
     #[test]

@@ -778,8 +778,8 @@ impl<'r> Transaction<'r> {
             SetVarOp::Set(_) => coll.set(name, value),
             SetVarOp::Delete => coll.remove(name),
             SetVarOp::Add(_) | SetVarOp::Sub(_) => {
-                let cur = coll.get(name).map(operator::stoi).unwrap_or(0);
-                let delta = operator::stoi(value);
+                let cur = coll.get(name).map(operator::atoll).unwrap_or(0);
+                let delta = operator::atoll(value);
                 let n = if matches!(sv.op, SetVarOp::Add(_)) {
                     cur.saturating_add(delta)
                 } else {

@@ -1,0 +1,346 @@
+#!/usr/bin/env python3
+"""Differential fuzzer: our engine against libmodsecurity 3.0.9.
+
+Generates small random rule sets from a subset of the SecLang grammar
+(variables with key and regex selectors, exclusions and counts; operators;
+transformation chains; disruptive and flow actions, chains, skip/skipAfter,
+setvar and TX reads, capture, ctl) and random requests (query strings,
+headers, cookies, urlencoded and JSON bodies, with encoded and attack-like
+values), runs both engines on them (`waf eval` and `../shared/peers`'s
+modsec-peer, `--config`), and reports every difference in:
+
+- load: one engine loads the rules and the other does not;
+- decision: status or interruption of a request;
+- matched rules: the ids of the rules that logged a match (every generated
+  rule has `log`).
+
+    python3 corpus/diff_fuzz.py --minutes 30 [--seed N] [--out DIR]
+
+Each difference is written to OUT/diff-<n>/ (rules.conf, requests.jsonl,
+both engines' decisions, a summary) and counted by kind; the run ends with
+a summary line (cases, requests, differences by kind). Known, deliberate
+differences (docs/conformance.md) are not generated: PCRE-only regex
+syntax, operators and variables this engine does not support.
+"""
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+VALUES = [
+    "hello", "Hello World", "1", "0", "42", "-7", "abc123", "a b  c", "  padded  ",
+    "%41%42%43", "%3Cscript%3E", "<script>alert(1)</script>", "<img src=x onerror=alert(1)>",
+    "' or 1=1--", "1 UNION SELECT password FROM users", "admin'--", "../../etc/passwd",
+    "..%2f..%2fetc%2fpasswd", "/bin/bash -c id", "$(whoami)", "`id`", ";ls -la",
+    "&lt;b&gt;", "&#60;script&#62;", "\\x41\\x42", "SeLeCt", "%u0041", "%c0%af",
+    "ZGVhZGJlZWY=", "6465616462656566", "a%00b", "/*comment*/select", "eval(base64_decode('x'))",
+    "http://evil.example/x", "C:\\Windows\\system32", "java.lang.Runtime", "${jndi:ldap://x}",
+    "%25%32%37", "x" * 300, "é", "%E9", "\t\ttab", "line1%0aline2",
+]
+NAMES = ["id", "q", "name", "user", "a", "b", "file", "cmd", "x_y", "Search"]
+HEADERS = ["User-Agent", "Referer", "X-Forwarded-For", "Accept", "X-Custom", "Cookie-Like"]
+
+VARIABLES = [
+    "ARGS", "ARGS_NAMES", "ARGS_GET", "ARGS_POST", "ARGS_GET_NAMES", "ARGS_POST_NAMES",
+    "REQUEST_HEADERS", "REQUEST_HEADERS_NAMES", "REQUEST_COOKIES", "REQUEST_COOKIES_NAMES",
+    "REQUEST_URI", "REQUEST_URI_RAW", "REQUEST_FILENAME", "REQUEST_BASENAME", "QUERY_STRING",
+    "REQUEST_METHOD", "REQUEST_PROTOCOL", "REQUEST_LINE", "REQUEST_BODY",
+]
+COLLECTIONS = ["ARGS", "ARGS_GET", "ARGS_POST", "REQUEST_HEADERS", "REQUEST_COOKIES", "ARGS_NAMES"]
+TRANSFORMS = [
+    "lowercase", "uppercase", "urlDecode", "urlDecodeUni", "htmlEntityDecode", "jsDecode",
+    "cssDecode", "compressWhitespace", "removeWhitespace", "removeNulls", "replaceNulls",
+    "trim", "trimLeft", "trimRight", "length", "base64Decode", "base64Encode", "hexDecode",
+    "hexEncode", "normalizePath", "normalizePathWin", "replaceComments", "removeComments",
+    "cmdLine", "escapeSeqDecode", "sha1", "md5", "utf8toUnicode", "sqlHexDecode",
+]
+RX = [
+    "select", "(?i)select", "^[a-z]+$", "\\d{2,}", "<script", "(?i:union\\s+select)", "\\.\\./",
+    "^$", "[;|`$]", "a.c", "^\\s", "(?i)^(?:get|post)$", "etc/passwd", "[^a-z0-9]", "x{10,}",
+    "(?:on\\w+\\s*=)", "^/", "%[0-9a-f]{2}", "(a|b)c", "\\bor\\b",
+]
+STRINGS = ["select", "script", "passwd", "a", "1", "admin", "/", "..", "x", "SELECT", "hello"]
+
+
+def rvalue(r):
+    v = r.choice(VALUES)
+    if r.random() < 0.2:
+        v = v + r.choice(VALUES)
+    return v
+
+
+def rtarget(r, phase):
+    kind = r.random()
+    if kind < 0.45:
+        v = r.choice(VARIABLES)
+        if v == "REQUEST_BODY" and phase == 1:
+            v = "REQUEST_URI"
+        return v
+    if kind < 0.7:
+        c = r.choice(COLLECTIONS)
+        if c in ("ARGS_POST",) and phase == 1:
+            c = "ARGS_GET"
+        key = r.choice(NAMES if c.startswith("ARGS") else HEADERS)
+        return "%s:%s" % (c, key)
+    if kind < 0.8:
+        c = r.choice(COLLECTIONS)
+        # No `|` here: libmodsecurity 3.0.9 splits targets at a `|` inside
+        # a selector regex (docs/conformance.md).
+        return "%s:/%s/" % (c, r.choice(["^a", "^(id)$", "e", "^x", "(?i)user", "^[iq]"]))
+    if kind < 0.9:
+        c = r.choice(COLLECTIONS)
+        return "&" + c
+    return "TX:%s" % r.choice(["score", "flag", "1", "0"])
+
+
+def rtargets(r, phase):
+    ts = [rtarget(r, phase) for _ in range(r.randint(1, 3))]
+    if r.random() < 0.25:
+        c = r.choice(COLLECTIONS)
+        ts.append("!%s:%s" % (c, r.choice(NAMES + HEADERS)))
+    return "|".join(ts)
+
+
+def roperator(r, counts):
+    k = r.random()
+    neg = "!" if r.random() < 0.1 else ""
+    if counts or k < 0.12:
+        return '%s@%s %d' % (neg, r.choice(["eq", "gt", "lt", "ge", "le"]), r.randint(0, 3))
+    if k < 0.45:
+        return "%s@rx %s" % (neg, r.choice(RX))
+    if k < 0.55:
+        return "%s@contains %s" % (neg, r.choice(STRINGS))
+    if k < 0.6:
+        return "%s@streq %s" % (neg, r.choice(STRINGS))
+    if k < 0.65:
+        return "%s@beginsWith %s" % (neg, r.choice(STRINGS))
+    if k < 0.7:
+        return "%s@endsWith %s" % (neg, r.choice(STRINGS))
+    if k < 0.76:
+        return "%s@pm %s" % (neg, " ".join(r.sample(STRINGS, r.randint(1, 3))))
+    if k < 0.8:
+        return "%s@within %s" % (neg, r.choice(["GET POST", "abc", "1 2 3"]))
+    if k < 0.86:
+        return "@detectSQLi"
+    if k < 0.92:
+        return "@detectXSS"
+    if k < 0.96:
+        return "@validateByteRange %s" % r.choice(["32-126", "1-255", "48-57,97-122"])
+    return "@validateUrlEncoding"
+
+
+def rtransforms(r):
+    ts = []
+    if r.random() < 0.5:
+        ts.append("t:none")
+    for _ in range(r.randint(0, 3)):
+        ts.append("t:" + r.choice(TRANSFORMS))
+    return ts
+
+
+def ruleset(r):
+    lines = ["SecRuleEngine On", "SecRequestBodyAccess On",
+             'SecRule REQUEST_HEADERS:Content-Type "@rx ^application/json" '
+             '"id:9000,phase:1,pass,nolog,ctl:requestBodyProcessor=JSON"']
+    rid = 100
+    markers = []
+    n = r.randint(1, 6)
+    phases = [r.choice([1, 2, 2]) for _ in range(n)]
+    for i in range(n):
+        phase = phases[i]
+        rid += 1
+        acts = ["id:%d" % rid, "phase:%d" % phase, "log"]
+        dis = r.random()
+        if dis < 0.35:
+            acts.append("deny")
+            acts.append("status:%d" % r.choice([403, 406, 418]))
+        elif dis < 0.45:
+            acts.append("block")
+        else:
+            acts.append("pass")
+        if r.random() < 0.15:
+            acts.append("setvar:tx.score=+%d" % r.randint(1, 5))
+        if r.random() < 0.08:
+            acts.append("setvar:tx.flag=%s" % r.choice(["1", "abc"]))
+        if r.random() < 0.08:
+            acts.append("capture")
+        if r.random() < 0.06:
+            acts.append("ctl:ruleRemoveById=%d" % (rid + r.randint(1, 3)))
+        if r.random() < 0.05:
+            acts.append("ctl:ruleRemoveTargetById=%d;ARGS:%s" % (rid + 1, r.choice(NAMES)))
+        if r.random() < 0.08 and i < n - 1:
+            m = "M%d" % len(markers)
+            markers.append((m, i + r.randint(1, 2)))
+            acts.append("skipAfter:%s" % m)
+        # `skip` only onto a rule of the same phase: libmodsecurity carries
+        # the count into the next phase (docs/conformance.md).
+        if r.random() < 0.05 and i < n - 1 and phases[i + 1] == phase:
+            acts.append("skip:1")
+        acts += rtransforms(r)
+        chain = r.random() < 0.2
+        if chain:
+            acts.append("chain")
+        t = rtargets(r, phase)
+        counts = all(x.startswith("&") for x in t.split("|"))
+        lines.append('SecRule %s "%s" "%s"' % (t, roperator(r, counts).replace('"', '\\"'), ",".join(acts)))
+        if chain:
+            cacts = rtransforms(r)
+            if r.random() < 0.2:
+                cacts.append("setvar:tx.score=+1")
+            t2 = rtargets(r, phase)
+            counts2 = all(x.startswith("&") for x in t2.split("|"))
+            lines.append('SecRule %s "%s" "%s"' % (t2, roperator(r, counts2).replace('"', '\\"'),
+                                                    ",".join(cacts) or "t:none"))
+        for m, at in markers:
+            if at == i:
+                lines.append("SecMarker %s" % m)
+    for m, at in markers:
+        if at >= n:
+            lines.append("SecMarker %s" % m)
+    if r.random() < 0.3:
+        rid += 1
+        lines.append('SecRule TX:score "@ge %d" "id:%d,phase:2,deny,status:403,log"' % (r.randint(1, 6), rid))
+    if r.random() < 0.2:
+        rid += 1
+        lines.append('SecRule TX:1 "@rx ." "id:%d,phase:2,pass,log"' % rid)
+    return "\n".join(lines) + "\n"
+
+
+def quote(s):
+    out = []
+    for ch in s:
+        if ch.isalnum() or ch in "-_.~%":
+            out.append(ch)
+        else:
+            out.extend("%%%02X" % b for b in ch.encode())
+    return "".join(out)
+
+
+def request(r, i):
+    method = r.choice(["GET", "GET", "POST"])
+    args = [(r.choice(NAMES), rvalue(r)) for _ in range(r.randint(0, 3))]
+    raw = r.random() < 0.2
+    qs = "&".join("%s=%s" % (k, v.replace(" ", "+").replace("&", "%26").replace("#", "%23") if raw else quote(v)) for k, v in args)
+    path = r.choice(["/", "/index.php", "/a/b/../c", "/search", "/x%20y", "/api/v1/items"])
+    uri = path + ("?" + qs if qs else "")
+    headers = [["Host", "example.com"]]
+    for _ in range(r.randint(0, 3)):
+        headers.append([r.choice(HEADERS), rvalue(r)])
+    if r.random() < 0.4:
+        headers.append(["Cookie", "; ".join("%s=%s" % (r.choice(NAMES), quote(rvalue(r))) for _ in range(r.randint(1, 2)))])
+    body = ""
+    if method == "POST":
+        if r.random() < 0.6:
+            body = "&".join("%s=%s" % (r.choice(NAMES), quote(rvalue(r))) for _ in range(r.randint(1, 3)))
+            headers.append(["Content-Type", "application/x-www-form-urlencoded"])
+        else:
+            body = json.dumps({r.choice(NAMES): rvalue(r) for _ in range(r.randint(1, 3))})
+            headers.append(["Content-Type", "application/json"])
+        headers.append(["Content-Length", str(len(body.encode()))])
+    return {"id": "r%d" % i, "method": method, "uri": uri, "version": "HTTP/1.1",
+            "headers": headers, "body": body}
+
+
+def run(cmd, timeout=60):
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+        return p.returncode, p.stderr.decode(errors="replace")
+    except subprocess.TimeoutExpired:
+        return -1, "timeout"
+
+
+def decisions(path):
+    got = {}
+    if not os.path.exists(path):
+        return got
+    with open(path) as f:
+        for line in f:
+            if line.strip():
+                d = json.loads(line)
+                got[d["id"]] = (d.get("status"), bool(d.get("interrupted")), tuple(sorted(set(d.get("matched_ids") or []))))
+    return got
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--minutes", type=float, default=5)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--requests", type=int, default=25, help="requests per rule set")
+    ap.add_argument("--waf", default=os.path.join(HERE, "..", "target", "release", "waf"))
+    ap.add_argument("--bin", default="/tmp/peers-bin")
+    ap.add_argument("--out", default="/tmp/waf-diff-fuzz")
+    ap.add_argument("--max-saved", type=int, default=200)
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    modsec = os.path.join(a.bin, "modsec-peer")
+    r = random.Random(a.seed)
+    deadline = time.time() + a.minutes * 60
+    cases = reqs = with_diff = 0
+    kinds = {}
+    saved = 0
+    work = os.path.join(a.out, "work")
+    os.makedirs(work, exist_ok=True)
+    while time.time() < deadline:
+        cases += 1
+        rules = ruleset(r)
+        batch = [request(r, i) for i in range(a.requests)]
+        conf = os.path.join(work, "rules.conf")
+        corpus = os.path.join(work, "requests.jsonl")
+        with open(conf, "w") as f:
+            f.write(rules)
+        with open(corpus, "w") as f:
+            for q in batch:
+                f.write(json.dumps(q) + "\n")
+        ours_out = os.path.join(work, "waf.jsonl")
+        theirs_out = os.path.join(work, "modsec.jsonl")
+        for p in (ours_out, theirs_out):
+            if os.path.exists(p):
+                os.remove(p)
+        rc_ours, err_ours = run([a.waf, "eval", "-c", conf, "--corpus", corpus, "--out", ours_out])
+        rc_theirs, err_theirs = run([modsec, "--config", conf, "--in", corpus, "--out", theirs_out])
+        reqs += len(batch)
+        found = []
+        loaded_ours = rc_ours == 0 and os.path.exists(ours_out)
+        loaded_theirs = rc_theirs == 0 and os.path.exists(theirs_out)
+        if loaded_ours != loaded_theirs:
+            found.append(("load", "waf %s, modsec %s" % ("loads" if loaded_ours else "rejects: " + err_ours.strip()[-300:],
+                                                          "loads" if loaded_theirs else "rejects: " + err_theirs.strip()[-300:])))
+        elif loaded_ours:
+            ours, theirs = decisions(ours_out), decisions(theirs_out)
+            for q in batch:
+                o, t = ours.get(q["id"]), theirs.get(q["id"])
+                if o is None or t is None:
+                    found.append(("missing", q["id"]))
+                    continue
+                if (o[0], o[1]) != (t[0], t[1]):
+                    found.append(("decision", "%s: waf %s, modsec %s" % (q["id"], o, t)))
+                elif o[2] != t[2]:
+                    found.append(("matched", "%s: waf %s, modsec %s" % (q["id"], o[2], t[2])))
+        for k in {k for k, _ in found}:
+            kinds[k] = kinds.get(k, 0) + 1
+        with_diff += bool(found)
+        if found and saved < a.max_saved:
+            saved += 1
+            d = os.path.join(a.out, "diff-%d" % saved)
+            os.makedirs(d, exist_ok=True)
+            for src in (conf, corpus, ours_out, theirs_out):
+                if os.path.exists(src):
+                    with open(src, "rb") as fi, open(os.path.join(d, os.path.basename(src)), "wb") as fo:
+                        fo.write(fi.read())
+            with open(os.path.join(d, "summary.txt"), "w") as f:
+                for k, m in found:
+                    f.write("%s: %s\n" % (k, m))
+    summary = {"seed": a.seed, "minutes": a.minutes, "cases": cases, "requests": reqs,
+               "cases_with_differences": with_diff, "cases_by_kind": kinds, "saved": saved,
+               "out": a.out}
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
