@@ -85,25 +85,30 @@ pub fn matches(
                 None => false,
             }
         }
+        // With `capture`, TX:0 is the phrase as written in the rule (what
+        // libmodsecurity 3.0.9 stores), not the matched text.
         OpKind::Pm(id) => {
             let set = &program.phrase_sets[id.index()];
             match set.automaton.find(value) {
                 Some(m) => {
-                    caps.set0(&value[m.range()]);
+                    if let Some(p) = set.phrases.get(m.pattern().as_usize()) {
+                        caps.set0(p.as_bytes());
+                    }
                     true
                 }
                 None => false,
             }
         }
-        OpKind::Streq(_) => eq_capture(arg == value, value, caps),
-        OpKind::Contains(_) => contains(value, arg).inspect(|_| caps.set0(arg)).is_some(),
-        OpKind::ContainsWord(_) => contains_word(value, arg).then(|| caps.set0(arg)).is_some(),
-        OpKind::BeginsWith(_) => eq_capture(value.starts_with(arg), arg, caps),
-        OpKind::EndsWith(_) => eq_capture(value.ends_with(arg), arg, caps),
-        OpKind::Within(_) => eq_capture(contains(arg, value).is_some(), value, caps),
-        OpKind::Strmatch(s) => contains(value, s.as_bytes())
-            .inspect(|_| caps.set0(s.as_bytes()))
-            .is_some(),
+        // The string operators set no TX:0 with `capture`, as in
+        // libmodsecurity 3.0.9 (found by corpus/diff_fuzz.py; checked
+        // operator by operator with modsec-peer).
+        OpKind::Streq(_) => arg == value,
+        OpKind::Contains(_) => contains(value, arg).is_some(),
+        OpKind::ContainsWord(_) => contains_word(value, arg),
+        OpKind::BeginsWith(_) => value.starts_with(arg),
+        OpKind::EndsWith(_) => value.ends_with(arg),
+        OpKind::Within(_) => contains(arg, value).is_some(),
+        OpKind::Strmatch(s) => contains(value, s.as_bytes()).is_some(),
         OpKind::Eq(_) => stoi(value) == stoi(arg),
         OpKind::Ge(_) => atoll(value) >= atoll(arg),
         OpKind::Gt(_) => atoll(value) > atoll(arg),
@@ -133,13 +138,6 @@ pub fn matches(
             hit
         }
     }
-}
-
-fn eq_capture(hit: bool, v: &[u8], caps: &mut Captures) -> bool {
-    if hit {
-        caps.set0(v);
-    }
-    hit
 }
 
 /// Position of `needle` in `hay` (an empty needle is found at 0, as `std::string::find`).

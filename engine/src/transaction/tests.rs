@@ -636,3 +636,30 @@ fn hostile_bodies_set_reqbody_error() {
         assert!(!tx.request_body_error().unwrap_or_default().is_empty());
     }
 }
+
+/// `capture` sets TX:0 for `@rx` (the matched text) and `@pm` (the phrase
+/// as written), and not for the string operators: what libmodsecurity
+/// 3.0.9 does, checked operator by operator with modsec-peer (the
+/// differential fuzzer, corpus/diff_fuzz.py, found the difference).
+#[test]
+fn capture_sets_tx0_as_modsecurity_v3_does() {
+    let tx0 = |op: &str| {
+        let rs = ruleset(&format!(
+            "SecRule ARGS:a \"{op}\" \"id:1,phase:1,pass,capture\"\n\
+             SecRule TX:0 \"@rx ^(.*)$\" \"id:2,phase:1,pass,capture,setvar:tx.seen=%{{TX.1}}\"\n"
+        ));
+        let tx = get(&rs, "/?a=xxSeLeCtyy", &[]);
+        tx.tx_var("seen")
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+    };
+    assert_eq!(tx0("@rx (?i)select").as_deref(), Some("SeLeCt"));
+    assert_eq!(tx0("@pm select").as_deref(), Some("select"));
+    for op in [
+        "@contains SeLeCt",
+        "@beginsWith xxSe",
+        "@endsWith Ctyy",
+        "@strmatch SeLeCt",
+    ] {
+        assert_eq!(tx0(op), None, "{op}");
+    }
+}
