@@ -477,7 +477,8 @@ impl<'r> Transaction<'r> {
         any
     }
 
-    /// Runs the operator on one value; on a hit with `capture`, fills TX:0-9.
+    /// Runs the operator on one value; when it matches with `capture`
+    /// (negated or not), fills TX:0-9.
     fn run_operator(&mut self, lr: LinkRef<'r>, arg: &mut Arg_, value: Source<'_>) -> bool {
         let program = lr.program;
         let op = &program.operators[lr.pl.op.index()];
@@ -491,7 +492,7 @@ impl<'r> Transaction<'r> {
             }
             arg.ready = true;
         }
-        let capture = lr.pl.capture && !op.negated;
+        let capture = lr.pl.capture;
         // An operator with a constant argument is a pure function of the
         // value: its result may come from the cross-transaction cache.
         let cache_key = match value {
@@ -535,7 +536,10 @@ impl<'r> Transaction<'r> {
             }
         };
         let hit = matched != op.negated;
-        if hit && capture {
+        // The groups are stored whenever the operator matched, also when
+        // it is negated and the value therefore does not match the rule:
+        // what libmodsecurity 3.0.9 does (found by corpus/diff_fuzz.py).
+        if matched && capture {
             for (i, name) in CAPTURE_NAMES.iter().enumerate() {
                 if let Some(g) = self.state.caps.get(i) {
                     self.state.tx.set(name, g);
@@ -743,8 +747,17 @@ impl<'r> Transaction<'r> {
                     let redirect = matches!(rule.disruptive, Disruptive::Redirect(_));
                     let mut buf = Vec::new();
                     self.expand_into(url, &mut buf);
+                    // A redirect keeps the rule's status only when it is
+                    // one of 301-307, else 302: what libmodsecurity
+                    // 3.0.9 answers (`status:403` or `status:308` give
+                    // 302 there).
+                    let status = match (redirect, rule.status) {
+                        (true, Some(s)) if (301..=307).contains(&s) => s,
+                        (true, _) => 302,
+                        (false, s) => s.unwrap_or(200),
+                    };
                     self.state.intervention = Some(Intervention {
-                        status: rule.status.unwrap_or(if redirect { 302 } else { 200 }),
+                        status,
                         action: if redirect { "redirect" } else { "proxy" },
                         rule_id: rule.id,
                         phase: rule.phase,

@@ -663,3 +663,46 @@ fn capture_sets_tx0_as_modsecurity_v3_does() {
         assert_eq!(tx0(op), None, "{op}");
     }
 }
+
+/// A redirect keeps the rule's status only when it is 301-307, else 302,
+/// as libmodsecurity 3.0.9 answers (checked with modsec-peer for 300,
+/// 301, 303, 304, 305, 307, 308, 399, 403, 404 and none).
+#[test]
+fn redirect_status_as_modsecurity_v3() {
+    let status = |s: &str| {
+        let rs = ruleset(&format!(
+            "SecRuleEngine On\nSecRule ARGS:a \"@rx foo\" \"id:1,phase:1,redirect:http://x/{s}\"\n"
+        ));
+        let tx = get(&rs, "/?a=foo", &[]);
+        tx.intervention().map(|i| (i.status, i.url.clone()))
+    };
+    let url = Some("http://x/".to_string());
+    assert_eq!(status(""), Some((302, url.clone())));
+    for (given, got) in [
+        (301, 301),
+        (303, 303),
+        (307, 307),
+        (300, 302),
+        (308, 302),
+        (403, 302),
+    ] {
+        assert_eq!(
+            status(&format!(",status:{given}")),
+            Some((got, url.clone())),
+            "status:{given}"
+        );
+    }
+}
+
+/// With `capture`, a negated `@rx` still stores the groups of the values
+/// the regex matched, though those values do not match the rule: what
+/// libmodsecurity 3.0.9 does (found by corpus/diff_fuzz.py).
+#[test]
+fn a_negated_regex_captures_as_modsecurity_v3() {
+    let rs = ruleset(
+        "SecRule ARGS \"!@rx (a|b)c\" \"id:1,phase:1,pass,log,capture\"\n\
+         SecRule TX:1 \"@streq b\" \"id:2,phase:1,pass,log\"\n",
+    );
+    assert_eq!(ids(&get(&rs, "/?a=xbc&b=zzz", &[])), [1, 2]);
+    assert_eq!(ids(&get(&rs, "/?a=xbc", &[])), [2]);
+}
