@@ -22,6 +22,8 @@ import os
 import subprocess
 import sys
 
+import decisions
+
 LIMIT = 65536        # SecRequestBodyLimit
 NOFILES = 16384      # SecRequestBodyNoFilesLimit
 MARK = "zzattackmarkerzz"
@@ -103,13 +105,7 @@ def run_engine(name, cmd, out_path):
     except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
         print("%s failed: %s" % (name, e), file=sys.stderr)
         return {}
-    got = {}
-    with open(out_path) as f:
-        for line in f:
-            if line.strip():
-                d = json.loads(line)
-                got[d["id"]] = d
-    return got
+    return decisions.load(out_path)
 
 
 def cell(d):

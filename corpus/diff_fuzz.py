@@ -31,6 +31,8 @@ import subprocess
 import sys
 import time
 
+import decisions
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 VALUES = [
@@ -260,16 +262,10 @@ def run(cmd, timeout=60):
         return -1, "timeout"
 
 
-def decisions(path):
-    got = {}
-    if not os.path.exists(path):
-        return got
-    with open(path) as f:
-        for line in f:
-            if line.strip():
-                d = json.loads(line)
-                got[d["id"]] = (d.get("status"), bool(d.get("interrupted")), tuple(sorted(set(d.get("matched_ids") or []))))
-    return got
+def outcomes(path):
+    """Per request id: status, interruption and the logged rule ids."""
+    return {i: (d.get("status"), bool(d.get("interrupted")), tuple(sorted(set(d.get("matched_ids") or []))))
+            for i, d in decisions.load(path).items()}
 
 
 def main():
@@ -317,7 +313,7 @@ def main():
             found.append(("load", "waf %s, modsec %s" % ("loads" if loaded_ours else "rejects: " + err_ours.strip()[-300:],
                                                           "loads" if loaded_theirs else "rejects: " + err_theirs.strip()[-300:])))
         elif loaded_ours:
-            ours, theirs = decisions(ours_out), decisions(theirs_out)
+            ours, theirs = outcomes(ours_out), outcomes(theirs_out)
             for q in batch:
                 o, t = ours.get(q["id"]), theirs.get(q["id"])
                 if o is None or t is None:

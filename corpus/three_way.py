@@ -20,15 +20,7 @@ import collections
 import json
 import sys
 
-
-def load(path):
-    out = collections.OrderedDict()
-    with open(path) as f:
-        for line in f:
-            if line.strip():
-                d = json.loads(line)
-                out[d["id"]] = d
-    return out
+from decisions import load
 
 
 def main():

@@ -40,7 +40,6 @@ impl Collection {
     }
 
     pub fn push(&mut self, key: &[u8], value: &[u8]) {
-        let earlier = self.position(key);
         if self.len == self.entries.len() {
             self.entries.push(Entry::default());
             self.next_same.push(0);
@@ -53,14 +52,20 @@ impl Collection {
         self.len += 1;
         let new = self.len - 1;
         self.next_same[new] = 0;
-        if let Some(first) = earlier {
-            let last = self.last_same(first);
-            self.next_same[last] = new as u32 + 1;
-        }
         if (self.len * 2) > self.index.len() {
+            // Links every same-key chain, the new entry's too.
             self.reindex();
         } else {
-            self.index_insert(new);
+            self.link(new);
+        }
+    }
+
+    /// Indexes entry `i` and appends it to its key's chain (one hash, one
+    /// probe sequence for both).
+    fn link(&mut self, i: usize) {
+        if let Some(first) = self.index_insert(i) {
+            let last = self.last_same(first);
+            self.next_same[last] = i as u32 + 1;
         }
     }
 
@@ -81,10 +86,7 @@ impl Collection {
         self.index.fill(0);
         for i in 0..self.len {
             self.next_same[i] = 0;
-            if let Some(first) = self.index_insert(i) {
-                let last = self.last_same(first);
-                self.next_same[last] = i as u32 + 1;
-            }
+            self.link(i);
         }
     }
 

@@ -28,7 +28,7 @@
 
 use std::collections::BTreeMap;
 use waf_compiler::ir::{
-    Arg, Link, LinkAction, MacroPart, MacroString, OpKind, Program, Rule, Selector, SetVarOp,
+    Arg, Link, LinkAction, MacroPart, MacroString, Program, Rule, Selector, SetVarOp,
 };
 use waf_compiler::names::Variable as V;
 
@@ -232,22 +232,12 @@ fn decide(program: &Program, rule: &Rule, st: &TxState) -> Option<bool> {
         return None;
     }
     let op = &program.operators[link.operator.index()];
-    let arg = match &op.kind {
-        OpKind::Eq(a)
-        | OpKind::Ge(a)
-        | OpKind::Gt(a)
-        | OpKind::Le(a)
-        | OpKind::Lt(a)
-        | OpKind::Streq(a)
-        | OpKind::Contains(a)
-        | OpKind::BeginsWith(a)
-        | OpKind::EndsWith(a)
-        | OpKind::Within(a) => match a {
-            Arg::Const(s) => s.as_bytes(),
-            Arg::Macro(_) => return None,
-        },
-        _ => return None,
+    // The string and numeric operators: pure functions of the value and
+    // their argument, which must be constant.
+    let Some(Arg::Const(arg)) = op.kind.argument() else {
+        return None;
     };
+    let arg = arg.as_bytes();
     // The values the rule tests, as `collect_into` reads them.
     let mut values: Vec<Vec<u8>> = Vec::new();
     for slot in &link.targets {

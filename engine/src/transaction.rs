@@ -387,23 +387,27 @@ impl<'r> Transaction<'r> {
         // What the processor left uninspected is never silent: rules (CRS
         // 200002) see REQBODY_ERROR, whatever the processor. ModSecurity v3
         // sets it for a truncated body too, not for skipped arguments.
-        let kept = self.inputs.body.len();
+        // A truncated urlencoded body parses cleanly: say it here.
         let r = &mut self.inputs.body_result;
-        if !r.reqbody_error && self.inputs.body_truncated {
-            // A truncated urlencoded body parses cleanly: say it here.
-            r.reqbody_error = true;
-            r.reqbody_error_msg.clear();
-            r.reqbody_error_msg
-                .extend_from_slice(b"Request body truncated at ");
-            push_i64(&mut r.reqbody_error_msg, kept as i64);
-            r.reqbody_error_msg
-                .extend_from_slice(b" bytes (request body limit): the rest was not inspected");
-        } else if !r.reqbody_error && r.args_skipped > 0 {
-            r.reqbody_error = true;
-            r.reqbody_error_msg.clear();
-            push_i64(&mut r.reqbody_error_msg, r.args_skipped as i64);
-            r.reqbody_error_msg
-                .extend_from_slice(b" arguments beyond SecArgumentsLimit were not inspected");
+        let uninspected = if self.inputs.body_truncated {
+            Some((
+                "Request body truncated at ",
+                self.inputs.body.len(),
+                &b" bytes (request body limit): the rest was not inspected"[..],
+            ))
+        } else if r.args_skipped > 0 {
+            Some((
+                "",
+                r.args_skipped,
+                &b" arguments beyond SecArgumentsLimit were not inspected"[..],
+            ))
+        } else {
+            None
+        };
+        if let (false, Some((prefix, n, rest))) = (r.reqbody_error, uninspected) {
+            r.set_error(prefix, b"");
+            push_i64(&mut r.reqbody_error_msg, n as i64);
+            r.reqbody_error_msg.extend_from_slice(rest);
         }
         if p == Processor::Multipart {
             // Multipart: the no-files limit counts what is not file content.

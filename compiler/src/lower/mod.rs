@@ -595,6 +595,16 @@ impl<'a> Lowerer<'a> {
         })
     }
 
+    /// `name` as a path: absolute as written, else relative to the
+    /// directory of the file `arg` is written in (data files, the unicode
+    /// map).
+    fn beside_rule_file(&self, arg: &Text, name: &str) -> std::path::PathBuf {
+        let dir = self.sources.file(arg.span().file).path.parent();
+        dir.map(std::path::Path::to_path_buf)
+            .unwrap_or_default()
+            .join(name)
+    }
+
     /// Appends to the last rule a link that reads nothing and never matches
     /// (what a `chain` with no rule after it leaves in ModSecurity v3).
     fn never_matching_link(&mut self, span: Span) {

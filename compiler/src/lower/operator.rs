@@ -320,13 +320,6 @@ impl Lowerer<'_> {
     /// entry per line, `#` comments and blank lines skipped, surrounding
     /// blanks trimmed. Paths are relative to the rule file's directory.
     fn data_files(&mut self, arg: &Text) -> Option<(Vec<String>, Vec<PathBuf>)> {
-        let base = self
-            .sources
-            .file(arg.span().file)
-            .path
-            .parent()
-            .map(PathBuf::from)
-            .unwrap_or_default();
         let mut lines = Vec::new();
         let mut files = Vec::new();
         let mut ok = true;
@@ -347,7 +340,7 @@ impl Lowerer<'_> {
                 ok = false;
                 continue;
             }
-            let path = base.join(name);
+            let path = self.beside_rule_file(arg, name);
             match std::fs::read(&path) {
                 Ok(bytes) => {
                     let text = String::from_utf8_lossy(&bytes);

@@ -202,20 +202,8 @@ impl Lowerer<'_> {
     /// Whether `SecUnicodeMapFile`'s file exists (a relative path is taken
     /// from the directory of the file the directive is in).
     fn unicode_map_exists(&self, args: &[Text]) -> bool {
-        let Some(arg) = args.first() else {
-            return false;
-        };
-        let path = std::path::Path::new(arg.value.trim());
-        let path = if path.is_absolute() {
-            path.to_path_buf()
-        } else {
-            self.sources
-                .file(arg.span().file)
-                .path
-                .parent()
-                .map_or_else(|| path.to_path_buf(), |dir| dir.join(path))
-        };
-        path.is_file()
+        args.first()
+            .is_some_and(|arg| self.beside_rule_file(arg, arg.value.trim()).is_file())
     }
 
     fn on_off(&mut self, v: &str, span: Span) -> Option<bool> {
