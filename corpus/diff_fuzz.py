@@ -6,21 +6,33 @@ Generates small random rule sets from a subset of the SecLang grammar
 transformation chains; disruptive and flow actions, chains, skip/skipAfter,
 setvar and TX reads, capture, ctl) and random requests (query strings,
 headers, cookies, urlencoded and JSON bodies, with encoded and attack-like
-values), runs both engines on them (`waf eval` and `../shared/peers`'s
-modsec-peer, `--config`), and reports every difference in:
+values), runs both engines on them (`waf eval` and corpus/modsec-diff, a
+small libmodsecurity harness built by corpus/modsec-diff/build.sh), and
+reports every difference in:
 
 - load: one engine loads the rules and the other does not;
 - decision: status or interruption of a request;
 - matched rules: the ids of the rules that logged a match (every generated
-  rule has `log`).
+  rule has `log`);
+- matched values: most rules log `logdata:'%{MATCHED_VAR_NAME}=%{MATCHED_VAR}'`,
+  and the expanded logdata of every logged match is compared.
 
+Also generated: PCRE-only patterns (lookaround, backreferences, possessive
+quantifiers, atomic groups), which our engine runs on PCRE2 under
+`WafPcreFallback On` (written into our copy of the rules only: v3 does not
+know the directive); the checksum operators (`@verifyCC`, `@verifyCPF`,
+`@verifySSN`); `SecRuleUpdateTargetById/ByTag/ByMsg` adding targets and
+exclusions with key and regex selectors; `TX:/regex/` targets.
+
+    sh corpus/modsec-diff/build.sh          # once: /tmp/waf-modsec-diff/modsec-diff
     python3 corpus/diff_fuzz.py --minutes 30 [--seed N] [--out DIR]
 
 Each difference is written to OUT/diff-<n>/ (rules.conf, requests.jsonl,
 both engines' decisions, a summary) and counted by kind; the run ends with
 a summary line (cases, requests, differences by kind). Known, deliberate
-differences (docs/conformance.md) are not generated: PCRE-only regex
-syntax, operators and variables this engine does not support.
+differences (docs/conformance.md) are not generated: operators and
+variables this engine does not support, and the deliberate differences
+listed there.
 """
 
 import argparse
@@ -44,6 +56,10 @@ VALUES = [
     "ZGVhZGJlZWY=", "6465616462656566", "a%00b", "/*comment*/select", "eval(base64_decode('x'))",
     "http://evil.example/x", "C:\\Windows\\system32", "java.lang.Runtime", "${jndi:ldap://x}",
     "%25%32%37", "x" * 300, "é", "%E9", "\t\ttab", "line1%0aline2",
+    # For the checksum operators: valid and invalid card numbers, CPFs, SSNs.
+    "4111111111111111", "4111 1111 1111 1111", "4111-1111-1111-1112", "5500005555555559",
+    "378282246310005", "card 6011111111111117 end", "111.444.777-35", "11144477735",
+    "111.444.777-36", "123-45-6789", "078-05-1120", "666-12-3456", "aaab", "xyzzy", "abab",
 ]
 NAMES = ["id", "q", "name", "user", "a", "b", "file", "cmd", "x_y", "Search"]
 HEADERS = ["User-Agent", "Referer", "X-Forwarded-For", "Accept", "X-Custom", "Cookie-Like"]
@@ -68,6 +84,15 @@ RX = [
     "select", "(?i)select", "^[a-z]+$", "\\d{2,}", "<script", "(?i:union\\s+select)", "\\.\\./",
     "[;|`$]", "a.c", "^\\s", "(?i)^(?:get|post)$", "etc/passwd", "[^a-z0-9]", "x{10,}",
     "(?:on\\w+\\s*=)", "^/", "%[0-9a-f]{2}", "(a|b)c", "\\bor\\b",
+]
+# PCRE-only: our engine runs these on PCRE2 (WafPcreFallback On).
+RX_PCRE = [
+    "(?<=user)name", "(?<!x)y", "select(?!\\s+1)", "(?=.*admin)", "(\\w)\\1", "(a|b)\\1",
+    "a++b", "(?>ab|a)b", "(?i)(?<=\\.)\\.", "^(?:(?!script).)*$", "(\\d)(?=\\d{3})", "\\b(\\w+)=\\1\\b",
+]
+VERIFY = [
+    "@verifyCC \\d{13,16}", "@verifyCC (?:\\d[ -]?){12,15}\\d", "@verifyCPF \\d{3}\\.?\\d{3}\\.?\\d{3}-?\\d{2}",
+    "@verifySSN \\d{3}-?\\d{2}-?\\d{4}",
 ]
 STRINGS = ["select", "script", "passwd", "a", "1", "admin", "/", "..", "x", "SELECT", "hello"]
 
@@ -100,7 +125,69 @@ def rtarget(r, phase):
     if kind < 0.9:
         c = r.choice(COLLECTIONS)
         return "&" + c
-    return "TX:%s" % r.choice(["score", "flag", "1", "0"])
+    if kind < 0.95:
+        return "TX:%s" % r.choice(["score", "flag", "1", "0"])
+    return "TX:/%s/" % r.choice(["^sc", "^f", "^[01]$", "(?i)LAG"])
+
+
+LOGDATA = "logdata:'%{MATCHED_VAR_NAME}=%{MATCHED_VAR}'"
+SCALARS = {"REQUEST_URI", "REQUEST_URI_RAW", "REQUEST_FILENAME", "REQUEST_BASENAME", "QUERY_STRING",
+           "REQUEST_METHOD", "REQUEST_PROTOCOL", "REQUEST_LINE", "REQUEST_BODY"}
+
+
+def single_valued(targets):
+    """Whether each target reads at most one value in a request without
+    repeated names: then the last matched value (MATCHED_VAR, in logdata)
+    is the same in both engines. When several values of one collection
+    match, libmodsecurity's last is the last in its hash table's order, not
+    the request's (a deliberate difference, docs/conformance.md), so such
+    rules get no logdata."""
+    for t in targets.split("|"):
+        if t.startswith("!") or t.startswith("&"):
+            continue
+        name, _, sel = t.partition(":")
+        if not sel and name not in SCALARS:
+            return False
+        if sel.startswith("/"):
+            return False
+    return True
+
+
+def repeats_a_name(q):
+    """Whether a request has two values under one name in ARGS (query and
+    body together), the headers or the cookies."""
+    from urllib.parse import parse_qsl, urlsplit
+    args = [k for k, _ in parse_qsl(urlsplit(q["uri"]).query, keep_blank_values=True)]
+    ctype = dict((k.lower(), v) for k, v in q["headers"]).get("content-type", "")
+    if q["body"] and "json" in ctype:
+        try:
+            args += list(json.loads(q["body"]).keys())
+        except ValueError:
+            pass
+    elif q["body"]:
+        args += [k for k, _ in parse_qsl(q["body"], keep_blank_values=True)]
+    headers = [k.lower() for k, _ in q["headers"]]
+    cookies = [c.split("=", 1)[0].strip() for k, v in q["headers"] if k.lower() == "cookie" for c in v.split(";")]
+    return any(len(xs) != len(set(xs)) for xs in (args, headers, cookies))
+
+
+def lossy(logdata):
+    """Whether our logdata has a U+FFFD (raw or escaped): a value with
+    invalid UTF-8, which our logdata (a string) cannot carry as v3's bytes
+    (docs/conformance.md)."""
+    return any("\ufffd" in d or "\\xef\\xbf\\xbd" in d for _, d in logdata)
+
+
+def v3_log_data(s):
+    """What libmodsecurity writes as `[data "..."]` in an intervention's log
+    (the interrupting rule's logdata comes from there): the first 200
+    characters, then `\\xHH` for `"`, `\\` and bytes outside printable ASCII."""
+    b = s.encode()
+    tail = ""
+    if len(b) > 200:
+        tail = " (%d characters omitted)" % (len(b) - 200)
+        b = b[:200]
+    return "".join(chr(c) if 32 <= c < 127 and c not in (34, 92) else "\\x%02x" % c for c in b) + tail
 
 
 def rtargets(r, phase):
@@ -116,8 +203,12 @@ def roperator(r, counts):
     neg = "!" if r.random() < 0.1 else ""
     if counts or k < 0.12:
         return '%s@%s %d' % (neg, r.choice(["eq", "gt", "lt", "ge", "le"]), r.randint(0, 3))
-    if k < 0.45:
+    if k < 0.37:
         return "%s@rx %s" % (neg, r.choice(RX))
+    if k < 0.42:
+        return "%s@rx %s" % (neg, r.choice(RX_PCRE))
+    if k < 0.45:
+        return "%s%s" % (neg, r.choice(VERIFY))
     if k < 0.55:
         return "%s@contains %s" % (neg, r.choice(STRINGS))
     if k < 0.6:
@@ -160,6 +251,10 @@ def ruleset(r):
         phase = phases[i]
         rid += 1
         acts = ["id:%d" % rid, "phase:%d" % phase, "log"]
+        if r.random() < 0.3:
+            acts.append("tag:'t%d'" % r.randint(0, 2))
+        if r.random() < 0.3:
+            acts.append("msg:'m%d'" % r.randint(0, 2))
         dis = r.random()
         if dis < 0.35:
             acts.append("deny")
@@ -195,21 +290,63 @@ def ruleset(r):
             acts.append("chain")
         t = rtargets(r, phase)
         counts = all(x.startswith("&") for x in t.split("|"))
-        lines.append('SecRule %s "%s" "%s"' % (t, roperator(r, counts).replace('"', '\\"'), ",".join(acts)))
+        op = roperator(r, counts).replace('"', '\\"')
+        link = None
         if chain:
             cacts = rtransforms(r)
             if r.random() < 0.2:
                 cacts.append("setvar:tx.score=+1")
             t2 = rtargets(r, phase)
             counts2 = all(x.startswith("&") for x in t2.split("|"))
-            lines.append('SecRule %s "%s" "%s"' % (t2, roperator(r, counts2).replace('"', '\\"'),
-                                                    ",".join(cacts) or "t:none"))
+            link = 'SecRule %s "%s" "%s"' % (t2, roperator(r, counts2).replace('"', '\\"'),
+                                             ",".join(cacts) or "t:none")
+        # logdata is expanded once the whole chain matched: with the last
+        # link's MATCHED_VAR.
+        if r.random() < 0.8 and single_valued(t) and (not chain or single_valued(t2)):
+            acts.insert(3, LOGDATA)
+        lines.append('SecRule %s "%s" "%s"' % (t, op, ",".join(acts)))
+        if link:
+            lines.append(link)
         for m, at in markers:
             if at == i:
                 lines.append("SecMarker %s" % m)
     for m, at in markers:
         if at >= n:
             lines.append("SecMarker %s" % m)
+    # Rule exceptions, wherever they are written (v3 applies them to rules
+    # defined before or after).
+    for _ in range(r.randint(0, 2) if r.random() < 0.3 else 0):
+        by = r.random()
+        if by < 0.5:
+            sel = "SecRuleUpdateTargetById %d" % r.randint(101, rid)
+        elif by < 0.75:
+            sel = "SecRuleUpdateTargetByTag t%d" % r.randint(0, 2)
+        else:
+            sel = "SecRuleUpdateTargetByMsg m%d" % r.randint(0, 2)
+        c = r.choice(COLLECTIONS)
+        key = r.choice(NAMES if c.startswith("ARGS") else HEADERS)
+        # No exclusion by regex: libmodsecurity 3.0.9 tests those against the
+        # key alone, whatever the collection (`!REQUEST_COOKIES:/^id$/` also
+        # drops ARGS:id), a deliberate difference (docs/conformance.md,
+        # engine/tests/v3_update_target.rs). Keys are written as requests
+        # send them: v3 compares a key exclusion case-sensitively here.
+        # Nor a target added to a collection a rule excludes from: v3 does
+        # not apply a rule's own exclusions to the targets an update adds
+        # (a deliberate difference, docs/conformance.md).
+        what = r.random()
+        if what < 0.5:
+            t = "!%s:%s" % (c, key)
+        elif any("!%s:" % c in line for line in lines):
+            continue
+        elif what < 0.8:
+            t = "%s:%s" % (c, key)
+        else:
+            t = "%s:/%s/" % (c, r.choice(["^a", "e", "^[iq]", "(?i)^USER"]))
+            # The rules it extends may now read several values.
+            lines = [line.replace("," + LOGDATA, "") for line in lines]
+        # Before the rules or after them: never between a chain's links
+        # (v3 chains across other directives: docs/conformance.md).
+        lines.insert(r.choice([3, len(lines)]), '%s "%s"' % (sel, t))
     if r.random() < 0.3:
         rid += 1
         lines.append('SecRule TX:score "@ge %d" "id:%d,phase:2,deny,status:403,log"' % (r.randint(1, 6), rid))
@@ -262,10 +399,21 @@ def run(cmd, timeout=60):
         return -1, "timeout"
 
 
-def outcomes(path):
-    """Per request id: status, interruption and the logged rule ids."""
-    return {i: (d.get("status"), bool(d.get("interrupted")), tuple(sorted(set(d.get("matched_ids") or []))))
-            for i, d in decisions.load(path).items()}
+def outcomes(path, ours=False):
+    """Per request id: status, interruption, the logged rule ids and the
+    logdata of each logged match (sorted: v3 reports the interrupting
+    rule's apart from the others; ours, as v3's log line writes it)."""
+    out = {}
+    for i, d in decisions.load(path).items():
+        data = []
+        for x in d.get("logdata") or []:
+            v = x["data"]
+            if ours and x["id"] == d.get("rule_id"):
+                v = v3_log_data(v)
+            data.append((x["id"], v))
+        out[i] = (d.get("status"), bool(d.get("interrupted")), tuple(sorted(set(d.get("matched_ids") or []))),
+                  tuple(sorted(data)))
+    return out
 
 
 def main():
@@ -274,12 +422,13 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--requests", type=int, default=25, help="requests per rule set")
     ap.add_argument("--waf", default=os.path.join(HERE, "..", "target", "release", "waf"))
-    ap.add_argument("--bin", default="/tmp/peers-bin")
+    ap.add_argument("--modsec", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "waf-modsec-diff", "modsec-diff"),
+                    help="corpus/modsec-diff's binary (corpus/modsec-diff/build.sh)")
     ap.add_argument("--out", default="/tmp/waf-diff-fuzz")
     ap.add_argument("--max-saved", type=int, default=200)
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    modsec = os.path.join(a.bin, "modsec-peer")
+    modsec = a.modsec
     r = random.Random(a.seed)
     deadline = time.time() + a.minutes * 60
     cases = reqs = with_diff = 0
@@ -292,9 +441,12 @@ def main():
         rules = ruleset(r)
         batch = [request(r, i) for i in range(a.requests)]
         conf = os.path.join(work, "rules.conf")
+        ours_conf = os.path.join(work, "rules-waf.conf")
         corpus = os.path.join(work, "requests.jsonl")
         with open(conf, "w") as f:
             f.write(rules)
+        with open(ours_conf, "w") as f:
+            f.write("WafPcreFallback On\n" + rules)
         with open(corpus, "w") as f:
             for q in batch:
                 f.write(json.dumps(q) + "\n")
@@ -303,7 +455,7 @@ def main():
         for p in (ours_out, theirs_out):
             if os.path.exists(p):
                 os.remove(p)
-        rc_ours, err_ours = run([a.waf, "eval", "-c", conf, "--corpus", corpus, "--out", ours_out])
+        rc_ours, err_ours = run([a.waf, "eval", "-c", ours_conf, "--corpus", corpus, "--out", ours_out])
         rc_theirs, err_theirs = run([modsec, "--config", conf, "--in", corpus, "--out", theirs_out])
         reqs += len(batch)
         found = []
@@ -313,7 +465,7 @@ def main():
             found.append(("load", "waf %s, modsec %s" % ("loads" if loaded_ours else "rejects: " + err_ours.strip()[-300:],
                                                           "loads" if loaded_theirs else "rejects: " + err_theirs.strip()[-300:])))
         elif loaded_ours:
-            ours, theirs = outcomes(ours_out), outcomes(theirs_out)
+            ours, theirs = outcomes(ours_out, ours=True), outcomes(theirs_out)
             for q in batch:
                 o, t = ours.get(q["id"]), theirs.get(q["id"])
                 if o is None or t is None:
@@ -323,6 +475,10 @@ def main():
                     found.append(("decision", "%s: waf %s, modsec %s" % (q["id"], o, t)))
                 elif o[2] != t[2]:
                     found.append(("matched", "%s: waf %s, modsec %s" % (q["id"], o[2], t[2])))
+                elif o[3] != t[3] and not repeats_a_name(q) and not lossy(o[3]):
+                    # (Invalid UTF-8 in a value is U+FFFD in our logdata, a
+                    # string: docs/conformance.md.)
+                    found.append(("logdata", "%s: waf %s, modsec %s" % (q["id"], o[3], t[3])))
         for k in {k for k, _ in found}:
             kinds[k] = kinds.get(k, 0) + 1
         with_diff += bool(found)
@@ -330,7 +486,7 @@ def main():
             saved += 1
             d = os.path.join(a.out, "diff-%d" % saved)
             os.makedirs(d, exist_ok=True)
-            for src in (conf, corpus, ours_out, theirs_out):
+            for src in (conf, ours_conf, corpus, ours_out, theirs_out):
                 if os.path.exists(src):
                     with open(src, "rb") as fi, open(os.path.join(d, os.path.basename(src)), "wb") as fo:
                         fo.write(fi.read())

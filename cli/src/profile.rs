@@ -589,6 +589,7 @@ impl Report {
                     "xcache_hits": st.xcache_hits,
                     "xcache_misses": st.xcache_misses,
                     "xcache_op_hits": st.xcache_op_hits,
+                    "pcre_limit_hits": st.pcre_limit_hits,
                     "rules_evaluated_per_request": st.rules_evaluated as f64 / req,
                     "op_runs_per_request": st.op_runs as f64 / req,
                 },
@@ -672,6 +673,13 @@ impl Report {
             fmt_pct(st.prefilter_skip_rate()),
             xcache,
         );
+        if st.pcre_limit_hits > 0 {
+            let _ = writeln!(
+                o,
+                "PCRE2 searches stopped at the match limit: {} (they did not match; TX:MSC_PCRE_LIMITS_EXCEEDED was set)",
+                thousands(st.pcre_limit_hits),
+            );
+        }
         let _ = writeln!(
             o,
             "rule time {} ({}/request), of which transformations {} ({})",

@@ -103,6 +103,9 @@ pub enum Code {
     CompatExcludeCollection,
     /// v3 accepts `block` in SecDefaultAction beside another disruptive action, and ignores it.
     CompatDefaultBlock,
+    /// A PCRE-only pattern that runs on PCRE2 (backtracking) because the
+    /// configuration says `WafPcreFallback On`.
+    PcreBacktracking,
 }
 
 impl Code {
@@ -137,6 +140,7 @@ impl Code {
         Code::CompatDanglingChain,
         Code::CompatExcludeCollection,
         Code::CompatDefaultBlock,
+        Code::PcreBacktracking,
     ];
 
     /// The stable kebab-case name.
@@ -171,6 +175,7 @@ impl Code {
             Code::CompatDanglingChain => "compat-dangling-chain",
             Code::CompatExcludeCollection => "compat-exclude-collection",
             Code::CompatDefaultBlock => "compat-default-block",
+            Code::PcreBacktracking => "pcre-backtracking",
         }
     }
 
@@ -229,6 +234,9 @@ impl Code {
             }
             Code::CompatDefaultBlock => {
                 "`block` in SecDefaultAction beside another disruptive action (ModSecurity v3 ignores it)."
+            }
+            Code::PcreBacktracking => {
+                "A PCRE-only regex run on PCRE2, a backtracking engine, under a match limit (`WafPcreFallback On`)."
             }
         }
     }

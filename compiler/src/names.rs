@@ -338,6 +338,7 @@ name_enum! {
         SecUploadKeepFiles = "SecUploadKeepFiles",
         SecWebAppId = "SecWebAppId",
         SecXmlExternalEntity = "SecXmlExternalEntity",
+        WafPcreFallback = "WafPcreFallback",
     }
     aliases {}
 }
@@ -412,8 +413,8 @@ impl Directive {
             D::SecInterceptOnError => dir(Arity::exactly(1), Ignored, Restricted, Some("Off"), Some("v3 accepts only `Off`; other values are \"not yet supported\"")),
             D::SecMarker => dir(Arity::exactly(1), Implemented, Accepted, None, None),
             D::SecParseXmlIntoArgs => dir(Arity::exactly(1), Unsupported, Accepted, None, Some("since libmodsecurity 3.0.15")),
-            D::SecPcreMatchLimit => dir(Arity::exactly(1), Ignored, Accepted, None, None),
-            D::SecPcreMatchLimitRecursion => dir(Arity::exactly(1), Ignored, Accepted, None, Some("accepted and ignored by v3")),
+            D::SecPcreMatchLimit => dir(Arity::exactly(1), Implemented, Accepted, None, Some("accepted and ignored by v3 (3.0.9); here the match limit of the patterns `WafPcreFallback On` runs on PCRE2")),
+            D::SecPcreMatchLimitRecursion => dir(Arity::exactly(1), Implemented, Accepted, None, Some("accepted and ignored by v3; here the depth limit of the patterns `WafPcreFallback On` runs on PCRE2")),
             D::SecRemoteRules => dir(Arity::between(2, 3), Unsupported, Accepted, None, Some("needs a v3 build with libcurl")),
             D::SecRemoteRulesFailAction => dir(Arity::exactly(1), Ignored, Accepted, None, None),
             D::SecRequestBodyAccess => dir(Arity::exactly(1), Implemented, Accepted, None, None),
@@ -453,6 +454,7 @@ impl Directive {
             D::SecUploadKeepFiles => dir(Arity::exactly(1), Ignored, Accepted, None, None),
             D::SecWebAppId => dir(Arity::exactly(1), Ignored, Accepted, None, None),
             D::SecXmlExternalEntity => dir(Arity::exactly(1), Ignored, Accepted, None, None),
+            D::WafPcreFallback => dir(Arity::exactly(1), Implemented, Rejected, None, Some("this engine's own: PCRE-only `@rx` patterns run on PCRE2 under a match limit instead of failing to load; v3 does not know the directive")),
         }
     }
 
@@ -484,14 +486,17 @@ impl Directive {
     ///   (`SecServerSignature`, `SecConnEngine`, `SecConnRead/WriteStateLimit`,
     ///   `SecDisableBackendCompression`, `SecInterceptOnError`,
     ///   `SecRequestBodyInMemoryLimit`, `SecCacheTransformations`,
-    ///   `SecPcreMatchLimit(Recursion)` (the regex engine is linear-time and
-    ///   has no backtracking limit), `SecRuleInheritance` (no Apache contexts),
+    ///   `SecRuleInheritance` (no Apache contexts),
     ///   `SecCookieFormat` (only version 0 cookies exist in v3),
     ///   `SecXmlExternalEntity` (external entities are never loaded),
     ///   `SecRemoteRulesFailAction`): ignored.
     /// * **Configuration of unsupported features** (`SecGeoLookupDb`,
     ///   `SecGsbLookupDb`, `SecHttpBlKey`): ignored; the operators that would
     ///   use them (`@geoLookup`, `@gsbLookup`, `@rbl`) are reported instead.
+    /// * **Backtracking regexes**: `WafPcreFallback On` (a directive of this
+    ///   engine's own) runs PCRE-only `@rx` patterns on PCRE2 instead of
+    ///   refusing them, under `SecPcreMatchLimit` and
+    ///   `SecPcreMatchLimitRecursion` (which v3 accepts and ignores).
     /// * **Unsupported**: `SecRemoteRules` (downloads rules), `SecRuleScript`
     ///   (Lua), `SecContentInjection`, `SecStreamIn/OutBodyInspection` and the
     ///   `SecHash*` family (response rewriting / v2-only stream variables),
@@ -1638,7 +1643,7 @@ mod tests {
     #[test]
     fn names_counts() {
         // Guards against accidental deletions; update when a name is added.
-        assert_eq!(Directive::ALL.len(), 83);
+        assert_eq!(Directive::ALL.len(), 84);
         assert_eq!(Variable::ALL.len(), 104);
         assert_eq!(Operator::ALL.len(), 38);
         assert_eq!(Transform::ALL.len(), 36);

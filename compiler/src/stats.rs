@@ -45,6 +45,8 @@ pub struct Stats {
     pub regexes_full_dfa: usize,
     /// Of `regexes`: matched with a lazy DFA (a full one would be too large).
     pub regexes_lazy_dfa: usize,
+    /// Of `regexes`: PCRE-only patterns run on PCRE2 (`WafPcreFallback On`).
+    pub regexes_backtracking: usize,
     /// Memory of the full DFAs, in bytes.
     pub full_dfa_bytes: usize,
     /// `@pm`/`@pmFromFile` phrase lists.
@@ -159,6 +161,7 @@ impl Stats {
                 }
                 // Not built (yet): the lazy DFA answers.
                 Strategy::LazyDfa | Strategy::Pending => s.regexes_lazy_dfa += 1,
+                Strategy::Backtracking => s.regexes_backtracking += 1,
             }
         }
         s.phrase_sets = p.phrase_sets.len();
@@ -218,6 +221,13 @@ impl fmt::Display for Stats {
             self.full_dfa_bytes as f64 / (1024.0 * 1024.0),
             self.regexes_lazy_dfa
         )?;
+        if self.regexes_backtracking > 0 {
+            writeln!(
+                f,
+                "                           {} on PCRE2 (backtracking, under a match limit)",
+                self.regexes_backtracking
+            )?;
+        }
         writeln!(
             f,
             "phrase sets                {} ({} phrases)",

@@ -28,7 +28,7 @@
 
 use std::collections::BTreeMap;
 use waf_compiler::ir::{
-    Arg, Link, LinkAction, MacroPart, MacroString, Program, Rule, Selector, SetVarOp,
+    Arg, Link, LinkAction, MacroPart, MacroString, OpKind, Program, Rule, Selector, SetVarOp,
 };
 use waf_compiler::names::Variable as V;
 
@@ -134,8 +134,13 @@ impl TxState {
     }
 
     /// Every `TX` name the rule may write becomes unknown.
-    fn forget_writes(&mut self, rule: &Rule) {
+    fn forget_writes(&mut self, program: &Program, rule: &Rule) {
         for link in &rule.links {
+            if backtracks(program, link) {
+                // A search at the match limit sets it (see
+                // `Eval::pcre_limit_hit`).
+                self.set(b"msc_pcre_limits_exceeded".to_vec(), Val::Unknown);
+            }
             if link.capture {
                 for d in b'0'..=b'9' {
                     self.set(vec![d], Val::Unknown);
@@ -213,6 +218,15 @@ impl TxState {
     }
 }
 
+/// Whether the link's regex runs on PCRE2: its result may be "limit
+/// reached", which writes `TX:MSC_PCRE_LIMITS_EXCEEDED`.
+fn backtracks(program: &Program, link: &Link) -> bool {
+    match &program.operators[link.operator.index()].kind {
+        OpKind::Rx(rx) | OpKind::Verify { rx, .. } => program.regexes[rx.index()].is_backtracking(),
+        _ => false,
+    }
+}
+
 /// The outcome of `rule` on every request reaching it in state `st`, if it
 /// is decided there.
 fn decide(program: &Program, rule: &Rule, st: &TxState) -> Option<bool> {
@@ -222,7 +236,8 @@ fn decide(program: &Program, rule: &Rule, st: &TxState) -> Option<bool> {
     let [link] = rule.links.as_slice() else {
         return None;
     };
-    if link.capture || link.multi_match || !link.exclusions.is_empty() {
+    if link.capture || link.multi_match || !link.exclusions.is_empty() || backtracks(program, link)
+    {
         return None;
     }
     if program.transforms.nodes[link.transforms.index()]
@@ -309,7 +324,7 @@ pub(crate) fn analyse(program: &Program) -> Folding {
                 }
                 None => {
                     let mut out = st.clone();
-                    out.forget_writes(rule);
+                    out.forget_writes(program, rule);
                     if let Some(j) = jump {
                         edges.push((j, out.clone()));
                     }

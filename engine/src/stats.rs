@@ -29,6 +29,9 @@ pub struct EvalStats {
     pub xcache_misses: u64,
     /// Operator results taken from the cross-transaction cache.
     pub xcache_op_hits: u64,
+    /// PCRE2 searches that reached the match limit and so did not match
+    /// (only patterns run on PCRE2 under `WafPcreFallback On`).
+    pub pcre_limit_hits: u64,
 }
 
 impl EvalStats {
@@ -45,6 +48,7 @@ impl EvalStats {
         self.xcache_hits += o.xcache_hits;
         self.xcache_misses += o.xcache_misses;
         self.xcache_op_hits += o.xcache_op_hits;
+        self.pcre_limit_hits += o.pcre_limit_hits;
     }
 
     /// Cross-transaction cache hits / lookups; 0 when nothing was asked.

@@ -135,6 +135,10 @@ pub struct Decision {
     pub id: String,
     /// Whether a rule (or a limit) interrupted the transaction.
     pub interrupted: bool,
+    /// The macro-expanded `logdata` of the matches of `matched_ids`, in
+    /// match order, for the rules that have one (what ModSecurity writes as
+    /// `[data "..."]`).
+    pub logdata: Vec<LogData>,
     /// Ids of the matched rules that log (and the interrupting one), in
     /// match order, each once.
     pub matched_ids: Vec<u64>,
@@ -149,6 +153,15 @@ pub struct Decision {
     pub rule_id: Option<u64>,
     /// The status the client gets: the intervention's, or 200.
     pub status: u16,
+}
+
+/// One matched rule's expanded `logdata`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LogData {
+    /// The rule's id.
+    pub id: u64,
+    /// `logdata`, macro-expanded when the rule matched.
+    pub data: String,
 }
 
 impl Decision {
@@ -167,13 +180,21 @@ pub fn decide(rs: &Ruleset, req: &CorpusRequest) -> Decision {
     let ns = start.elapsed().as_nanos() as u64;
     let mut logged: Vec<u64> = Vec::new();
     let mut all: Vec<u64> = Vec::new();
+    let mut logdata: Vec<LogData> = Vec::new();
     let interrupting = tx.intervention().map(|i| i.rule_id);
     for m in tx.matched_rules() {
         if !all.contains(&m.id) {
             all.push(m.id);
         }
-        if (m.log || interrupting == Some(m.id)) && !logged.contains(&m.id) {
+        let logs = m.log || interrupting == Some(m.id);
+        if logs && !logged.contains(&m.id) {
             logged.push(m.id);
+        }
+        if logs && !m.logdata.is_empty() {
+            logdata.push(LogData {
+                id: m.id,
+                data: m.logdata.clone(),
+            });
         }
     }
     let i = tx.intervention();
@@ -186,6 +207,7 @@ pub fn decide(rs: &Ruleset, req: &CorpusRequest) -> Decision {
         reason: i.map(|i| i.reason()),
         matched_ids: logged,
         matched_ids_all: all,
+        logdata,
         ns,
     }
 }

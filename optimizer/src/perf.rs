@@ -73,6 +73,8 @@ fn operator_cost(p: &Program, kind: &OpKind) -> f64 {
         OpKind::Rx(id) | OpKind::Verify { rx: id, .. } => match p.regexes[id.index()].strategy() {
             Strategy::FullDfa { .. } => 1.0,
             Strategy::LazyDfa | Strategy::Pending => 2.0,
+            // Unbounded but for the match limit; at least a lazy DFA's cost.
+            Strategy::Backtracking => 4.0,
         },
         OpKind::Pm(_) => 0.6,
         OpKind::DetectSqli | OpKind::DetectXss => 3.0,

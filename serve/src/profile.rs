@@ -61,7 +61,7 @@ impl RuleCounters {
     }
 }
 
-fn stat_fields(s: &mut EvalStats) -> [(&'static str, &mut u64); 10] {
+fn stat_fields(s: &mut EvalStats) -> [(&'static str, &mut u64); 11] {
     [
         ("memo_hits", &mut s.memo_hits),
         ("memo_misses", &mut s.memo_misses),
@@ -73,6 +73,7 @@ fn stat_fields(s: &mut EvalStats) -> [(&'static str, &mut u64); 10] {
         ("xcache_hits", &mut s.xcache_hits),
         ("xcache_misses", &mut s.xcache_misses),
         ("xcache_op_hits", &mut s.xcache_op_hits),
+        ("pcre_limit_hits", &mut s.pcre_limit_hits),
     ]
 }
 

@@ -72,6 +72,7 @@ fn operator_text(p: &Program, op: &Operator) -> String {
                 Strategy::FullDfa { bytes } => format!("full DFA {bytes} B"),
                 Strategy::LazyDfa => "lazy DFA".into(),
                 Strategy::Pending => "dense DFA pending".into(),
+                Strategy::Backtracking => "PCRE2, backtracking".into(),
             };
             format!("rx#{} {:?} ({how})", id.0, rx.pattern())
         }
@@ -219,6 +220,7 @@ pub fn json(p: &Program) -> String {
                 Strategy::FullDfa { bytes } => json!({"full_dfa_bytes": bytes}),
                 Strategy::LazyDfa => json!("lazy_dfa"),
                 Strategy::Pending => json!("pending"),
+                Strategy::Backtracking => json!("backtracking"),
             };
             json!({"pattern": rx.pattern(), "strategy": strategy, "required_literals": prefilter_json(rx.required_literals())})
         })

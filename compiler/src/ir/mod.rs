@@ -210,6 +210,13 @@ pub struct Settings {
     pub collection_timeout: u64,
     /// `SecComponentSignature` values, in order.
     pub component_signatures: Vec<String>,
+    /// `WafPcreFallback`: PCRE-only `@rx` patterns run on PCRE2 instead of
+    /// being load errors.
+    pub pcre_fallback: bool,
+    /// `SecPcreMatchLimit` and `SecPcreMatchLimitRecursion`: the limits of
+    /// those PCRE2 searches.
+    #[serde(skip)]
+    pub pcre_limits: crate::rx::BacktrackLimits,
     /// Directives accepted but without effect in this engine (logging,
     /// storage and server settings), with where they were.
     #[serde(skip)]
@@ -237,6 +244,8 @@ impl Default for Settings {
             audit_log_parts: AuditParts::DEFAULT,
             collection_timeout: 3600,
             component_signatures: Vec::new(),
+            pcre_fallback: false,
+            pcre_limits: crate::rx::BacktrackLimits::DEFAULT,
             ignored: Vec::new(),
         }
     }

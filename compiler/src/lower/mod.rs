@@ -194,6 +194,8 @@ struct Lowerer<'a> {
     markers: Vec<(String, Span, usize)>,
     /// skipAfter requests: (rule index, marker name text).
     skip_afters: Vec<(usize, Text)>,
+    /// `WafPcreFallback On` appears in the configuration.
+    pcre_fallback: bool,
     timings: Timings,
 }
 
@@ -228,6 +230,7 @@ impl<'a> Lowerer<'a> {
             positions: Vec::new(),
             markers: Vec::new(),
             skip_afters: Vec::new(),
+            pcre_fallback: false,
             timings: Timings::default(),
         }
     }
@@ -241,6 +244,18 @@ impl<'a> Lowerer<'a> {
         let mut updates = Updates::default();
         for item in items {
             match item {
+                // Whatever its position, the setting decides how every
+                // pattern compiles (as `SecPcreMatchLimit` applies to all):
+                // read it before the rules. `setting` checks its argument.
+                Item::Setting {
+                    directive: names::Directive::WafPcreFallback,
+                    args,
+                    ..
+                } => {
+                    if let Some(a) = args.first() {
+                        self.pcre_fallback = a.value.trim().eq_ignore_ascii_case("on");
+                    }
+                }
                 Item::Remove { by, span } => updates.removes.push((by, *span, false)),
                 Item::UpdateTarget {
                     by,
@@ -728,6 +743,10 @@ impl<'a> Lowerer<'a> {
     }
 
     fn finish(mut self) -> Program {
+        let limits = self.p.settings.pcre_limits;
+        for rx in &mut self.p.regexes {
+            rx.set_limits(limits);
+        }
         // Phase lists: rules in file order; removed rules are checked but not run.
         let mut phase_pos: Vec<Option<usize>> = vec![None; self.p.rules.len()];
         for (ri, rule) in self.p.rules.iter().enumerate() {

@@ -259,6 +259,26 @@ impl Lowerer<'_> {
                 compiled
             }
         };
+        let compiled = match compiled {
+            Err(crate::rx::RxError::Unsupported { construct, range }) if self.pcre_fallback => {
+                let start = std::time::Instant::now();
+                let backtracking = CompiledRx::compile_backtracking(&arg.value);
+                self.timings.regex += start.elapsed();
+                if backtracking.is_ok() {
+                    self.error(
+                        Diagnostic::warning(
+                            Code::PcreBacktracking,
+                            arg.span_of(range),
+                            format!("{construct}: this pattern runs on PCRE2, a backtracking engine, under a match limit"),
+                        )
+                        .with_label("PCRE-only")
+                        .with_hint("allowed by `WafPcreFallback On`; a value that reaches the limit does not match and sets TX:MSC_PCRE_LIMITS_EXCEEDED. Rewrite without it to keep matching linear-time"),
+                    );
+                }
+                backtracking
+            }
+            other => other,
+        };
         match compiled {
             Ok(rx) => {
                 let id = RxId(self.p.regexes.len() as u32);
@@ -267,7 +287,7 @@ impl Lowerer<'_> {
                 Some(id)
             }
             Err(e) => {
-                self.regex_error(arg, &e);
+                self.regex_error(arg, &e, true);
                 None
             }
         }

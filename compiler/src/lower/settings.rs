@@ -107,6 +107,31 @@ impl Lowerer<'_> {
                 ),
             },
             D::SecComponentSignature => s.component_signatures.push(v),
+            D::WafPcreFallback => {
+                if let Some(b) = self.on_off(&v, vspan) {
+                    self.p.settings.pcre_fallback = b;
+                }
+            }
+            D::SecPcreMatchLimit | D::SecPcreMatchLimitRecursion => {
+                let Some(n) = v.parse::<u32>().ok().filter(|&n| n > 0) else {
+                    self.error(
+                        Diagnostic::error(
+                            Code::BadArgument,
+                            vspan,
+                            format!("`{v}` is not a limit"),
+                        )
+                        .with_hint(
+                            "write a count from 1 to 4294967295, e.g. `SecPcreMatchLimit 500000`",
+                        ),
+                    );
+                    return;
+                };
+                if d == D::SecPcreMatchLimit {
+                    s.pcre_limits.match_limit = n;
+                } else {
+                    s.pcre_limits.depth_limit = n;
+                }
+            }
             // Items, not settings: the parser makes rules, markers, rule
             // exceptions and includes of them.
             D::Include
@@ -146,8 +171,6 @@ impl Lowerer<'_> {
             | D::SecGuardianLog
             | D::SecHttpBlKey
             | D::SecInterceptOnError
-            | D::SecPcreMatchLimit
-            | D::SecPcreMatchLimitRecursion
             | D::SecRemoteRulesFailAction
             | D::SecRuleInheritance
             | D::SecRulePerfTime

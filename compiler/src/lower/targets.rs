@@ -211,13 +211,13 @@ impl Lowerer<'_> {
         }
         // Syntax errors and PCRE-only constructs, at their position in the selector.
         if let Err(e) = crate::rx::parse(&text.value) {
-            self.regex_error(text, &e);
+            self.regex_error(text, &e, false);
             return None;
         }
         let translated = match crate::rx::translate(&text.value) {
             Ok(t) => t,
             Err(e) => {
-                self.regex_error(text, &e);
+                self.regex_error(text, &e, false);
                 return None;
             }
         };
@@ -247,9 +247,16 @@ impl Lowerer<'_> {
         Some(id)
     }
 
-    /// Reports a regex error at its position inside `text`.
-    pub(super) fn regex_error(&mut self, text: &Text, e: &crate::rx::RxError) {
+    /// Reports a regex error at its position inside `text`; `operator`: the
+    /// pattern of an `@rx`-like operator (which `WafPcreFallback` can run on
+    /// PCRE2), not of a selector.
+    pub(super) fn regex_error(&mut self, text: &Text, e: &crate::rx::RxError, operator: bool) {
         use crate::rx::RxError;
+        let opt_in = if operator {
+            ". Rules migrated from ModSecurity may opt in with `WafPcreFallback On`, which runs such patterns on PCRE2 under a match limit"
+        } else {
+            ""
+        };
         let d = match e {
             RxError::Unsupported { construct, range } => Diagnostic::error(
                 Code::UnsupportedRegex,
@@ -257,7 +264,7 @@ impl Lowerer<'_> {
                 format!("{construct} is a PCRE feature that linear-time regex engines do not support"),
             )
             .with_label("not supported")
-            .with_hint("rewrite the pattern without it (e.g. a lookahead as a separate chained rule): DFA matching is what keeps rules safe from catastrophic backtracking"),
+            .with_hint(format!("rewrite the pattern without it (e.g. a lookahead as a separate chained rule): DFA matching is what keeps rules safe from catastrophic backtracking{opt_in}")),
             RxError::Invalid { message, range } => Diagnostic::error(Code::InvalidRegex, text.span_of(range.clone()), format!("invalid regex: {message}"))
                 .with_label("here")
                 .with_hint("ModSecurity regexes are PCRE syntax, matched on bytes with `(?sm)`"),

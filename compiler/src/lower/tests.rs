@@ -406,3 +406,75 @@ fn rejects_what_modsecurity_v3_rejects() {
         [Code::MissingDataFile]
     );
 }
+
+#[test]
+fn pcre_only_patterns_need_the_opt_in() {
+    let lookbehind = "SecRule ARGS \"@rx (?<=x)y\" \"id:1,phase:2,deny\"\n";
+    // By default a load error: matching stays linear-time.
+    assert_eq!(codes(lookbehind), [Code::UnsupportedRegex]);
+    // With the opt-in (anywhere in the configuration, as v3's global
+    // settings), a warning on the construct and the pattern on PCRE2.
+    for src in [
+        format!("WafPcreFallback On\n{lookbehind}"),
+        format!("{lookbehind}WafPcreFallback on\n"),
+    ] {
+        let c = compile(&src);
+        let d: Vec<_> = c.diagnostics.iter().collect();
+        assert_eq!(d.len(), 1, "{src}");
+        assert_eq!(d[0].code, Code::PcreBacktracking);
+        assert!(d[0].message.contains("lookbehind"), "{}", d[0].message);
+        let p = c.program.expect("loads");
+        assert!(p.settings.pcre_fallback);
+        assert!(p.regexes[0].is_backtracking());
+        assert!(p.regexes[0].is_match(b"xy") && !p.regexes[0].is_match(b"zy"));
+        // No literal can be trusted: the pattern runs on every value.
+        assert_eq!(
+            p.regexes[0].required_literals(),
+            &crate::rx::RequiredLiterals::None
+        );
+    }
+    // `Off` keeps the default; linear-time patterns never go to PCRE2.
+    assert_eq!(
+        codes(&format!("WafPcreFallback Off\n{lookbehind}")),
+        [Code::UnsupportedRegex]
+    );
+    let p = program("WafPcreFallback On\nSecRule ARGS \"@rx a+b\" \"id:1,phase:2,deny\"\n");
+    assert!(!p.regexes[0].is_backtracking());
+    // What PCRE2 itself refuses is an invalid regex, located in the pattern.
+    let c = compile("WafPcreFallback On\nSecRule ARGS \"@rx (?<=a+)b\" \"id:1,phase:2,deny\"\n");
+    let d: Vec<_> = c.diagnostics.iter().map(|d| d.code).collect();
+    assert_eq!(d, [Code::InvalidRegex]);
+    assert_eq!(
+        codes("WafPcreFallback maybe\n"),
+        [Code::BadArgument],
+        "On or Off"
+    );
+}
+
+#[test]
+fn pcre_limits_are_settings() {
+    let p = program("SecPcreMatchLimit 1000\nSecPcreMatchLimitRecursion 2000\n");
+    assert_eq!(p.settings.pcre_limits.match_limit, 1000);
+    assert_eq!(p.settings.pcre_limits.depth_limit, 2000);
+    let p = program("");
+    assert_eq!(p.settings.pcre_limits, crate::rx::BacktrackLimits::DEFAULT);
+    for bad in ["0", "-1", "lots", "99999999999"] {
+        assert_eq!(
+            codes(&format!("SecPcreMatchLimit {bad}\n")),
+            [Code::BadArgument],
+            "{bad}"
+        );
+    }
+    // The limit reaches the patterns, wherever it is set.
+    let p = program(
+        "WafPcreFallback On\nSecRule ARGS \"@rx ^(a|aa)+(?=b)\" \"id:1,phase:2,deny\"\nSecPcreMatchLimit 500\n",
+    );
+    let hostile = [&[b'a'; 40][..], b"c"].concat();
+    crate::rx::take_limit_hits();
+    assert!(!p.regexes[0].is_match(&hostile));
+    assert_eq!(crate::rx::take_limit_hits(), 1);
+    assert_eq!(p.regexes[0].limit_hits(), 1);
+    // A benign value stays under it.
+    assert!(p.regexes[0].is_match(b"aaab"));
+    assert_eq!(crate::rx::take_limit_hits(), 0);
+}

@@ -9,8 +9,10 @@ use regex_automata::nfa::thompson::{self, WhichCaptures};
 use regex_automata::util::primitives::NonMaxUsize;
 use regex_automata::{meta, Anchored, Input, MatchKind};
 use regex_syntax::hir::Hir;
+use std::cell::Cell;
 use std::fmt;
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Parser nesting limit (groups, repetitions, classes), as PCRE's default
@@ -87,6 +89,10 @@ pub enum Strategy {
     /// The meta regex for now: the dense DFA was deferred
     /// ([`RxOptions::defer_dense`]) and is not built yet.
     Pending,
+    /// PCRE2, a backtracking engine, under a match limit: the pattern uses
+    /// a PCRE-only construct and the configuration opted in
+    /// ([`CompiledRx::compile_backtracking`]).
+    Backtracking,
 }
 
 /// A dense DFA that may be built after the pattern was compiled.
@@ -156,15 +162,72 @@ impl DeferredDfa {
 
 /// A compiled `@rx`: fast yes/no matching + capture groups for `capture`.
 ///
-/// Matching is on bytes, in time linear in the haystack, with no shared
-/// mutable state visible to callers: `&self` methods may be called from many
-/// threads at once (the meta regex keeps per-thread caches in a pool).
+/// Matching is on bytes, with no shared mutable state visible to callers:
+/// `&self` methods may be called from many threads at once (the meta regex
+/// keeps per-thread caches in a pool, PCRE2 per-thread match data). Time is
+/// linear in the haystack, except for the patterns compiled with
+/// [`CompiledRx::compile_backtracking`], which a match limit bounds instead.
 pub struct CompiledRx {
     pattern: String,
+    engine: Engine,
+    literals: RequiredLiterals,
+}
+
+enum Engine {
+    Linear(Linear),
+    Backtracking(Backtracking),
+}
+
+/// The default engine: regex-automata.
+struct Linear {
     translated: String,
     meta: meta::Regex,
     dfa: Arc<DenseCell>,
-    literals: RequiredLiterals,
+}
+
+/// The opt-in engine for PCRE-only patterns.
+struct Backtracking {
+    regex: waf_pcre::Regex,
+    limits: waf_pcre::Limits,
+    /// Searches of this pattern that ended at a limit, on every thread.
+    limit_hits: AtomicU64,
+}
+
+thread_local! {
+    /// Searches that ended at a limit on this thread since the last
+    /// [`take_limit_hits`]: the engine reads it after an operator ran, so
+    /// that matching keeps its plain `bool` answers.
+    static LIMIT_HITS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Searches on this thread that ended at the backtracking engine's limit
+/// since the last call (and resets the count). A search that ends at the
+/// limit answers "no match", as ModSecurity does; this is how its caller
+/// learns that the answer was not a real one.
+pub fn take_limit_hits() -> u64 {
+    LIMIT_HITS.with(|c| c.replace(0))
+}
+
+impl Backtracking {
+    fn search(
+        &self,
+        haystack: &[u8],
+        start: usize,
+        anchored: bool,
+        slots: &mut [Option<Range<usize>>],
+    ) -> bool {
+        match self
+            .regex
+            .search(haystack, start, anchored, self.limits, slots)
+        {
+            Ok(m) => m,
+            Err(_) => {
+                self.limit_hits.fetch_add(1, Ordering::Relaxed);
+                LIMIT_HITS.with(|c| c.set(c.get() + 1));
+                false
+            }
+        }
+    }
 }
 
 impl CompiledRx {
@@ -204,11 +267,61 @@ impl CompiledRx {
         let dfa = Arc::new(dfa);
         Ok(CompiledRx {
             pattern: pattern.to_string(),
-            translated,
-            meta,
-            dfa,
+            engine: Engine::Linear(Linear {
+                translated,
+                meta,
+                dfa,
+            }),
             literals,
         })
+    }
+
+    /// Compiles `pattern` on PCRE2 (as libmodsecurity 3 does: `DOTALL |
+    /// MULTILINE`, bytes), for the patterns [`CompiledRx::compile`] rejects
+    /// as PCRE-only when the configuration opts in. Searches run under
+    /// [`waf_pcre::Limits::DEFAULT`] until [`CompiledRx::set_limits`]; one
+    /// that reaches a limit answers "no match" and is counted
+    /// ([`take_limit_hits`], [`CompiledRx::limit_hits`]). Such a pattern has
+    /// no prefilter literals: it runs on every value of its targets.
+    pub fn compile_backtracking(pattern: &str) -> Result<CompiledRx, RxError> {
+        let regex = waf_pcre::Regex::new(pattern).map_err(|e| {
+            let at = e.offset.min(pattern.len());
+            RxError::Invalid {
+                message: e.message,
+                range: at..(at + 1).min(pattern.len()).max(at),
+            }
+        })?;
+        Ok(CompiledRx {
+            pattern: pattern.to_string(),
+            engine: Engine::Backtracking(Backtracking {
+                regex,
+                limits: waf_pcre::Limits::DEFAULT,
+                limit_hits: AtomicU64::new(0),
+            }),
+            literals: RequiredLiterals::None,
+        })
+    }
+
+    /// Sets the backtracking engine's limits (`SecPcreMatchLimit`,
+    /// `SecPcreMatchLimitRecursion`); no effect on a linear-time pattern.
+    pub fn set_limits(&mut self, limits: waf_pcre::Limits) {
+        if let Engine::Backtracking(b) = &mut self.engine {
+            b.limits = limits;
+        }
+    }
+
+    /// Whether the pattern runs on the backtracking engine.
+    pub fn is_backtracking(&self) -> bool {
+        matches!(self.engine, Engine::Backtracking(_))
+    }
+
+    /// Searches of this pattern that ended at the backtracking engine's
+    /// limit, on every thread (always 0 for a linear-time pattern).
+    pub fn limit_hits(&self) -> u64 {
+        match &self.engine {
+            Engine::Backtracking(b) => b.limit_hits.load(Ordering::Relaxed),
+            Engine::Linear(_) => 0,
+        }
     }
 
     /// The original pattern.
@@ -216,14 +329,22 @@ impl CompiledRx {
         &self.pattern
     }
 
-    /// The pattern as given to regex-syntax (see [`super::translate`]).
+    /// The pattern as given to regex-syntax (see [`super::translate`]); the
+    /// original pattern for one that runs on PCRE2.
     pub fn translated(&self) -> &str {
-        &self.translated
+        match &self.engine {
+            Engine::Linear(l) => &l.translated,
+            Engine::Backtracking(_) => &self.pattern,
+        }
     }
 
     /// Which engine answers [`CompiledRx::is_match`].
     pub fn strategy(&self) -> Strategy {
-        match self.dfa.dfa.get() {
+        let l = match &self.engine {
+            Engine::Linear(l) => l,
+            Engine::Backtracking(_) => return Strategy::Backtracking,
+        };
+        match l.dfa.dfa.get() {
             Some(Some(dfa)) => Strategy::FullDfa {
                 bytes: dfa.memory_usage(),
             },
@@ -234,13 +355,22 @@ impl CompiledRx {
 
     /// The dense DFA still to build, if it was deferred and is not built.
     pub fn deferred_dfa(&self) -> Option<DeferredDfa> {
-        (self.dfa.dfa.get().is_none()).then(|| DeferredDfa(Arc::clone(&self.dfa)))
+        match &self.engine {
+            Engine::Linear(l) => {
+                (l.dfa.dfa.get().is_none()).then(|| DeferredDfa(Arc::clone(&l.dfa)))
+            }
+            Engine::Backtracking(_) => None,
+        }
     }
 
     /// Whether the pattern matches anywhere in `haystack`. Stops at the first
     /// position where a match is certain (no need to find where it ends).
     pub fn is_match(&self, haystack: &[u8]) -> bool {
-        if let Some(dfa) = self.dfa.get() {
+        let l = match &self.engine {
+            Engine::Linear(l) => l,
+            Engine::Backtracking(b) => return b.search(haystack, 0, false, &mut []),
+        };
+        if let Some(dfa) = l.dfa.get() {
             // No quit bytes and no Unicode word boundaries were configured,
             // so the search cannot fail; fall back to the meta regex anyway
             // rather than trusting that.
@@ -248,7 +378,7 @@ impl CompiledRx {
                 return m.is_some();
             }
         }
-        self.meta.is_match(haystack)
+        l.meta.is_match(haystack)
     }
 
     /// Fills `slots[i]` with the byte range of group i (0 = whole match) of the
@@ -256,11 +386,15 @@ impl CompiledRx {
     /// [`CompiledRx::group_count`] and groups that did not participate are set
     /// to `None`. Allocates nothing for up to [`CompiledRx::STACK_GROUPS`] slots.
     pub fn captures(&self, haystack: &[u8], slots: &mut [Option<Range<usize>>]) -> bool {
+        let l = match &self.engine {
+            Engine::Linear(l) => l,
+            Engine::Backtracking(b) => return b.search(haystack, 0, false, slots),
+        };
         let want = slots.len().min(self.group_count());
         let input = Input::new(haystack);
         let matched = if want <= Self::STACK_GROUPS {
             let mut raw = [None::<NonMaxUsize>; 2 * Self::STACK_GROUPS];
-            let matched = self
+            let matched = l
                 .meta
                 .search_slots(&input, &mut raw[..2 * want.max(1)])
                 .is_some();
@@ -272,8 +406,8 @@ impl CompiledRx {
             }
             matched
         } else {
-            let mut caps = self.meta.create_captures();
-            self.meta.search_captures(&input, &mut caps);
+            let mut caps = l.meta.create_captures();
+            l.meta.search_captures(&input, &mut caps);
             let matched = caps.is_match();
             for (i, slot) in slots.iter_mut().enumerate() {
                 *slot = if matched {
@@ -293,17 +427,33 @@ impl CompiledRx {
         if start > haystack.len() {
             return None;
         }
-        self.meta
-            .search(&Input::new(haystack).range(start..))
-            .map(|m| m.range())
+        match &self.engine {
+            Engine::Linear(l) => l
+                .meta
+                .search(&Input::new(haystack).range(start..))
+                .map(|m| m.range()),
+            Engine::Backtracking(b) => {
+                let mut slot = [None];
+                b.search(haystack, start, false, &mut slot);
+                slot[0].take()
+            }
+        }
     }
 
     /// The end of the leftmost-first match that starts at the beginning of
     /// `haystack`, if there is one.
     pub fn prefix_match_end(&self, haystack: &[u8]) -> Option<usize> {
-        self.meta
-            .search(&Input::new(haystack).anchored(Anchored::Yes))
-            .map(|m| m.end())
+        match &self.engine {
+            Engine::Linear(l) => l
+                .meta
+                .search(&Input::new(haystack).anchored(Anchored::Yes))
+                .map(|m| m.end()),
+            Engine::Backtracking(b) => {
+                let mut slot = [None];
+                b.search(haystack, 0, true, &mut slot);
+                slot[0].take().map(|r| r.end)
+            }
+        }
     }
 
     /// Groups [`CompiledRx::captures`] fills without allocating.
@@ -312,7 +462,10 @@ impl CompiledRx {
     /// Number of capture groups including the implicit group 0 (the whole
     /// match): `captures` fills at most this many slots.
     pub fn group_count(&self) -> usize {
-        self.meta.captures_len()
+        match &self.engine {
+            Engine::Linear(l) => l.meta.captures_len(),
+            Engine::Backtracking(b) => b.regex.captures_len(),
+        }
     }
 
     /// The prefilter literals (see [`RequiredLiterals`]).
@@ -323,7 +476,10 @@ impl CompiledRx {
     /// `is_match` through the meta regex only (for cross-checking the DFA).
     #[cfg(test)]
     pub(crate) fn is_match_meta(&self, haystack: &[u8]) -> bool {
-        self.meta.is_match(haystack)
+        match &self.engine {
+            Engine::Linear(l) => l.meta.is_match(haystack),
+            Engine::Backtracking(_) => self.is_match(haystack),
+        }
     }
 }
 

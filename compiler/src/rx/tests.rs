@@ -1243,6 +1243,7 @@ fn crs_rx_patterns_compile() {
                         dfa_bytes += bytes;
                     }
                     Strategy::LazyDfa | Strategy::Pending => lazy += 1,
+                    Strategy::Backtracking => unreachable!("compile() never backtracks"),
                 }
                 let bucket = match r.required_literals().min_len() {
                     None => "none".to_string(),

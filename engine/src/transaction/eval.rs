@@ -518,6 +518,11 @@ impl<'r> Transaction<'r> {
                     Source::Memo(e) => self.cache.memo.bytes(e),
                     Source::Bytes(b) => b,
                 };
+                if lr.pl.backtracking {
+                    // A count left by a search elsewhere on this thread
+                    // (partial evaluation at load) is not this search's.
+                    waf_compiler::rx::take_limit_hits();
+                }
                 let r = operator::matches(
                     program,
                     op,
@@ -527,7 +532,12 @@ impl<'r> Transaction<'r> {
                     capture,
                     &mut self.state.caps,
                 );
-                if let Some((rec, node)) = cache_key {
+                // A PCRE2 search that reached its limit answered "no
+                // match": flag it as ModSecurity does, and keep the answer
+                // out of the cache (the flag must be set on every such
+                // request).
+                let limited = lr.pl.backtracking && self.pcre_limit_hit();
+                if let Some((rec, node)) = cache_key.filter(|_| !limited) {
                     if !(r && capture) {
                         self.cache.memo.x.set_op(rec, node, opid, r);
                     }
@@ -547,6 +557,19 @@ impl<'r> Transaction<'r> {
             }
         }
         hit
+    }
+
+    /// Whether the last PCRE2 search on this thread reached its limit; if so,
+    /// counts it and sets `TX:MSC_PCRE_LIMITS_EXCEEDED` to 1 (ModSecurity's
+    /// name for it, which `modsecurity.conf-recommended` tests in rule 200005).
+    fn pcre_limit_hit(&mut self) -> bool {
+        let hits = waf_compiler::rx::take_limit_hits();
+        if hits == 0 {
+            return false;
+        }
+        self.stats.pcre_limit_hits += hits;
+        self.state.tx.set(b"MSC_PCRE_LIMITS_EXCEEDED", b"1");
+        true
     }
 
     /// A value matched: MATCHED_VARS grows and the link's setvars run.
