@@ -6,7 +6,7 @@ set -eu
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${1:-${TMPDIR:-/tmp}/waf-modsec-diff}"
 if ! pkg-config --exists modsecurity 2>/dev/null || [ ! -e /usr/include/nlohmann/json.hpp ]; then
-  apt-get install -y --no-install-recommends \
+  [ "$(id -u)" = 0 ] && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
     libmodsecurity-dev nlohmann-json3-dev pkg-config g++ >/dev/null 2>&1 || true
 fi
 mkdir -p "$out"
