@@ -447,7 +447,7 @@ impl Directive {
             D::SecStreamOutBodyInspection => dir(Arity::exactly(1), Unsupported, Rejected, None, Some("v3 refuses to load it (\"not supported\")")),
             D::SecTmpDir => dir(Arity::exactly(1), Ignored, Accepted, None, Some("accepted and ignored by v3")),
             D::SecTmpSaveUploadedFiles => dir(Arity::exactly(1), Ignored, Accepted, None, None),
-            D::SecUnicodeMapFile => dir(Arity::exactly(2), Unsupported, Accepted, None, None),
+            D::SecUnicodeMapFile => dir(Arity::exactly(2), Implemented, Accepted, None, None),
             D::SecUploadDir => dir(Arity::exactly(1), Ignored, Accepted, None, None),
             D::SecUploadFileLimit => dir(Arity::exactly(1), Ignored, Accepted, None, None),
             D::SecUploadFileMode => dir(Arity::exactly(1), Ignored, Accepted, None, None),

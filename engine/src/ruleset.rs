@@ -27,6 +27,8 @@ pub struct Ruleset {
     background: Background,
     /// What [`Ruleset::transaction`] uses.
     options: EvalOptions,
+    /// `SecUnicodeMapFile`'s table for `urlDecodeUni`, built once.
+    unicode_map: Option<std::sync::Arc<crate::transform::UnicodeMap>>,
     /// Evaluation caches of dropped transactions, for the next ones: a
     /// server that makes a transaction per request gets warm buffers and a
     /// warm cross-transaction cache instead of building them each time.
@@ -93,7 +95,11 @@ impl Ruleset {
         let plan = Plan::new(&program, &scanner);
         let background = Background::start(&program);
         let folding = crate::fold::analyse(&program);
+        let unicode_map = program.settings.unicode_map.as_ref().and_then(|m| {
+            crate::transform::UnicodeMap::parse(&m.contents, m.code_page).map(std::sync::Arc::new)
+        });
         Ruleset {
+            unicode_map,
             folding,
             program,
             plan,
@@ -203,6 +209,12 @@ impl Ruleset {
     }
 
     /// The prefilter of this ruleset's operators.
+    /// `SecUnicodeMapFile`'s table, if the configuration has one that is
+    /// used (a positive code page).
+    pub(crate) fn unicode_map(&self) -> Option<&std::sync::Arc<crate::transform::UnicodeMap>> {
+        self.unicode_map.as_ref()
+    }
+
     pub(crate) fn scanner(&self) -> &Scanner {
         &self.scanner
     }

@@ -33,24 +33,28 @@ fn exclusions_by_update_remove_what_they_name_as_v3() {
     }
     // As v3: a regex exclusion of the collection the rule reads.
     assert_eq!(
-        matched(&format!("SecRule ARGS:id {ANY}\nSecRuleUpdateTargetById 1 \"!ARGS:/^i/\"\n")),
+        matched(&format!(
+            "SecRule ARGS:id {ANY}\nSecRuleUpdateTargetById 1 \"!ARGS:/^i/\"\n"
+        )),
         Vec::<u64>::new()
     );
     assert_eq!(
-        matched(&format!("SecRule ARGS:id {ANY}\nSecRuleUpdateTargetById 1 \"!ARGS:/^q/\"\n")),
+        matched(&format!(
+            "SecRule ARGS:id {ANY}\nSecRuleUpdateTargetById 1 \"!ARGS:/^q/\"\n"
+        )),
         [1]
     );
     // As v3: adding targets, by key and by regex, and replacing one.
     assert_eq!(
-        matched(&format!(
+        matched(
             "SecRule REQUEST_METHOD \"@rx ^ab$\" \"id:1,phase:1,pass,log\"\nSecRuleUpdateTargetById 1 \"ARGS_NAMES:/^a/\"\n"
-        )),
+        ),
         [1]
     );
     assert_eq!(
-        matched(&format!(
+        matched(
             "SecRule ARGS:zz \"@rx ^3$\" \"id:1,phase:1,pass,log\"\nSecRuleUpdateTargetById 1 \"ARGS:q\" \"ARGS:zz\"\n"
-        )),
+        ),
         [1]
     );
 }
@@ -65,14 +69,21 @@ fn a_regex_exclusion_stays_in_its_collection() {
     // to its collection too: `ARGS|!REQUEST_COOKIES:/^id$/` reads ARGS:id
     // in both engines.)
     assert_eq!(
-        matched(&format!("SecRule ARGS:id {ANY}\nSecRuleUpdateTargetById 1 \"!REQUEST_COOKIES:/^id$/\"\n")),
+        matched(&format!(
+            "SecRule ARGS:id {ANY}\nSecRuleUpdateTargetById 1 \"!REQUEST_COOKIES:/^id$/\"\n"
+        )),
         [1]
     );
     assert_eq!(
-        matched(&format!("SecRule ARGS:ab {ANY}\nSecRuleUpdateTargetById 1 \"!ARGS_NAMES:/^a/\"\n")),
+        matched(&format!(
+            "SecRule ARGS:ab {ANY}\nSecRuleUpdateTargetById 1 \"!ARGS_NAMES:/^a/\"\n"
+        )),
         [1]
     );
-    assert_eq!(matched(&format!("SecRule ARGS|!REQUEST_COOKIES:/^id$/ {ANY}\n")), [1]);
+    assert_eq!(
+        matched(&format!("SecRule ARGS|!REQUEST_COOKIES:/^id$/ {ANY}\n")),
+        [1]
+    );
 }
 
 #[test]
@@ -81,9 +92,16 @@ fn key_exclusions_ignore_case_in_updates_too() {
     // is an exclusion written in the rule, in both engines. v3.0.9 compares
     // an update's key exclusion case-sensitively (`!ARGS:ID` keeps `id`);
     // here it is the same exclusion wherever it is written.
-    assert_eq!(matched(&format!("SecRule ARGS|!ARGS:ID {ANY}\nSecRule ARGS:ab \"@rx x\" \"id:2,phase:1,pass\"\n")), [1]);
     assert_eq!(
-        matched(&format!("SecRule ARGS:id {ANY}\nSecRuleUpdateTargetById 1 \"!ARGS:ID\"\n")),
+        matched(&format!(
+            "SecRule ARGS|!ARGS:ID {ANY}\nSecRule ARGS:ab \"@rx x\" \"id:2,phase:1,pass\"\n"
+        )),
+        [1]
+    );
+    assert_eq!(
+        matched(&format!(
+            "SecRule ARGS:id {ANY}\nSecRuleUpdateTargetById 1 \"!ARGS:ID\"\n"
+        )),
         Vec::<u64>::new()
     );
 }
@@ -96,12 +114,16 @@ fn a_rules_exclusions_cover_the_targets_an_update_adds() {
     // rule's exclusions, its updates' and `ctl:ruleRemoveTargetById` all
     // apply to every target of the rule, whatever added it.
     assert_eq!(
-        matched(&format!("SecRule ARGS:q|!ARGS:id {ANY}\nSecRuleUpdateTargetById 1 \"ARGS:id\"\n")),
+        matched(&format!(
+            "SecRule ARGS:q|!ARGS:id {ANY}\nSecRuleUpdateTargetById 1 \"ARGS:id\"\n"
+        )),
         [1],
         "q still matches"
     );
     assert_eq!(
-        matched(&format!("SecRule ARGS:zz|!ARGS:id {ANY}\nSecRuleUpdateTargetById 1 \"ARGS:id\"\n")),
+        matched(&format!(
+            "SecRule ARGS:zz|!ARGS:id {ANY}\nSecRuleUpdateTargetById 1 \"ARGS:id\"\n"
+        )),
         Vec::<u64>::new()
     );
 }

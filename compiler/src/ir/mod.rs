@@ -210,6 +210,11 @@ pub struct Settings {
     pub collection_timeout: u64,
     /// `SecComponentSignature` values, in order.
     pub component_signatures: Vec<String>,
+    /// `SecUnicodeMapFile FILE CODEPAGE`: the file's contents (up to its
+    /// first NUL, as v3 reads it) and the code page as C's `atof` reads it;
+    /// the engine builds `urlDecodeUni`'s table from them.
+    #[serde(skip)]
+    pub unicode_map: Option<UnicodeMapFile>,
     /// `WafPcreFallback`: PCRE-only `@rx` patterns run on PCRE2 instead of
     /// being load errors.
     pub pcre_fallback: bool,
@@ -221,6 +226,16 @@ pub struct Settings {
     /// storage and server settings), with where they were.
     #[serde(skip)]
     pub ignored: Vec<(crate::names::Directive, Span)>,
+}
+
+/// What `SecUnicodeMapFile` read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UnicodeMapFile {
+    /// The mapping file's bytes.
+    pub contents: std::sync::Arc<[u8]>,
+    /// The second argument, as C's `atof` reads it (0 when it is not a
+    /// number: v3 then loads the file but never consults it).
+    pub code_page: f64,
 }
 
 impl Default for Settings {
@@ -244,6 +259,7 @@ impl Default for Settings {
             audit_log_parts: AuditParts::DEFAULT,
             collection_timeout: 3600,
             component_signatures: Vec::new(),
+            unicode_map: None,
             pcre_fallback: false,
             pcre_limits: crate::rx::BacktrackLimits::DEFAULT,
             ignored: Vec::new(),

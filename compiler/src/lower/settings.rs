@@ -107,6 +107,7 @@ impl Lowerer<'_> {
                 ),
             },
             D::SecComponentSignature => s.component_signatures.push(v),
+            D::SecUnicodeMapFile => self.unicode_map(args, vspan),
             D::WafPcreFallback => {
                 if let Some(b) = self.on_off(&v, vspan) {
                     self.p.settings.pcre_fallback = b;
@@ -197,17 +198,7 @@ impl Lowerer<'_> {
             | D::SecRemoteRules
             | D::SecRuleScript
             | D::SecStreamInBodyInspection
-            | D::SecStreamOutBodyInspection
-            | D::SecUnicodeMapFile => {
-                if d == D::SecUnicodeMapFile && !self.unicode_map_exists(args) {
-                    // ModSecurity v3 refuses to load without the file.
-                    self.error(
-                        Diagnostic::error(Code::MissingDataFile, vspan, format!("cannot read the unicode map file `{v}`"))
-                            .with_label("no such file (relative paths are read from the configuration file's directory)")
-                            .with_hint("ModSecurity v3 rejects this too: point it at unicode.mapping, or remove the directive"),
-                    );
-                    return;
-                }
+            | D::SecStreamOutBodyInspection => {
                 self.error(
                     Diagnostic::warning(
                         Code::Suspicious,
@@ -222,11 +213,53 @@ impl Lowerer<'_> {
         }
     }
 
-    /// Whether `SecUnicodeMapFile`'s file exists (a relative path is taken
-    /// from the directory of the file the directive is in).
-    fn unicode_map_exists(&self, args: &[Text]) -> bool {
-        args.first()
-            .is_some_and(|arg| self.beside_rule_file(arg, arg.value.trim()).is_file())
+    /// `SecUnicodeMapFile FILE CODEPAGE`: reads the file (a relative path
+    /// is taken from the directory of the file the directive is in); v3
+    /// refuses to load without it.
+    fn unicode_map(&mut self, args: &[Text], vspan: Span) {
+        let [file, code_page] = args else { return };
+        let name = file.value.trim();
+        let path = self.beside_rule_file(file, name);
+        let contents = match std::fs::read(&path) {
+            Ok(c) => c,
+            Err(e) => {
+                self.error(
+                    Diagnostic::error(Code::MissingDataFile, vspan, format!("cannot read the unicode map file `{name}`: {e}"))
+                        .with_label("relative paths are read from the configuration file's directory")
+                        .with_hint("ModSecurity v3 rejects this too: point it at unicode.mapping (ModSecurity ships it), or remove the directive"),
+                );
+                return;
+            }
+        };
+        let (cp_text, cp_span) = (code_page.value.trim(), code_page.span());
+        if cp_text.is_empty() || !cp_text.bytes().all(|b| b.is_ascii_digit()) {
+            // v3's grammar takes digits only ("Invalid input").
+            self.error(
+                Diagnostic::error(Code::BadArgument, cp_span, format!("`{cp_text}` is not a code page number"))
+                    .with_hint("give the code page number of a section of the file, e.g. 20127 (US-ASCII); ModSecurity v3 rejects this too"),
+            );
+            return;
+        }
+        // Digits only: what v3's `atof` reads of them.
+        let code_page: f64 = cp_text.parse().unwrap_or(0.0);
+        if code_page <= 0.0 {
+            self.error(
+                Diagnostic::warning(
+                    Code::Suspicious,
+                    cp_span,
+                    format!("code page `{cp_text}`: the map is never used"),
+                )
+                .with_label("ModSecurity v3 loads the file and never consults it")
+                .with_hint(
+                    "give the code page number of a section of the file, e.g. 20127 (US-ASCII)",
+                ),
+            );
+        }
+        let end = memchr::memchr(0, &contents).unwrap_or(contents.len());
+        self.p.settings.unicode_map = Some(crate::ir::UnicodeMapFile {
+            contents: contents[..end].into(),
+            code_page,
+        });
     }
 
     fn on_off(&mut self, v: &str, span: Span) -> Option<bool> {

@@ -405,6 +405,19 @@ fn rejects_what_modsecurity_v3_rejects() {
         codes("SecUnicodeMapFile /nonexistent/unicode.mapping 20127\n"),
         [Code::MissingDataFile]
     );
+    // "Invalid input": the code page is digits.
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
+    assert_eq!(
+        codes(&format!("SecUnicodeMapFile {file} abc\n")),
+        [Code::BadArgument]
+    );
+    // Code page 0 loads (v3 never consults the map then): a warning.
+    assert_eq!(
+        codes(&format!("SecUnicodeMapFile {file} 0\n")),
+        [Code::Suspicious]
+    );
+    let p = program(&format!("SecUnicodeMapFile {file} 20127\n"));
+    assert_eq!(p.settings.unicode_map.map(|m| m.code_page), Some(20127.0));
 }
 
 #[test]

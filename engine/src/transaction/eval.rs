@@ -373,6 +373,7 @@ impl<'r> Transaction<'r> {
             debug_assert_eq!(nodes.len(), chain.len());
         }
         let scanner = self.rs.scanner();
+        let map = self.rs.unicode_map().map(|m| &**m);
         let (mut cur, mut tmp, mut multi) = (
             std::mem::take(&mut self.cache.scratch.a),
             std::mem::take(&mut self.cache.scratch.b),
@@ -400,14 +401,14 @@ impl<'r> Transaction<'r> {
             for (k, &t) in chain.iter().enumerate() {
                 let changed = if prof {
                     let t0 = Instant::now();
-                    let changed = crate::transform::apply(t, &cur, &mut tmp);
+                    let changed = crate::transform::apply_with_map(t, &cur, &mut tmp, map);
                     let (p, n) = (&mut self.cache.memo.prof, nodes[k] as usize);
                     p.nanos[n] += t0.elapsed().as_nanos() as u64;
                     p.computed[n] += 1;
                     p.bytes_in[n] += cur.len() as u64;
                     changed
                 } else {
-                    crate::transform::apply(t, &cur, &mut tmp)
+                    crate::transform::apply_with_map(t, &cur, &mut tmp, map)
                 };
                 if changed {
                     std::mem::swap(&mut cur, &mut tmp);

@@ -71,6 +71,8 @@ const ORIGIN_KINDS: usize = Coll::ALL.len() * 2;
 
 #[derive(Default)]
 pub(super) struct Memo {
+    /// `SecUnicodeMapFile`'s table, for `urlDecodeUni`.
+    unicode_map: Option<std::sync::Arc<crate::transform::UnicodeMap>>,
     nodes: usize,
     words: usize,
     /// `inst * nodes + node` → entry, or `NONE`.
@@ -122,6 +124,7 @@ impl Memo {
         let words = rs.scanner().words();
         let slots = p.slots.len();
         Memo {
+            unicode_map: rs.unicode_map().cloned(),
             nodes: p.transforms.nodes.len(),
             words,
             table: Vec::new(),
@@ -357,14 +360,15 @@ impl Memo {
         let input = &self.arena[f.start..f.start + f.len];
         let changed = if self.prof_on {
             let t0 = std::time::Instant::now();
-            let changed = transform::apply(t, input, &mut out);
+            let changed =
+                transform::apply_with_map(t, input, &mut out, self.unicode_map.as_deref());
             let p = &mut self.prof;
             p.nanos[node] += t0.elapsed().as_nanos() as u64;
             p.computed[node] += 1;
             p.bytes_in[node] += f.len as u64;
             changed
         } else {
-            transform::apply(t, input, &mut out)
+            transform::apply_with_map(t, input, &mut out, self.unicode_map.as_deref())
         };
         let e = if changed {
             let e = self.push_entry(&out, inst, node);

@@ -60,8 +60,8 @@ pub use waf_compiler::names::Transform;
 /// result equals `input`, in which case `out` is left empty and the caller
 /// reuses `input`. No allocation happens except growing `out`.
 ///
-/// `urlDecodeUni` runs as v3 does without `SecUnicodeMapFile` (the engine
-/// does not load unicode maps yet).
+/// `urlDecodeUni` runs as v3 does without `SecUnicodeMapFile` (transactions
+/// use [`apply_with_map`] with the ruleset's map).
 #[inline]
 pub fn apply(t: Transform, input: &[u8], out: &mut Vec<u8>) -> bool {
     apply_with_map(t, input, out, None)

@@ -28,10 +28,6 @@ impl Default for UnicodeMap {
 
 /// C `strtol`-like parse of a leading run of digits (after optional
 /// whitespace and sign), saturating; `None` when there is no digit.
-// The `unicode.mapping` parser waits for `SecUnicodeMapFile` to be wired
-// (today the directive is accepted without effect; see names.rs): tested,
-// but not reachable from a configuration yet.
-#[cfg_attr(not(test), allow(dead_code))]
 fn c_parse(s: &[u8], radix: u32) -> Option<i64> {
     let mut i = 0;
     while i < s.len() && super::bytes::is_c_space(s[i]) {
@@ -64,7 +60,6 @@ fn c_parse(s: &[u8], radix: u32) -> Option<i64> {
 }
 
 /// C `sscanf("%x")` into an `int`: the value as a 32-bit int (wrapping).
-#[cfg_attr(not(test), allow(dead_code))]
 fn scan_hex_int(s: &[u8]) -> Option<i32> {
     c_parse(s, 16).map(|v| v as u32 as i32)
 }
@@ -84,7 +79,6 @@ impl UnicodeMap {
     }
 
     /// Sets or clears an entry.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub fn set(&mut self, code: u16, byte: Option<u8>) {
         if let Some(e) = self.table.get_mut(usize::from(code)) {
             *e = byte;
@@ -110,7 +104,6 @@ impl UnicodeMap {
     ///
     /// Returns `None` when `code_page` is not positive: v3 then loads the
     /// table but never consults it.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub fn parse(contents: &[u8], code_page: f64) -> Option<UnicodeMap> {
         if code_page.is_nan() || code_page <= 0.0 {
             return None;
