@@ -105,7 +105,7 @@ impl Intervention {
         }
         s.push_str(&format!(
             " [uri \"{}\"] [unique_id \"{}\"]",
-            escape_log(uri),
+            limit_to(uri),
             escape_log(unique_id)
         ));
         s
@@ -150,7 +150,8 @@ impl MatchedRule {
     /// `match_regex` checks read). Always one line: control bytes, `\`, `"`
     /// and non-ASCII bytes of request data are written as `\xHH`, as Apache's
     /// error log does, so attacker text can neither break the line nor forge a
-    /// `[id "..."]` field.
+    /// `[id "..."]` field. `[data]` and `[uri]` keep their first 200 bytes,
+    /// as libmodsecurity's do.
     pub fn log_line(&self, uri: &str, unique_id: &str) -> String {
         let e = escape_log;
         let mut s = format!(
@@ -160,7 +161,7 @@ impl MatchedRule {
             e(&self.location),
             self.id,
             e(&self.msg),
-            e(&self.logdata)
+            limit_to(&self.logdata)
         );
         if let Some(sev) = self.severity {
             s.push_str(&format!(" [severity \"{}\"]", sev.number()));
@@ -173,18 +174,38 @@ impl MatchedRule {
         }
         s.push_str(&format!(
             " [uri \"{}\"] [unique_id \"{}\"]",
-            e(uri),
+            limit_to(uri),
             e(unique_id)
         ));
         s
     }
 }
 
+/// A long field of a log line as libmodsecurity writes `[data "..."]` and
+/// `[uri "..."]`: its first 200 bytes, escaped, then `(N characters
+/// omitted)` for the rest.
+fn limit_to(s: &str) -> String {
+    const LIMIT: usize = 200;
+    let b = s.as_bytes();
+    if b.len() <= LIMIT {
+        return escape_bytes(b);
+    }
+    format!(
+        "{} ({} characters omitted)",
+        escape_bytes(&b[..LIMIT]),
+        b.len() - LIMIT
+    )
+}
+
 /// Escapes a log field: printable ASCII except `\` and `"` is kept, every
 /// other byte becomes `\xHH`.
 fn escape_log(s: &str) -> String {
+    escape_bytes(s.as_bytes())
+}
+
+fn escape_bytes(s: &[u8]) -> String {
     let mut out = String::with_capacity(s.len());
-    for &b in s.as_bytes() {
+    for &b in s {
         if (0x20..0x7f).contains(&b) && b != b'\\' && b != b'"' {
             out.push(b as char);
         } else {

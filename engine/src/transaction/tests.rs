@@ -378,6 +378,32 @@ fn log_lines_are_one_line_and_unforgeable() {
 }
 
 #[test]
+fn long_log_fields_are_cut_as_modsecurity_v3_cuts_them() {
+    // libmodsecurity 3.0.9 writes the first 200 bytes of `[data]` and
+    // `[uri]`, then how many it left out (checked with corpus/modsec-diff:
+    // `ARGS:a=` + 311 bytes gives 200 bytes and "(118 characters omitted)").
+    let rs = ruleset("SecRule ARGS \"@rx y\" \"id:7,phase:1,pass,logdata:'%{MATCHED_VAR}'\"\n");
+    let value = "y".repeat(318);
+    let tx = get(&rs, &format!("/?a={value}"), &[]);
+    let uri = format!("/{}", "u".repeat(250));
+    let line = tx.matched_rules()[0].log_line(&uri, "u");
+    assert!(
+        line.contains(&format!(
+            "[data \"{} (118 characters omitted)\"]",
+            "y".repeat(200)
+        )),
+        "{line}"
+    );
+    assert!(
+        line.contains(&format!(
+            "[uri \"/{} (51 characters omitted)\"]",
+            "u".repeat(199)
+        )),
+        "{line}"
+    );
+}
+
+#[test]
 fn embedder_exceptions_remove_rules_by_id_and_tag_until_reset() {
     let rs = ruleset(
         "SecRuleEngine On\n\
