@@ -378,6 +378,22 @@ fn log_lines_are_one_line_and_unforgeable() {
 }
 
 #[test]
+fn matched_vars_start_empty_for_every_rule() {
+    // MATCHED_VARS is "all matches for the current operator check".
+    // libmodsecurity 3.0.9 keeps a matching rule's entries into the next
+    // rule (here 2 + 3 = 5), a bug fixed upstream in 2025
+    // (owasp-modsecurity/ModSecurity#3422); we clear them after every rule
+    // as the fix does (checked with corpus/modsec-diff: 3.0.9 counts 5).
+    let rs = ruleset(
+        "SecRule ARGS \"@rx a\" \"id:5,phase:1,pass,log\"\n\
+         SecRule ARGS|REQUEST_HEADERS:User-Agent \"@rx a\" \"id:6,phase:1,pass,log,chain\"\n\
+         SecRule &MATCHED_VARS \"@eq 3\" \"t:none\"\n",
+    );
+    let tx = get(&rs, "/?a=xa&b=ab&c=zz", &[("User-Agent", "aaa")]);
+    assert_eq!(ids(&tx), [5, 6]);
+}
+
+#[test]
 fn long_log_fields_are_cut_as_modsecurity_v3_cuts_them() {
     // libmodsecurity 3.0.9 writes the first 200 bytes of `[data]` and
     // `[uri]`, then how many it left out (checked with corpus/modsec-diff:
