@@ -440,10 +440,10 @@ fn pcre_only_patterns_need_the_opt_in() {
         assert!(p.settings.pcre_fallback);
         assert!(p.regexes[0].is_backtracking());
         assert!(p.regexes[0].is_match(b"xy") && !p.regexes[0].is_match(b"zy"));
-        // No literal can be trusted: the pattern runs on every value.
+        // The prefilter literals of its relaxation `(?:)y`.
         assert_eq!(
             p.regexes[0].required_literals(),
-            &crate::rx::RequiredLiterals::None
+            &crate::rx::RequiredLiterals::AnyOf(vec![b"y".to_vec()])
         );
     }
     // `Off` keeps the default; linear-time patterns never go to PCRE2.

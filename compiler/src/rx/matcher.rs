@@ -281,8 +281,9 @@ impl CompiledRx {
     /// as PCRE-only when the configuration opts in. Searches run under
     /// [`waf_pcre::Limits::DEFAULT`] until [`CompiledRx::set_limits`]; one
     /// that reaches a limit answers "no match" and is counted
-    /// ([`take_limit_hits`], [`CompiledRx::limit_hits`]). Such a pattern has
-    /// no prefilter literals: it runs on every value of its targets.
+    /// ([`take_limit_hits`], [`CompiledRx::limit_hits`]). Its prefilter
+    /// literals are those of a linear-time relaxation that matches more
+    /// (`rx::relax`), when there is one; otherwise it runs on every value.
     pub fn compile_backtracking(pattern: &str) -> Result<CompiledRx, RxError> {
         let regex = waf_pcre::Regex::new(pattern).map_err(|e| {
             let at = e.offset.min(pattern.len());
@@ -291,6 +292,11 @@ impl CompiledRx {
                 range: at..(at + 1).min(pattern.len()).max(at),
             }
         })?;
+        // The literals of a relaxation that matches more (see
+        // `super::relax`): sound for the pattern itself.
+        let literals = super::relax::relaxed(pattern)
+            .and_then(|r| parse(&r).ok())
+            .map_or(RequiredLiterals::None, |hir| required_literals(&hir));
         Ok(CompiledRx {
             pattern: pattern.to_string(),
             engine: Engine::Backtracking(Backtracking {
@@ -298,7 +304,7 @@ impl CompiledRx {
                 limits: waf_pcre::Limits::DEFAULT,
                 limit_hits: AtomicU64::new(0),
             }),
-            literals: RequiredLiterals::None,
+            literals,
         })
     }
 

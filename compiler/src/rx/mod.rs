@@ -45,6 +45,7 @@ pub mod analysis;
 pub mod batch;
 mod literals;
 mod matcher;
+mod relax;
 mod translate;
 
 #[cfg(test)]
