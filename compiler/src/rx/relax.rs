@@ -214,7 +214,7 @@ mod tests {
             for _ in 0..5000 {
                 let mut h = Vec::new();
                 for _ in 0..rng.below(8) {
-                    h.extend_from_slice(*rng.pick::<&[u8]>(frags));
+                    h.extend_from_slice(rng.pick::<&[u8]>(frags));
                 }
                 if rx.is_match(&h) {
                     matched += 1;
