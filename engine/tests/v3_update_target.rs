@@ -127,3 +127,18 @@ fn a_rules_exclusions_cover_the_targets_an_update_adds() {
         Vec::<u64>::new()
     );
 }
+
+#[test]
+fn ctl_target_removal_applies_to_a_chains_first_link_as_v3() {
+    // libmodsecurity 3.0.9 (checked with corpus/modsec-diff, found by the
+    // differential fuzzer): `ctl:ruleRemoveTargetById/ByTag` removes the
+    // target from the rule's first link only; its chained links still read
+    // it, as `SecRuleUpdateTargetBy*` changes the first link only.
+    let rules = "SecRule REQUEST_METHOD \"@rx GET\" \"id:1,phase:1,pass,nolog,ctl:ruleRemoveTargetById=2;ARGS:id,ctl:ruleRemoveTargetByTag=t3;ARGS:id,ctl:ruleRemoveTargetById=5;ARGS:id\"\n\
+                 SecRule REQUEST_METHOD \"@rx GET\" \"id:2,phase:1,pass,log,chain\"\n\
+                 SecRule ARGS:id \"@rx 1\" \"t:none\"\n\
+                 SecRule REQUEST_METHOD \"@rx GET\" \"id:3,phase:1,pass,log,tag:'t3',chain\"\n\
+                 SecRule ARGS:id \"@rx 1\" \"t:none\"\n\
+                 SecRule ARGS:id \"@rx 1\" \"id:5,phase:1,pass,log\"\n";
+    assert_eq!(matched(rules), [1, 2, 3]);
+}

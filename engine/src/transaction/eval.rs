@@ -586,41 +586,49 @@ impl<'r> Transaction<'r> {
         // Cheap tests first: most values are of a variable nothing excludes.
         let by_link =
             lr.pl.has_exclusions && lr.link().exclusions.iter().any(|e| e.variable == info.var);
-        let by_ctl = self
-            .state
-            .removed_targets
-            .iter()
-            .any(|(_, e)| e.variable == info.var);
+        let by_ctl = lr.pl.index == 0
+            && self
+                .state
+                .removed_targets
+                .iter()
+                .any(|(_, e)| e.variable == info.var);
         if !by_link && !by_ctl {
             return false;
         }
         let key = origin_key(&self.inputs, info.var, info.origin);
-        self.excluded(lr.program, lr.rule(), lr.link(), info.var, key)
+        self.excluded(lr, info.var, key)
     }
 
     fn excluded_lr(&self, lr: LinkRef<'r>, var: V, key: &[u8]) -> bool {
         if !lr.pl.has_exclusions && self.state.removed_targets.is_empty() {
             return false;
         }
-        self.excluded(lr.program, lr.rule(), lr.link(), var, key)
+        self.excluded(lr, var, key)
     }
 
-    fn excluded(&self, program: &Program, rule: &Rule, link: &Link, var: V, key: &[u8]) -> bool {
+    /// Whether the link's exclusions, or a `ctl:ruleRemoveTargetBy*` in
+    /// effect, remove this value. The `ctl` removals apply to the first
+    /// link of a chain only, as in libmodsecurity 3.0.9 (its other links
+    /// read their targets whatever the `ctl` said; as
+    /// `SecRuleUpdateTargetBy*`, which changes the first link only).
+    fn excluded(&self, lr: LinkRef<'r>, var: V, key: &[u8]) -> bool {
+        let (program, rule) = (lr.program, lr.rule());
         let hit = |e: &Exclusion| e.variable == var && selector_matches(program, &e.selector, key);
-        link.exclusions.iter().any(hit)
-            || self.state.removed_targets.iter().any(|(sel, e)| {
-                if e.variable != var {
-                    return false;
-                }
-                let applies = match sel {
-                    RuleSel::Ids(r) => r.iter().any(|&(a, b)| a <= rule.id && rule.id <= b),
-                    RuleSel::Tag(t) => rule.meta.tags.iter().any(|x| x == *t),
-                    RuleSel::Msg(m) => {
-                        rule.meta.msg.as_ref().and_then(|x| x.as_literal()) == Some(*m)
+        lr.link().exclusions.iter().any(hit)
+            || (lr.pl.index == 0
+                && self.state.removed_targets.iter().any(|(sel, e)| {
+                    if e.variable != var {
+                        return false;
                     }
-                };
-                applies && hit(e)
-            })
+                    let applies = match sel {
+                        RuleSel::Ids(r) => r.iter().any(|&(a, b)| a <= rule.id && rule.id <= b),
+                        RuleSel::Tag(t) => rule.meta.tags.iter().any(|x| x == *t),
+                        RuleSel::Msg(m) => {
+                            rule.meta.msg.as_ref().and_then(|x| x.as_literal()) == Some(*m)
+                        }
+                    };
+                    applies && hit(e)
+                }))
     }
 
     fn per_match_actions(&mut self, link: &Link) {
