@@ -153,13 +153,26 @@ fn contains_word(hay: &[u8], needle: &[u8]) -> bool {
     if needle.is_empty() {
         return true;
     }
-    let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
-    memchr::memmem::find_iter(hay, needle).any(|i| {
-        let before = i == 0 || !word(hay[i - 1]);
+    // As libmodsecurity 3.0.9: only ASCII letters are word bytes (a digit or
+    // `_` next to the word is a boundary: `1` is a word in `4111-1111`), and
+    // every occurrence is tried, overlapping ones too. Found by the
+    // differential fuzzer.
+    let boundary = |at: usize| hay.get(at).is_some_and(|b| !b.is_ascii_alphabetic());
+    let mut from = 0;
+    while let Some(off) = hay
+        .get(from..)
+        .and_then(|h| memchr::memmem::find(h, needle))
+    {
+        let i = from + off;
         let end = i + needle.len();
-        let after = end == hay.len() || !word(hay[end]);
-        before && after
-    })
+        let before = i == 0 || boundary(i - 1);
+        let after = end == hay.len() || boundary(end);
+        if before && after {
+            return true;
+        }
+        from = i + 1;
+    }
+    false
 }
 
 /// `@eq`'s conversion in v3, `std::stoi`: as [`atoll`], but 0 when the
@@ -282,6 +295,17 @@ mod tests {
     fn words_and_encodings() {
         assert!(contains_word(b"a select b", b"select"));
         assert!(!contains_word(b"selected", b"select"));
+        // libmodsecurity 3.0.9: digits and `_` are boundaries, letters are
+        // not (checked with corpus/modsec-diff).
+        assert!(contains_word(b"4111-1111", b"1"));
+        assert!(contains_word(b"x_1", b"x"));
+        assert!(contains_word(b"select1", b"select"));
+        assert!(!contains_word(b"abc123", b"1"));
+        assert!(contains_word(b"1", b"1"));
+        assert!(!contains_word(b"", b"1"));
+        assert!(contains_word(b"", b""));
+        // Overlapping occurrences are tried too.
+        assert!(contains_word(b"ba-a-a", b"a-a"));
         assert!(invalid_url_encoding(b"a%2"));
         assert!(invalid_url_encoding(b"%zz"));
         assert!(!invalid_url_encoding(b"a%20b%41"));

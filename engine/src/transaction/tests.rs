@@ -378,6 +378,50 @@ fn log_lines_are_one_line_and_unforgeable() {
 }
 
 #[test]
+fn body_variables_as_modsecurity_v3_writes_them() {
+    // Each value checked with corpus/modsec-diff (logdata of the same rules
+    // on the same bodies); found by the differential fuzzer.
+    let rs = ruleset(
+        "SecRequestBodyAccess On\n\
+         SecRule ARGS_COMBINED_SIZE \"@unconditionalMatch\" \"id:1,phase:2,pass,log,logdata:'[%{MATCHED_VAR}]'\"\n\
+         SecRule REQBODY_ERROR \"@unconditionalMatch\" \"id:2,phase:2,pass,log,logdata:'[%{MATCHED_VAR}]'\"\n\
+         SecRule REQUEST_BODY_LENGTH \"@unconditionalMatch\" \"id:3,phase:2,pass,log,logdata:'[%{MATCHED_VAR}]'\"\n",
+    );
+    let data = |tx: &crate::Transaction<'_>| -> Vec<(u64, String)> {
+        tx.matched_rules()
+            .iter()
+            .map(|m| (m.id, m.logdata.clone()))
+            .collect()
+    };
+    // A urlencoded body: the size as a double; REQBODY_ERROR empty.
+    let tx = post(&rs, "application/x-www-form-urlencoded", b"cc=1234");
+    assert_eq!(
+        data(&tx),
+        [
+            (1, "[6.000000]".into()),
+            (2, "[]".into()),
+            (3, "[7]".into())
+        ]
+    );
+    // Multipart: REQUEST_BODY_LENGTH is set (REQUEST_BODY is not, a
+    // deliberate difference); REQBODY_ERROR is 0. Its arguments count in
+    // ARGS_COMBINED_SIZE here, not in v3 (where it stays empty).
+    let body = b"--b1\r\nContent-Disposition: form-data; name=\"n\"\r\n\r\nv\r\n--b1--\r\n";
+    let tx = post(&rs, "multipart/form-data; boundary=b1", body);
+    assert_eq!(
+        data(&tx),
+        [
+            (1, "[2.000000]".into()),
+            (2, "[0]".into()),
+            (3, format!("[{}]", body.len()))
+        ]
+    );
+    // No argument at all: empty, as v3.
+    let tx = post(&rs, "text/plain", b"x");
+    assert_eq!(data(&tx)[0], (1, "[]".into()));
+}
+
+#[test]
 fn matched_vars_start_empty_for_every_rule() {
     // MATCHED_VARS is "all matches for the current operator check".
     // libmodsecurity 3.0.9 keeps a matching rule's entries into the next

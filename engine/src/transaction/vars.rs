@@ -292,7 +292,14 @@ impl Vars<'_, '_> {
                 .is_some_and(|(s, e)| bytes(&self.i.uri_raw[s..e], out)),
             // v3 sets these after body processing whenever the body is not empty.
             V::RequestBody => self.body_seen() && bytes(&self.i.body, out),
-            V::RequestBodyLength => self.body_seen() && num(self.i.body.len() as u64, out),
+            // Set whatever processor read the body (REQUEST_BODY itself is
+            // not, for XML and multipart: see `body_seen`), as in v3.
+            V::RequestBodyLength => {
+                self.i.body_done
+                    && self.s.request_body_access
+                    && !self.i.body.is_empty()
+                    && num(self.i.body.len() as u64, out)
+            }
             V::FullRequest => {
                 if !self.i.body_done {
                     return false;
@@ -319,8 +326,20 @@ impl Vars<'_, '_> {
             V::UniqueId => bytes(self.i.unique_id.as_bytes(), out),
             V::SessionId => bytes(&self.s.session_id, out),
             V::UserId => bytes(&self.s.user_id, out),
+            // libmodsecurity 3.0.9 leaves the value empty after a urlencoded
+            // body that parsed (it is `0` after the other processors and
+            // without a body); numeric tests read both as 0.
             V::ReqbodyError | V::ReqbodyProcessorError => {
-                self.i.body_done && flag(self.i.body_result.reqbody_error, out)
+                if !self.i.body_done {
+                    return false;
+                }
+                let error = self.i.body_result.reqbody_error;
+                let parsed_urlencoded =
+                    self.i.processor == Some(Processor::Urlencoded) && !self.i.body.is_empty();
+                if !parsed_urlencoded || error {
+                    flag(error, out);
+                }
+                true
             }
             V::ReqbodyErrorMsg | V::ReqbodyProcessorErrorMsg => {
                 self.i.body_result.reqbody_error
@@ -355,15 +374,23 @@ impl Vars<'_, '_> {
                 .body_result
                 .files_combined_size
                 .is_some_and(|n| num(n, out)),
-            V::ArgsCombinedSize => num(
-                self.i
-                    .parsed
-                    .args
-                    .iter()
-                    .map(|e| (e.key.len() + e.value.len()) as u64)
-                    .sum(),
-                out,
-            ),
+            // As libmodsecurity 3.0.9 writes it: a double (`6.000000`),
+            // empty while no argument was counted. (It counts query and
+            // urlencoded arguments only; every argument counts here, so a
+            // JSON or multipart body cannot slip past a size rule.)
+            V::ArgsCombinedSize => {
+                let args = &self.i.parsed.args;
+                if args.len() > 0 {
+                    num(
+                        args.iter()
+                            .map(|e| (e.key.len() + e.value.len()) as u64)
+                            .sum(),
+                        out,
+                    );
+                    out.extend_from_slice(b".000000");
+                }
+                true
+            }
             V::FullRequestLength => {
                 num((self.i.request_line.len() + self.i.body.len()) as u64, out)
             }
