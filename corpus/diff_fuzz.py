@@ -156,6 +156,10 @@ def single_valued(targets):
             return False
         if sel.startswith("/"):
             return False
+        # TX:0-9 hold the groups of the last value a `capture` rule matched:
+        # which one is last depends on the order (as MATCHED_VAR).
+        if name == "TX" and sel.isdigit():
+            return False
     return True
 
 
@@ -322,6 +326,11 @@ def ruleset(r):
         # link's MATCHED_VAR.
         if r.random() < 0.8 and single_valued(t) and (not chain or single_valued(t2)):
             acts.insert(3, LOGDATA)
+        if "@verify" in op and "capture" in acts:
+            # Which verified candidate becomes TX:0 when several verify:
+            # v3 tries each suffix's matches last first (its searchAll
+            # builds the list backwards); we do not (docs/conformance.md).
+            acts.remove("capture")
         lines.append('SecRule %s "%s" "%s"' % (t, op, ",".join(acts)))
         if link:
             lines.append(link)
