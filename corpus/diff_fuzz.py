@@ -17,6 +17,9 @@ reports every difference in:
 - matched values: most rules log `logdata:'%{MATCHED_VAR_NAME}=%{MATCHED_VAR}'`,
   and the expanded logdata of every logged match is compared.
 
+Requests carry query strings, headers, cookies and urlencoded, JSON, XML
+and multipart bodies.
+
 Also generated: PCRE-only patterns (lookaround, backreferences, possessive
 quantifiers, atomic groups), which our engine runs on PCRE2 under
 `WafPcreFallback On` (written into our copy of the rules only: v3 does not
@@ -72,7 +75,7 @@ VARIABLES = [
     # Not ARGS_COMBINED_SIZE: v3 leaves JSON and multipart arguments out of
     # it, we do not (docs/conformance.md; body_variables_as_modsecurity_v3_writes_them).
     "REMOTE_ADDR", "REQUEST_BODY_LENGTH", "FILES", "FILES_NAMES",
-    "REQBODY_ERROR", "REQBODY_PROCESSOR", "REQUEST_HEADERS_NAMES",
+    "REQBODY_ERROR", "REQBODY_PROCESSOR", "REQUEST_HEADERS_NAMES", "XML:/*",
 ]
 COLLECTIONS = ["ARGS", "ARGS_GET", "ARGS_POST", "REQUEST_HEADERS", "REQUEST_COOKIES", "ARGS_NAMES"]
 TRANSFORMS = [
@@ -264,7 +267,9 @@ def ruleset(r):
              # REQUEST_BODY of a multipart body: v3 sets it, we do only when
              # asked (a deliberate difference, docs/conformance.md).
              'SecRule REQUEST_HEADERS:Content-Type "@rx ^multipart" '
-             '"id:9001,phase:1,pass,nolog,ctl:forceRequestBodyVariable=On"']
+             '"id:9001,phase:1,pass,nolog,ctl:forceRequestBodyVariable=On"',
+             'SecRule REQUEST_HEADERS:Content-Type "@rx ^text/xml" '
+             '"id:9002,phase:1,pass,nolog,ctl:requestBodyProcessor=XML,ctl:forceRequestBodyVariable=On"']
     rid = 100
     markers = []
     n = r.randint(1, 6)
@@ -419,6 +424,12 @@ def request(r, i):
                     parts.append('--%s\r\nContent-Disposition: form-data; name="%s"\r\n\r\n%s\r\n' % (boundary, name, rvalue(r)))
             body = "".join(parts) + "--%s--\r\n" % boundary
             headers.append(["Content-Type", "multipart/form-data; boundary=%s" % boundary])
+        elif r.random() < 0.15:
+            from xml.sax.saxutils import escape
+            inner = "".join("<%s>%s</%s>" % (n, escape(rvalue(r)), n)
+                            for n in (r.choice(NAMES).lower() for _ in range(r.randint(1, 3))))
+            body = "<?xml version=\"1.0\"?><root a=\"%s\">%s</root>" % (escape(rvalue(r), {'"': "&quot;"}), inner)
+            headers.append(["Content-Type", "text/xml"])
         elif r.random() < 0.6:
             body = "&".join("%s=%s" % (r.choice(NAMES), quote(rvalue(r))) for _ in range(r.randint(1, 3)))
             headers.append(["Content-Type", "application/x-www-form-urlencoded"])
