@@ -28,7 +28,7 @@
 
 use std::collections::BTreeMap;
 use waf_compiler::ir::{
-    Arg, Link, LinkAction, MacroPart, MacroString, OpKind, Program, Rule, Selector, SetVarOp,
+    Arg, Link, LinkAction, MacroPart, MacroString, Program, Rule, Selector, SetVarOp,
 };
 use waf_compiler::names::Variable as V;
 
@@ -221,10 +221,10 @@ impl TxState {
 /// Whether the link's regex runs on PCRE2: its result may be "limit
 /// reached", which writes `TX:MSC_PCRE_LIMITS_EXCEEDED`.
 fn backtracks(program: &Program, link: &Link) -> bool {
-    match &program.operators[link.operator.index()].kind {
-        OpKind::Rx(rx) | OpKind::Verify { rx, .. } => program.regexes[rx.index()].is_backtracking(),
-        _ => false,
-    }
+    program.operators[link.operator.index()]
+        .kind
+        .regex()
+        .is_some_and(|rx| program.regexes[rx.index()].is_backtracking())
 }
 
 /// The outcome of `rule` on every request reaching it in state `st`, if it

@@ -12,7 +12,7 @@ use crate::prefilter::Scanner;
 use crate::sources::{is_volatile, stable_coll, Coll};
 use crate::transform::Transform;
 use std::sync::Arc;
-use waf_compiler::ir::{NodeId, OpKind, Program, RuleIdx, SlotId};
+use waf_compiler::ir::{NodeId, Program, RuleIdx, SlotId};
 
 /// A rule's hot fields, dense (the rule loop reads these for every rule;
 /// the IR's `Rule` is only touched when a rule matches or is removed).
@@ -122,12 +122,10 @@ impl Plan {
                     multi_match: l.multi_match,
                     capture: l.capture,
                     has_exclusions: !l.exclusions.is_empty(),
-                    backtracking: match &program.operators[l.operator.index()].kind {
-                        OpKind::Rx(rx) | OpKind::Verify { rx, .. } => {
-                            program.regexes[rx.index()].is_backtracking()
-                        }
-                        _ => false,
-                    },
+                    backtracking: program.operators[l.operator.index()]
+                        .kind
+                        .regex()
+                        .is_some_and(|rx| program.regexes[rx.index()].is_backtracking()),
                 });
                 plan_slots.extend_from_slice(&l.targets);
             }

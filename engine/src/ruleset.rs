@@ -208,13 +208,13 @@ impl Ruleset {
         &self.plan
     }
 
-    /// The prefilter of this ruleset's operators.
     /// `SecUnicodeMapFile`'s table, if the configuration has one that is
     /// used (a positive code page).
     pub(crate) fn unicode_map(&self) -> Option<&std::sync::Arc<crate::transform::UnicodeMap>> {
         self.unicode_map.as_ref()
     }
 
+    /// The prefilter of this ruleset's operators.
     pub(crate) fn scanner(&self) -> &Scanner {
         &self.scanner
     }

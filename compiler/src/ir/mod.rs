@@ -782,6 +782,15 @@ impl OpKind {
             _ => None,
         }
     }
+
+    /// The compiled regex the operator runs (`@rx` and the `@verify*`
+    /// operators' candidate finder).
+    pub fn regex(&self) -> Option<RxId> {
+        match self {
+            OpKind::Rx(id) | OpKind::Verify { rx: id, .. } => Some(*id),
+            _ => None,
+        }
+    }
 }
 
 /// The checksum of a `@verify*` operator.

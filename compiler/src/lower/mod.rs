@@ -194,8 +194,6 @@ struct Lowerer<'a> {
     markers: Vec<(String, Span, usize)>,
     /// skipAfter requests: (rule index, marker name text).
     skip_afters: Vec<(usize, Text)>,
-    /// `WafPcreFallback On` appears in the configuration.
-    pcre_fallback: bool,
     timings: Timings,
 }
 
@@ -230,7 +228,6 @@ impl<'a> Lowerer<'a> {
             positions: Vec::new(),
             markers: Vec::new(),
             skip_afters: Vec::new(),
-            pcre_fallback: false,
             timings: Timings::default(),
         }
     }
@@ -246,14 +243,15 @@ impl<'a> Lowerer<'a> {
             match item {
                 // Whatever its position, the setting decides how every
                 // pattern compiles (as `SecPcreMatchLimit` applies to all):
-                // read it before the rules. `setting` checks its argument.
+                // read it before the rules. `setting` checks its argument
+                // (and sets it again, or leaves it off when it is invalid).
                 Item::Setting {
                     directive: names::Directive::WafPcreFallback,
                     args,
                     ..
                 } => {
                     if let Some(a) = args.first() {
-                        self.pcre_fallback = a.value.trim().eq_ignore_ascii_case("on");
+                        self.p.settings.pcre_fallback = a.value.trim().eq_ignore_ascii_case("on");
                     }
                 }
                 Item::Remove { by, span } => updates.removes.push((by, *span, false)),

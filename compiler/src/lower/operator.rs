@@ -260,7 +260,9 @@ impl Lowerer<'_> {
             }
         };
         let compiled = match compiled {
-            Err(crate::rx::RxError::Unsupported { construct, range }) if self.pcre_fallback => {
+            Err(crate::rx::RxError::Unsupported { construct, range })
+                if self.p.settings.pcre_fallback =>
+            {
                 let start = std::time::Instant::now();
                 let backtracking = CompiledRx::compile_backtracking(&arg.value);
                 self.timings.regex += start.elapsed();
