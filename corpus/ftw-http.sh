@@ -1,24 +1,26 @@
 #!/usr/bin/env bash
-# CRS's regression suite over real HTTP, as go-ftw runs it, against
+# CRS's regression suite over real HTTP, run by go-ftw (CRS's own test runner)
+# against
 #   (1) waf serve,
 #   (2) nginx + libnginx-mod-http-modsecurity (ModSecurity v3, the peer deployment), and
 #   (3) nginx + our module (connectors/nginx, built by its build.sh; when nginx-dev is there),
 #   (4) HAProxy (Debian's 2.6) + `waf spoa` (connectors/haproxy; when haproxy is there:
 #       request phases only, so CRS's response-rule tests fail by design),
-# each in front of CRS's test backend (albedo's behaviour: `waf test backend`),
-# with the same configuration text (`waf test ftw --print-server-config`:
-# CRS's test settings, go-ftw's marker rule 999999, CRS). Each stage's log
-# lines are read from the server's error log between go-ftw's marker requests
-# (`waf test ftw --http`). Prints one line per server and a table.
+# each in front of albedo (CRS's test backend), with the same configuration
+# text (`waf test ftw --print-server-config`: CRS's test settings, go-ftw's
+# marker rule 999999, CRS). go-ftw reads each server's error log between its
+# marker requests. Prints one line per server and a table.
 #
 #   corpus/ftw-http.sh [--include REGEX]
 #
 # Exits 1 when waf serve's pass rate (with its overrides) is under 99.5%.
 # Without root or nginx (WAF_ONLY=1), only waf serve runs.
 #
-# go-ftw and albedo themselves are Go modules; where the Go module proxy
-# serves them (`go install github.com/coreruleset/go-ftw/v2@latest`) the same
-# setup runs with them instead; here the proxy refuses both (403).
+# go-ftw v2 and albedo are built from the Go module proxy by tools/ftw/build.sh
+# (pinned in tools/ftw/go.mod). Where they cannot be built (no go command, no
+# proxy), or with FTW_RUNNER=waf, the same servers run under our own
+# implementation of go-ftw's protocol instead (`waf test ftw --http`, with
+# `waf test backend` as albedo).
 #
 # Overrides: CRS's own tests/regression/nginx-overrides.yaml for nginx (what
 # CRS's CI uses for that platform), corpus/ftw-overrides/waf-serve.yaml for
@@ -58,6 +60,17 @@ fi
 
 "$WAF" test ftw --crs "$CRS" --print-server-config > "$work/crs-test.conf"
 
+# The runner: go-ftw and albedo when they build, else our own.
+runner="${FTW_RUNNER:-go-ftw}"
+if [ "$runner" = go-ftw ]; then
+  if tools="$("$root/tools/ftw/build.sh" 2>"$work/ftw-tools-build.log")"; then
+    echo "ftw-http.sh: runner go-ftw $(grep 'coreruleset/go-ftw' "$root/tools/ftw/go.mod" | awk '{print $2}'), backend albedo $(grep 'coreruleset/albedo' "$root/tools/ftw/go.mod" | awk '{print $2}')"
+  else
+    echo "ftw-http.sh: go-ftw and albedo do not build here ($work/ftw-tools-build.log): running waf test ftw --http and waf test backend instead" >&2
+    runner=waf
+  fi
+fi
+
 # nginx_conf NAME PORT MODULE_SO WAF_DIRECTIVES: an nginx in $work/NAME with
 # one WAF module in front of the test backend, logging at level info.
 nginx_conf() {
@@ -94,7 +107,11 @@ fi
 nginx_conf nginx 19202 /usr/lib/nginx/modules/ngx_http_modsecurity_module.so \
   "modsecurity on; modsecurity_rules_file $work/crs-test.conf;"
 
-"$WAF" test backend --listen 127.0.0.1:19200 2>"$work/backend.out" & pids+=($!)
+if [ "$runner" = go-ftw ]; then
+  "$tools/albedo" --bind 127.0.0.1 --port 19200 >"$work/backend.out" 2>&1 & pids+=($!)
+else
+  "$WAF" test backend --listen 127.0.0.1:19200 2>"$work/backend.out" & pids+=($!)
+fi
 "$WAF" serve -c "$work/crs-test.conf" --listen 127.0.0.1:19201 --upstream http://127.0.0.1:19200 \
   --error-log "$work/waf.log" 2>"$work/waf.out" & pids+=($!)
 spoa=0
@@ -127,22 +144,104 @@ for port in "${ports[@]}"; do
   [ "$ok" = 1 ] || { echo "ftw-http.sh: nothing answers on port $port" >&2; cat "$work"/*.out >&2; exit 1; }
 done
 
+# Tests go-ftw retries once (see ftw below), as `RULE-TEST|...`.
+retry_once="$(python3 - "$CRS/tests/regression/tests" <<'PY'
+import os, re, sys
+ids = []
+for d, _, files in os.walk(sys.argv[1]):
+    for f in sorted(files):
+        if not f.endswith((".yaml", ".yml")):
+            continue
+        rule = test = None
+        for line in open(os.path.join(d, f), encoding="utf-8", errors="replace"):
+            m = re.match(r"rule_id:\s*(\d+)", line)
+            if m:
+                rule = m.group(1)
+            m = re.match(r"\s*-\s*test_id:\s*(\d+)", line)
+            if m:
+                test = m.group(1)
+            if re.match(r"\s*retry_once:\s*true", line) and rule and test:
+                ids.append(f"{rule}-{test}")
+print("|".join(sorted(set(ids))))
+PY
+)"
 status=0
-run() { # NAME PORT LOG OVERRIDES MIN_PASS_RATE
-  local t0 t1
-  t0=$(date +%s.%N)
-  "$WAF" test ftw --crs "$CRS" --http "127.0.0.1:$2" --error-log "$3" --min-pass-rate 0 \
-    --json "$work/$1-raw.json" "${extra[@]}" > "$work/$1-raw.txt" 2>&1 || true
-  if [ "$4" = - ]; then
-    cp "$work/$1-raw.txt" "$work/$1.txt"
+# ftw NAME PORT LOG OVERRIDES JSON: one pass of the suite; a summary line out.
+ftw() {
+  local over=()
+  [ "$4" = - ] || over=(--overrides "$4")
+  if [ "$runner" = go-ftw ]; then
+    local include=()
+    [ "${#extra[@]}" -ge 2 ] && [ "${extra[0]}" = --include ] && include=(-i "${extra[1]}")
+    cat > "$work/$1.ftw.yaml" <<FTW
+logfile: $3
+logmarkerheadername: X-CRS-Test
+testoverride:
+  input:
+    dest_addr: 127.0.0.1
+    port: $2
+FTW
+    # go-ftw ends the whole run, reporting nothing, when a `retry_once` test
+    # fails twice (CRS's 959100 and 980170 tests, whose response phases a
+    # SPOA agent never sees): those run one by one after the others, and
+    # one that ends its run that way counts as failed.
+    local exclude=() one
+    [ -n "$retry_once" ] && exclude=(-e "^($retry_once)\$")
+    (cd "$work" && "$tools/go-ftw" run --config "$work/$1.ftw.yaml" -d "$CRS/tests/regression/tests" \
+      "${over[@]}" "${include[@]}" "${exclude[@]}" -o json -f "$5" > "$5.log" 2>&1) || true
+    rm -f "$5".once.*
+    for one in ${retry_once//|/ }; do
+      if [ "${#include[@]}" = 2 ] && ! echo "$one" | grep -Eq -- "${include[1]}"; then continue; fi
+      (cd "$work" && "$tools/go-ftw" run --config "$work/$1.ftw.yaml" -d "$CRS/tests/regression/tests" \
+        "${over[@]}" -i "^$one\$" -o json -f "$5.once.$one" >> "$5.log" 2>&1) || true
+    done
+    python3 - "$5" <<'PY'
+import glob, json, sys
+def result(path):
+    text = open(path, encoding="utf-8", errors="replace").read()
+    try:
+        return json.JSONDecoder().raw_decode(text[text.index("{"):])[0]
+    except ValueError:
+        return None
+r = result(sys.argv[1])
+if r is None:
+    print("no result (see " + sys.argv[1] + ".log)"); sys.exit(0)
+ok, bad = list(r.get("success") or []), list(r.get("failed") or [])
+for path in sorted(glob.glob(sys.argv[1] + ".once.*")):
+    one = path.rsplit(".once.", 1)[1]
+    o = result(path)
+    if o is None or one in (o.get("failed") or []):
+        bad.append(one)
+    elif one in (o.get("success") or []):
+        ok.append(one)
+with open(sys.argv[1] + ".failed", "w") as f:
+    for t in sorted(bad):
+        print("FAIL " + t, file=f)
+print(f"pass rate {100.0 * len(ok) / max(len(ok) + len(bad), 1):.2f}% ({len(ok)}/{len(ok) + len(bad)}, go-ftw)")
+PY
   else
-    "$WAF" test ftw --crs "$CRS" --http "127.0.0.1:$2" --error-log "$3" --min-pass-rate "$5" \
-      --overrides "$4" --json "$work/$1.json" "${extra[@]}" > "$work/$1.txt" 2>&1 || status=1
+    "$WAF" test ftw --crs "$CRS" --http "127.0.0.1:$2" --error-log "$3" --min-pass-rate 0 \
+      "${over[@]}" --json "$5" "${extra[@]}" > "$5.log" 2>&1 || true
+    grep '^FAIL' "$5.log" > "$5.failed" || true
+    echo "$(grep '^pass rate' "$5.log") (waf test ftw --http)"
+  fi
+}
+run() { # NAME PORT LOG OVERRIDES MIN_PASS_RATE
+  local t0 t1 with without
+  t0=$(date +%s.%N)
+  without="$(ftw "$1-raw" "$2" "$3" - "$work/$1-raw.json")"
+  if [ "$4" = - ]; then
+    with="$without"; cp "$work/$1-raw.json.failed" "$work/$1.json.failed" 2>/dev/null || true
+  else
+    with="$(ftw "$1" "$2" "$3" "$4" "$work/$1.json")"
   fi
   t1=$(date +%s.%N)
-  printf '%s: %s | %s (without overrides: %s)  [%.0f s]\n' "$1" \
-    "$(tail -1 "$work/$1.txt")" "$(grep '^pass rate' "$work/$1.txt")" \
-    "$(tail -1 "$work/$1-raw.txt")" "$(echo "$t1 - $t0" | bc)"
+  printf '%s: %s (without overrides: %s)  [%.0f s]\n' "$1" "$with" "$without" "$(echo "$t1 - $t0" | bc)"
+  local rate
+  rate="$(echo "$with" | sed -n 's/^pass rate:\{0,1\} \([0-9.]*\)%.*/\1/p')"
+  if [ -z "$rate" ] || [ "$(echo "$rate < $5" | bc)" = 1 ]; then
+    echo "  $1: under $5%" >&2; [ "$5" = 0 ] || status=1
+  fi
 }
 run waf-serve 19201 "$work/waf.log" "$here/ftw-overrides/waf-serve.yaml" 99.5
 if [ "$peer" = 1 ]; then
@@ -156,8 +255,8 @@ if [ "$spoa" = 1 ]; then
   # No overrides: the failures are HAProxy's front end and the response
   # phases SPOE does not offload (rules 950000 and up), counted here.
   run haproxy-waf-spoa 19205 "$work/spoa.log" - 0
-  echo "  haproxy-waf-spoa failures on response rules (>= 950000, not run through SPOA by design): $(grep '^FAIL' "$work/haproxy-waf-spoa.txt" | awk '{ if (substr($2, 1, 6) >= 950000) n++ } END { print n + 0 }')"
+  echo "  haproxy-waf-spoa failures on response rules (>= 950000, not run through SPOA by design): $(awk '{ if (substr($2, 1, 6) >= 950000) n++ } END { print n + 0 }' "$work/haproxy-waf-spoa.json.failed" 2>/dev/null || echo 0)"
 fi
-echo "failures: grep ^FAIL $work/*.txt; JSON reports beside them"
+echo "failures: $work/*.json.failed; reports and runner output beside them"
 trap - EXIT; cleanup
 exit "$status"

@@ -59,6 +59,14 @@ use state::{Allow, RuleState};
 use std::time::{SystemTime, UNIX_EPOCH};
 use waf_compiler::ir::{AuditEngine, AuditParts, EngineMode, LimitAction, Program, Settings};
 
+/// How far [`Transaction::new_log_lines`] has reported a transaction's log
+/// lines. Start from `LogCursor::default()` for each transaction.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogCursor {
+    rules: usize,
+    intervention: bool,
+}
+
 /// One HTTP request and its response, fed phase by phase.
 ///
 /// Create one with [`Ruleset::transaction`] per request, or keep one per
@@ -531,15 +539,34 @@ impl<'r> Transaction<'r> {
     /// intervention's ([`Intervention::log_line`]). Ask after
     /// [`Transaction::process_logging`].
     pub fn log_lines(&self) -> impl Iterator<Item = String> + '_ {
+        self.new_log_lines(LogCursor::default()).0
+    }
+
+    /// The log lines that came after `cursor` (see [`Transaction::log_lines`]),
+    /// and the cursor past them. A connector asks after each phase and writes
+    /// what is new before it answers, as ModSecurity logs while it evaluates:
+    /// whoever reads the log after a response finds that response's lines.
+    pub fn new_log_lines(
+        &self,
+        cursor: LogCursor,
+    ) -> (impl Iterator<Item = String> + '_, LogCursor) {
         let uri = String::from_utf8_lossy(self.uri_raw());
         let id = self.unique_id();
-        let rules = self.matched_rules().iter().filter(|m| m.log).map(Ok);
-        rules
-            .chain(self.intervention().map(Err))
+        let matched = self.matched_rules();
+        let from = cursor.rules.min(matched.len());
+        let rules = matched[from..].iter().filter(|m| m.log).map(Ok);
+        let intervention = self.intervention().filter(|_| !cursor.intervention);
+        let next = LogCursor {
+            rules: matched.len(),
+            intervention: cursor.intervention || intervention.is_some(),
+        };
+        let lines = rules
+            .chain(intervention.map(Err))
             .map(move |line| match line {
                 Ok(m) => m.log_line(&uri, id),
                 Err(i) => i.log_line(&uri, id),
-            })
+            });
+        (lines, next)
     }
 
     /// `UNIQUE_ID`: this transaction's id (what log lines carry).

@@ -33,7 +33,10 @@ typedef struct waf_transaction waf_transaction;
 typedef int waf_status;
 
 // Receives log lines: `data` as given to `waf_transaction_set_log`, and a
-// NUL-terminated line valid during the call only.
+// NUL-terminated line valid during the call only. Called from the phase
+// calls (`waf_process_request_headers` ... `waf_process_logging`, and the
+// body appends when a limit intervenes) with the lines that phase
+// produced, before the call returns.
 typedef void (*waf_log_fn)(void *data, const char *line);
 
 // An intervention: what the server should do.
@@ -259,8 +262,9 @@ waf_status waf_append_response_body(struct waf_transaction *tx,
 // `tx` live.
 waf_status waf_process_response_body(struct waf_transaction *tx);
 
-// Phase 5 (always run it, whatever happened), then the log callback gets
-// each matched rule's line and the intervention's.
+// Phase 5 (always run it, whatever happened); the log callback gets the
+// lines not given yet. (Each phase's lines are given when the phase ends:
+// every matched rule that logs, then the intervention's line.)
 //
 // # Safety
 // `tx` live.

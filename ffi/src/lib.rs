@@ -26,7 +26,7 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::Arc;
-use waf_engine::{Ruleset, Transaction};
+use waf_engine::{LogCursor, Ruleset, Transaction};
 
 /// What an entry point returns: `WAF_OK` (0) or a negative error.
 pub type WafStatus = c_int;
@@ -47,7 +47,10 @@ pub struct WafRuleset {
 }
 
 /// Receives log lines: `data` as given to `waf_transaction_set_log`, and a
-/// NUL-terminated line valid during the call only.
+/// NUL-terminated line valid during the call only. Called from the phase
+/// calls (`waf_process_request_headers` ... `waf_process_logging`, and the
+/// body appends when a limit intervenes) with the lines that phase
+/// produced, before the call returns.
 pub type WafLogFn = Option<unsafe extern "C" fn(data: *mut c_void, line: *const c_char)>;
 
 /// One request (opaque).
@@ -61,6 +64,31 @@ pub struct WafTransaction {
     /// The strings behind the last `waf_intervention` / `waf_matched_rules`.
     intervention_strings: Vec<CString>,
     rule_strings: Vec<CString>,
+    /// How far the log callback has been given the transaction's lines.
+    logged: LogCursor,
+}
+
+impl WafTransaction {
+    /// Gives the log callback the lines the last call produced: each phase's
+    /// lines go out when the phase ends (as ModSecurity logs while it
+    /// evaluates), so a server that answers after a phase (a deny, or the
+    /// response) finds that request's lines already in its log.
+    ///
+    /// # Safety
+    /// `self.log` callable with `self.log_data` (the contract of
+    /// `waf_transaction_set_log`).
+    unsafe fn emit_new_lines(&mut self) {
+        let Some(cb) = self.log else {
+            return;
+        };
+        let (lines, next) = self.tx.new_log_lines(self.logged);
+        for line in lines {
+            let c = c_string(&line);
+            // SAFETY: the caller gave a callable `cb` for `log_data`.
+            unsafe { cb(self.log_data, c.as_ptr()) };
+        }
+        self.logged = next;
+    }
 }
 
 /// An intervention: what the server should do.
@@ -297,6 +325,7 @@ pub unsafe extern "C" fn waf_transaction_new(rs: *const WafRuleset) -> *mut WafT
             id,
             intervention_strings: Vec::new(),
             rule_strings: Vec::new(),
+            logged: LogCursor::default(),
         }))
     }))
     .unwrap_or(std::ptr::null_mut())
@@ -339,6 +368,8 @@ unsafe fn step(tx: *mut WafTransaction, f: impl FnOnce(&mut Transaction<'static>
     unsafe {
         with_tx(tx, |t| {
             f(&mut t.tx);
+            // The log callback's contract holds (set_log).
+            t.emit_new_lines();
             WAF_OK
         })
     }
@@ -383,6 +414,8 @@ unsafe fn append_body(
                 return WAF_ERR_NULL;
             };
             let more = append(&mut t.tx, d);
+            // The log callback's contract holds (set_log).
+            t.emit_new_lines();
             if !wants_more.is_null() {
                 *wants_more = more;
             }
@@ -602,6 +635,8 @@ pub unsafe extern "C" fn waf_process_response_headers(
                 return WAF_ERR_NULL;
             };
             t.tx.process_response_headers(status, p);
+            // The log callback's contract holds (set_log).
+            t.emit_new_lines();
             WAF_OK
         })
     }
@@ -648,8 +683,9 @@ pub unsafe extern "C" fn waf_process_response_body(tx: *mut WafTransaction) -> W
     unsafe { step(tx, |t| t.process_response_body()) }
 }
 
-/// Phase 5 (always run it, whatever happened), then the log callback gets
-/// each matched rule's line and the intervention's.
+/// Phase 5 (always run it, whatever happened); the log callback gets the
+/// lines not given yet. (Each phase's lines are given when the phase ends:
+/// every matched rule that logs, then the intervention's line.)
 ///
 /// # Safety
 /// `tx` live.
@@ -659,14 +695,8 @@ pub unsafe extern "C" fn waf_process_logging(tx: *mut WafTransaction) -> WafStat
     unsafe {
         with_tx(tx, |t| {
             t.tx.process_logging();
-            let Some(cb) = t.log else {
-                return WAF_OK;
-            };
-            for line in t.tx.log_lines() {
-                let c = c_string(&line);
-                // SAFETY: the caller gave a callable `cb` for `log_data`.
-                cb(t.log_data, c.as_ptr());
-            }
+            // The log callback's contract holds (set_log).
+            t.emit_new_lines();
             WAF_OK
         })
     }

@@ -45,7 +45,7 @@ pub mod tls;
 pub use hyper::Uri;
 pub use log::ErrorLog;
 pub use manifest::{Manifest, ManifestError};
-pub use metrics::Metrics;
+pub use metrics::{LogCounts, Metrics};
 pub use rules::{RuleSource, Rules};
 pub use site::{CustomAction, CustomRule, Exception, Site, Sites};
 

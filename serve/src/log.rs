@@ -1,20 +1,56 @@
 //! The error log: ModSecurity-style lines, written by a thread of its own so
 //! that a slow disk never holds a request. The queue is bounded; when the
 //! writer falls behind, lines are counted and dropped.
+//!
+//! A request that logged waits (asynchronously, [`LOG_WAIT`] at most) until
+//! its lines are written before its response goes out, as a connector that
+//! logs in the request's phases does (ModSecurity-nginx, Apache): whoever
+//! reads the log after a response finds that response's lines there. go-ftw
+//! relies on this: it reads the log right after each marker request, and a
+//! line still being written (the kernel grows a file a page at a time, so a
+//! reader can see the first part of a line that crosses a page boundary) was
+//! taken as a truncated marker.
 
+use std::cell::Cell;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Lines waiting for the writer before new ones are dropped.
 const QUEUE: usize = 8192;
 
+/// Bytes gathered before a write while more lines are queued.
+const BATCH_BYTES: usize = 256 * 1024;
+
+/// How long a response waits for its request's log lines to be written;
+/// past it, the response goes out anyway (a stuck disk never holds
+/// traffic) and the wait is counted ([`ErrorLog::late`]).
+pub const LOG_WAIT: Duration = Duration::from_millis(200);
+
+enum Item {
+    Line(String),
+    /// Answered once every item queued before it is written.
+    Barrier(tokio::sync::oneshot::Sender<()>),
+}
+
+fn push_line(batch: &mut Vec<u8>, line: &str) {
+    batch.extend_from_slice(line.as_bytes());
+    batch.push(b'\n');
+}
+
+tokio::task_local! {
+    /// Set when the request running on this task queued a line.
+    static LOGGED: Cell<bool>;
+}
+
 /// A handle to the error log; cheap to clone.
 #[derive(Clone)]
 pub struct ErrorLog {
-    tx: Option<SyncSender<String>>,
+    tx: Option<SyncSender<Item>>,
     dropped: Arc<AtomicU64>,
+    late: Arc<AtomicU64>,
 }
 
 impl ErrorLog {
@@ -23,27 +59,51 @@ impl ErrorLog {
         ErrorLog {
             tx: None,
             dropped: Arc::new(AtomicU64::new(0)),
+            late: Arc::new(AtomicU64::new(0)),
         }
     }
 
-    /// A log appending to `out`, flushed after each batch of lines.
+    /// A log appending to `out`, one `write_all` per batch of lines.
+    ///
+    /// Each batch goes out as whole lines in one write: log readers that
+    /// tail the file must not see a line without its newline, which two
+    /// writes per line (text, then `\n`) on an unbuffered file allowed.
     pub fn to_writer(mut out: Box<dyn Write + Send>) -> ErrorLog {
-        let (tx, rx) = sync_channel::<String>(QUEUE);
+        let (tx, rx) = sync_channel::<Item>(QUEUE);
         std::thread::Builder::new()
             .name("waf-error-log".into())
             .spawn(move || {
-                while let Ok(line) = rx.recv() {
-                    let _ = writeln!(out, "{line}");
-                    // Write what else is queued before flushing.
-                    while let Ok(line) = rx.try_recv() {
-                        let _ = writeln!(out, "{line}");
+                let mut batch = Vec::with_capacity(64 * 1024);
+                let mut barriers = Vec::new();
+                while let Ok(item) = rx.recv() {
+                    batch.clear();
+                    let mut next = Some(item);
+                    // Take what else is queued into the same write.
+                    while let Some(item) = next {
+                        match item {
+                            Item::Line(line) => push_line(&mut batch, &line),
+                            Item::Barrier(done) => barriers.push(done),
+                        }
+                        if batch.len() >= BATCH_BYTES {
+                            let _ = out.write_all(&batch);
+                            batch.clear();
+                        }
+                        next = rx.try_recv().ok();
                     }
+                    let _ = out.write_all(&batch);
                     let _ = out.flush();
+                    for done in barriers.drain(..) {
+                        let _ = done.send(());
+                    }
+                    if batch.capacity() > 4 * BATCH_BYTES {
+                        batch = Vec::with_capacity(64 * 1024);
+                    }
                 }
             })
             .map(|_| ErrorLog {
                 tx: Some(tx),
                 dropped: Arc::new(AtomicU64::new(0)),
+                late: Arc::new(AtomicU64::new(0)),
             })
             .unwrap_or_else(|_| ErrorLog::none())
     }
@@ -51,14 +111,156 @@ impl ErrorLog {
     /// Queues one line; never blocks.
     pub fn write(&self, line: String) {
         if let Some(tx) = &self.tx {
-            if let Err(TrySendError::Full(_)) = tx.try_send(line) {
+            let _ = LOGGED.try_with(|logged| logged.set(true));
+            if let Err(TrySendError::Full(_)) = tx.try_send(Item::Line(line)) {
                 self.dropped.fetch_add(1, Ordering::Relaxed);
             }
+        }
+    }
+
+    /// Runs `request`; when it queued lines (on this log or any other),
+    /// returns only once this log has written them, or after [`LOG_WAIT`].
+    pub async fn written_before<F: std::future::Future>(&self, request: F) -> F::Output {
+        let (out, logged) = LOGGED
+            .scope(Cell::new(false), async {
+                let out = request.await;
+                (out, LOGGED.with(Cell::get))
+            })
+            .await;
+        if logged {
+            self.wait_written().await;
+        }
+        out
+    }
+
+    /// Runs `f` (synchronous) and says whether it queued lines.
+    pub fn logged_during<R>(&self, f: impl FnOnce() -> R) -> (R, bool) {
+        LOGGED.sync_scope(Cell::new(false), || {
+            let out = f();
+            (out, LOGGED.with(Cell::get))
+        })
+    }
+
+    /// Waits until every line queued so far is written (at most
+    /// [`LOG_WAIT`]).
+    pub async fn wait_written(&self) {
+        let Some(tx) = &self.tx else { return };
+        let (done, written) = tokio::sync::oneshot::channel();
+        if tx.try_send(Item::Barrier(done)).is_err() {
+            // The writer is behind or gone: do not wait for it.
+            self.late.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        if tokio::time::timeout(LOG_WAIT, written).await.is_err() {
+            self.late.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     /// Lines dropped because the writer fell behind.
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Responses that went out before their log lines were written (the
+    /// writer was over [`LOG_WAIT`] behind, or its queue was full).
+    pub fn late(&self) -> u64 {
+        self.late.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// Records each `write` call separately.
+    #[derive(Clone, Default)]
+    struct Writes(Arc<Mutex<Vec<Vec<u8>>>>);
+
+    impl Write for Writes {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if let Ok(mut w) = self.0.lock() {
+                w.push(buf.to_vec());
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn every_write_ends_with_a_whole_line() {
+        let writes = Writes::default();
+        let log = ErrorLog::to_writer(Box::new(writes.clone()));
+        for i in 0..2000 {
+            log.write(format!("line {i} {}", "x".repeat(i % 300)));
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let seen: Vec<Vec<u8>> = writes.0.lock().map(|w| w.clone()).unwrap_or_default();
+            let lines: usize = seen
+                .iter()
+                .map(|w| w.iter().filter(|&&b| b == b'\n').count())
+                .sum();
+            if lines == 2000 {
+                assert!(seen.iter().all(|w| w.last() == Some(&b'\n')));
+                let all: Vec<u8> = seen.concat();
+                let text = String::from_utf8(all).unwrap_or_default();
+                for (i, line) in text.lines().enumerate() {
+                    assert!(line.starts_with(&format!("line {i} ")), "{line}");
+                }
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{lines} lines written"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    /// Holds each write for a while, then records it.
+    struct Slow(Writes, std::time::Duration);
+
+    impl Write for Slow {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            std::thread::sleep(self.1);
+            self.0.write(buf)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_request_that_logged_returns_after_its_lines_are_written() {
+        let writes = Writes::default();
+        let log = ErrorLog::to_writer(Box::new(Slow(writes.clone(), Duration::from_millis(30))));
+        let seen = || writes.0.lock().map(|w| w.concat()).unwrap_or_default();
+        let out = log.written_before(async { 7 }).await;
+        assert_eq!(out, 7);
+        log.written_before(async { log.write("marker".into()) })
+            .await;
+        assert_eq!(seen(), b"marker\n");
+        let ((), logged) = log.logged_during(|| log.write("second".into()));
+        assert!(logged);
+        log.wait_written().await;
+        assert_eq!(seen(), b"marker\nsecond\n");
+        assert_eq!(log.late(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_stuck_writer_holds_a_response_no_longer_than_the_log_wait() {
+        let writes = Writes::default();
+        let log = ErrorLog::to_writer(Box::new(Slow(writes.clone(), Duration::from_secs(2))));
+        let start = std::time::Instant::now();
+        log.written_before(async { log.write("line".into()) }).await;
+        let waited = start.elapsed();
+        assert!(
+            waited >= LOG_WAIT && waited < Duration::from_secs(2),
+            "{waited:?}"
+        );
+        assert_eq!(log.late(), 1);
     }
 }

@@ -50,6 +50,17 @@ impl Histogram {
     }
 }
 
+/// The log writers' counters, for [`Metrics::render`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LogCounts {
+    /// Error-log lines dropped because the writer fell behind.
+    pub error_dropped: u64,
+    /// Responses that did not wait for their error-log lines.
+    pub error_late: u64,
+    /// Audit-log records dropped.
+    pub audit_dropped: u64,
+}
+
 /// What the proxy counts. Cheap to update from every request: atomics, and
 /// one short lock per intervention.
 #[derive(Default)]
@@ -172,7 +183,7 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition of every counter.
-    pub fn render(&self, error_log_dropped: u64, audit_log_dropped: u64) -> String {
+    pub fn render(&self, logs: LogCounts) -> String {
         let mut s = String::new();
         let mut counter = |name: &str, help: &str, value: u64| {
             let _ = writeln!(
@@ -204,12 +215,17 @@ impl Metrics {
         counter(
             "waf_error_log_dropped_total",
             "Error-log lines dropped because the writer fell behind.",
-            error_log_dropped,
+            logs.error_dropped,
+        );
+        counter(
+            "waf_error_log_late_total",
+            "Responses sent before their error-log lines were written (the writer was behind).",
+            logs.error_late,
         );
         counter(
             "waf_audit_log_dropped_total",
             "Audit-log records dropped because the writer fell behind.",
-            audit_log_dropped,
+            logs.audit_dropped,
         );
         counter(
             "waf_over_budget_total",

@@ -4,7 +4,7 @@ use crate::audit::{self, Exchange};
 use crate::filter::RequestView;
 use crate::first_byte::FirstByte;
 use crate::log::ErrorLog;
-use crate::metrics::Metrics;
+use crate::metrics::{LogCounts, Metrics};
 use crate::site::{CustomAction, Sites};
 use crate::{Config, OnError};
 use arc_swap::ArcSwap;
@@ -133,9 +133,11 @@ pub(crate) async fn admin_loop(
                         "/healthz" => local_response(StatusCode::OK, "ok\n"),
                         "/metrics" => {
                             let mut r = Response::new(
-                                Full::new(Bytes::from(
-                                    metrics.render(log.dropped(), audit_dropped),
-                                ))
+                                Full::new(Bytes::from(metrics.render(LogCounts {
+                                    error_dropped: log.dropped(),
+                                    error_late: log.late(),
+                                    audit_dropped,
+                                })))
                                 .map_err(|never| match never {})
                                 .boxed(),
                             );
@@ -179,7 +181,9 @@ pub(crate) async fn accept_loop(
             let service = hyper::service::service_fn(move |req| {
                 let state = state.clone();
                 async move {
-                    handle(
+                    // A response goes out after its log lines are written.
+                    let log = state.log.clone();
+                    log.written_before(handle(
                         state,
                         req,
                         Conn {
@@ -187,7 +191,7 @@ pub(crate) async fn accept_loop(
                             local,
                             tls: secure,
                         },
-                    )
+                    ))
                     .await
                 }
             });

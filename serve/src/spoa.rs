@@ -248,21 +248,29 @@ async fn connection(stream: TcpStream, rules: Arc<Rules>, log: ErrorLog) -> std:
             }
             FrameType::Notify => {
                 let meta = frame.metadata();
-                let mut ack = Ack::new(meta.stream_id, meta.frame_id);
-                if let FramePayload::ListOfMessages(messages) = &frame.payload() {
-                    for m in messages.iter().filter(|m| m.name == "waf-request") {
-                        // Compiling is not done here; evaluating CRS takes
-                        // tens of microseconds: inline on the runtime.
-                        let d = decide(&rules, m, &log);
-                        ack = ack
-                            .set_var(VarScope::Transaction, "action", d.action)
-                            .set_var(VarScope::Transaction, "status", u32::from(d.status))
-                            .set_var(VarScope::Transaction, "rule_id", d.rule_id)
-                            .set_var(VarScope::Transaction, "body_truncated", d.body_truncated);
-                        if !d.url.is_empty() {
-                            ack = ack.set_var(VarScope::Transaction, "url", d.url.as_str());
+                // The ack goes out after the messages' log lines are
+                // written, as the response would in `waf serve`.
+                let (ack, logged) = log.logged_during(|| {
+                    let mut ack = Ack::new(meta.stream_id, meta.frame_id);
+                    if let FramePayload::ListOfMessages(messages) = &frame.payload() {
+                        for m in messages.iter().filter(|m| m.name == "waf-request") {
+                            // Compiling is not done here; evaluating CRS takes
+                            // tens of microseconds: inline on the runtime.
+                            let d = decide(&rules, m, &log);
+                            ack = ack
+                                .set_var(VarScope::Transaction, "action", d.action)
+                                .set_var(VarScope::Transaction, "status", u32::from(d.status))
+                                .set_var(VarScope::Transaction, "rule_id", d.rule_id)
+                                .set_var(VarScope::Transaction, "body_truncated", d.body_truncated);
+                            if !d.url.is_empty() {
+                                ack = ack.set_var(VarScope::Transaction, "url", d.url.as_str());
+                            }
                         }
                     }
+                    ack
+                });
+                if logged {
+                    log.wait_written().await;
                 }
                 socket.send(Box::new(ack)).await?;
             }

@@ -350,7 +350,7 @@ async fn malformed_http_is_400() {
         2,
         "{log}"
     );
-    let metrics = s.server.metrics().render(0, 0);
+    let metrics = s.server.metrics().render(Default::default());
     assert!(
         metrics.contains("waf_malformed_requests_total 2\n"),
         "{metrics}"
@@ -597,7 +597,7 @@ async fn over_the_time_budget_fails_closed_by_default_and_open_when_asked() {
     assert_eq!(status, StatusCode::OK, "open: let through");
     assert_eq!(s.hits.load(Ordering::SeqCst), 1);
     assert_eq!(s.server.metrics().failed_open_count(), 1);
-    let text = s.server.metrics().render(0, 0);
+    let text = s.server.metrics().render(Default::default());
     assert!(text.contains("waf_over_budget_total 1\n"), "{text}");
     assert!(text.contains("waf_failed_open_total 1\n"), "{text}");
     assert!(
@@ -618,7 +618,7 @@ async fn phase_times_are_histograms() {
             .await
             .expect("response");
     }
-    let text = s.server.metrics().render(0, 0);
+    let text = s.server.metrics().render(Default::default());
     for phase in 1..=5 {
         let count = format!("waf_phase_seconds_count{{phase=\"{phase}\"}}");
         let line = text
@@ -650,7 +650,7 @@ async fn profiling_exports_per_rule_counters() {
     send(s.server.addr(), "GET", "/index.html", "")
         .await
         .expect("response");
-    let text = s.server.metrics().render(0, 0);
+    let text = s.server.metrics().render(Default::default());
     assert!(text.contains("waf_profiled_requests_total 2\n"), "{text}");
     assert!(
         text.contains("waf_rule_matches_total{rule_id=\"1\"} 1\n"),

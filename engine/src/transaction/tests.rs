@@ -342,6 +342,49 @@ fn the_logging_phase_runs_after_an_intervention() {
 }
 
 #[test]
+fn new_log_lines_give_each_phase_its_lines_once_in_order() {
+    let rs = ruleset(
+        "SecRuleEngine On\n\
+         SecRule ARGS \"@rx x\" \"id:1,phase:1,pass,log\"\n\
+         SecRule ARGS \"@rx x\" \"id:2,phase:1,pass,nolog\"\n\
+         SecRule ARGS \"@rx x\" \"id:3,phase:2,deny,status:403,log\"\n\
+         SecAction \"id:5,phase:5,pass,log\"\n",
+    );
+    let mut tx = rs.transaction();
+    tx.process_uri(b"/?a=x", b"GET", b"HTTP/1.1");
+    tx.process_request_headers();
+    let (first, cursor) = tx.new_log_lines(crate::LogCursor::default());
+    let first: Vec<String> = first.collect();
+    assert_eq!(first.len(), 1);
+    assert!(first[0].contains("[id \"1\"]"), "{}", first[0]);
+    let (none, same) = tx.new_log_lines(cursor);
+    assert_eq!(none.count(), 0);
+    assert_eq!(same, cursor);
+    tx.process_request_body();
+    let (second, cursor) = tx.new_log_lines(cursor);
+    let second: Vec<String> = second.collect();
+    // Rule 3's line, then the intervention's.
+    assert_eq!(second.len(), 2, "{second:?}");
+    assert!(second[0].contains("[id \"3\"]"));
+    assert!(
+        second[1].contains("Access denied with code 403"),
+        "{}",
+        second[1]
+    );
+    tx.process_logging();
+    let (last, cursor) = tx.new_log_lines(cursor);
+    let last: Vec<String> = last.collect();
+    assert_eq!(last.len(), 1);
+    assert!(last[0].contains("[id \"5\"]"));
+    assert_eq!(tx.new_log_lines(cursor).0.count(), 0);
+    // Together, as many lines as the whole transaction's.
+    assert_eq!(
+        tx.log_lines().count(),
+        first.len() + second.len() + last.len()
+    );
+}
+
+#[test]
 fn missing_version_is_http_0_9() {
     let rs = ruleset("SecRule REQUEST_PROTOCOL \"@streq HTTP/0.9\" \"id:1,phase:1,pass\"\n");
     let mut tx = rs.transaction();

@@ -54,12 +54,16 @@ static void benign_and_blocked(const waf_ruleset *rs) {
     CHECK(waf_add_request_header(tx, (const uint8_t *)"Content-Type", 12,
                                  (const uint8_t *)"application/x-www-form-urlencoded", 33) == WAF_OK);
     CHECK(waf_add_request_header(tx, (const uint8_t *)"User-Agent", 10, (const uint8_t *)"scanner 1.0", 11) == WAF_OK);
+    lines = 0;
+    CHECK(waf_transaction_set_log(tx, count_line, &lines) == WAF_OK);
     CHECK(waf_process_request_headers(tx) == WAF_OK);
+    CHECK(lines == 1); /* rule 4's line, given when phase 1 ends */
     CHECK(waf_intervention(tx, &it) == 0);
     bool more = false;
     CHECK(waf_append_request_body(tx, (const uint8_t *)"a=1&b=at", 8, &more) == WAF_OK && more);
     CHECK(waf_append_request_body(tx, (const uint8_t *)"tack", 4, NULL) == WAF_OK);
     CHECK(waf_process_request_body(tx) == WAF_OK);
+    CHECK(lines == 3); /* then rule 1's and the intervention's, before the 403 is sent */
     CHECK(waf_intervention(tx, &it) == 1);
     CHECK(it.status == 403 && it.rule_id == 1 && it.phase == 2 && it.url == NULL);
     CHECK(strstr(it.log_line, "[id \"1\"]") != NULL);
@@ -74,6 +78,7 @@ static void benign_and_blocked(const waf_ruleset *rs) {
     CHECK(strcmp(waf_transaction_id(tx), "req-42") == 0);
     CHECK(waf_transaction_set_id(tx, NULL, 3) == WAF_ERR_NULL);
     CHECK(waf_process_logging(tx) == WAF_OK);
+    CHECK(lines == 3); /* nothing given twice */
     waf_transaction_free(tx);
 
     /* Phase 4: a response body blocked before it is sent. */
