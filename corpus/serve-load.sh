@@ -8,8 +8,11 @@
 #   (d) waf serve + CRS PL1 (the same configuration text as (b))
 #   (e) nginx + our module (connectors/nginx) + CRS PL1, when it builds
 #   (f) HAProxy (Debian's 2.6) alone, and (g) HAProxy + `waf spoa` + CRS PL1
-#       (connectors/haproxy), when haproxy is there (CPU and RSS: HAProxy and
-#       the agent together)
+#       (connectors/haproxy), when haproxy is there, and (h) HAProxy + the
+#       Coraza v3 agent (tools/coraza-spoa, when Go builds it) with the same
+#       HAProxy and SPOE configuration (CPU and RSS: HAProxy and the agent
+#       together). Both agent setups use tune.bufsize 65536, the largest
+#       frame haproxy-go (the Coraza agent's SPOP library) accepts.
 # to the same backend (nginx answering 200). Prints throughput, p50/p99
 # latency, non-2xx responses, CPU seconds and peak RSS of each proxy.
 #
@@ -116,15 +119,31 @@ backend app
     server app 127.0.0.1:19000
 CFG
   haproxy -f "$work/haproxy-plain.cfg" -db > "$work/haproxy-plain.out" 2>&1 & pids+=($!); haproxy_plain_pid=$!
+  sed 's/^\( *tune.bufsize\) .*/\1 65536/' "$root/connectors/haproxy/haproxy.cfg" > "$work/haproxy-agent.cfg"
   "$WAF" spoa -c "$work/crs-pl1.conf" --listen 127.0.0.1:19008 --error-log "$work/spoa.log" \
     2>"$work/spoa.out" & pids+=($!); spoa_pid=$!
+  coraza=0
+  if coraza_bin="$("$root/tools/coraza-spoa/build.sh" 2>"$work/coraza-build.log")"; then
+    coraza=1
+    "$coraza_bin" -listen 127.0.0.1:19010 -rules "$work/crs-pl1.conf" -log "$work/coraza.log" \
+      2>"$work/coraza.out" & pids+=($!); coraza_pid=$!
+  fi
   sleep 2
   WAF_LISTEN=127.0.0.1:19007 WAF_UPSTREAM=127.0.0.1:19000 WAF_AGENT=127.0.0.1:19008 \
     WAF_SPOE_CONF="$root/connectors/haproxy/spoe-waf.conf" \
-    haproxy -f "$root/connectors/haproxy/haproxy.cfg" -db > "$work/haproxy-spoa.out" 2>&1 & pids+=($!); haproxy_spoa_pid=$!
+    haproxy -f "$work/haproxy-agent.cfg" -db > "$work/haproxy-spoa.out" 2>&1 & pids+=($!); haproxy_spoa_pid=$!
+  if [ "$coraza" = 1 ]; then
+    for _ in $(seq 1 300); do
+      grep -q listening "$work/coraza.out" 2>/dev/null && break
+      sleep 0.1
+    done
+    WAF_LISTEN=127.0.0.1:19009 WAF_UPSTREAM=127.0.0.1:19000 WAF_AGENT=127.0.0.1:19010 \
+      WAF_SPOE_CONF="$root/connectors/haproxy/spoe-waf.conf" \
+      haproxy -f "$work/haproxy-agent.cfg" -db > "$work/haproxy-coraza.out" 2>&1 & pids+=($!); haproxy_coraza_pid=$!
+  fi
   sleep 3
 fi
-for port in 19000 19001 19002 19003 19004 $( [ "$wafmod" = 1 ] && echo 19005 ) $( [ "$haproxy_ok" = 1 ] && echo 19006 19007 ); do
+for port in 19000 19001 19002 19003 19004 $( [ "$wafmod" = 1 ] && echo 19005 ) $( [ "$haproxy_ok" = 1 ] && echo 19006 19007 ) $( [ "${coraza:-0}" = 1 ] && echo 19009 ); do
   for _ in $(seq 1 100); do
     curl -s -o /dev/null "http://127.0.0.1:$port/" && break
     sleep 0.1
@@ -178,6 +197,11 @@ fi
 if [ "$haproxy_ok" = 1 ]; then
   run "(f) HAProxy, no WAF" 19006 "$haproxy_plain_pid"
   run "(g) HAProxy + waf spoa + CRS" 19007 "$haproxy_spoa_pid $spoa_pid"
+  if [ "$coraza" = 1 ]; then
+    run "(h) HAProxy + Coraza agent + CRS" 19009 "$haproxy_coraza_pid $coraza_pid"
+  else
+    echo "| (h) HAProxy + Coraza agent + CRS | not built: $work/coraza-build.log | | | | | |"
+  fi
 fi
 echo
 echo "(CPU s: the proxy's processes only; backend and wrk share the same cores. Logs: $work)"
