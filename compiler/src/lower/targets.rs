@@ -242,6 +242,7 @@ impl Lowerer<'_> {
         self.p.selector_regexes.push(SelectorRegex {
             pattern: text.value.clone(),
             regex,
+            literal: crate::ir::KeyLiteral::of(&text.value),
         });
         self.selector_rx_index.insert(text.value.clone(), id);
         Some(id)

@@ -19,7 +19,13 @@ pub(super) fn selector_matches(program: &Program, sel: &Selector, key: &[u8]) ->
     match sel {
         Selector::All => true,
         Selector::Key(k) => key.eq_ignore_ascii_case(k.as_bytes()),
-        Selector::Regex(id) => program.selector_regexes[id.index()].regex.is_match(key),
+        Selector::Regex(id) => {
+            let rx = &program.selector_regexes[id.index()];
+            match rx.literal.as_ref().and_then(|l| l.matches(key)) {
+                Some(m) => m,
+                None => rx.regex.is_match(key),
+            }
+        }
         Selector::XPath(_) => true,
     }
 }

@@ -1,0 +1,65 @@
+//! A selector regex's literal fast path (`KeyLiteral`) decides every key as
+//! the case-insensitive regex does, or defers to it.
+
+use waf_compiler::ir::KeyLiteral;
+
+fn regex(pattern: &str) -> regex::bytes::Regex {
+    regex::bytes::RegexBuilder::new(pattern)
+        .case_insensitive(true)
+        .build()
+        .expect("pattern compiles")
+}
+
+#[test]
+fn only_plain_literals_have_a_literal_form() {
+    assert_eq!(
+        KeyLiteral::of("^header_name_920450_"),
+        Some(KeyLiteral::Prefix(b"header_name_920450_".to_vec()))
+    );
+    assert_eq!(
+        KeyLiteral::of("Msc-Pcre"),
+        Some(KeyLiteral::Contains(b"msc-pcre".to_vec()))
+    );
+    for p in [
+        "", "^", "^a.b", "a|b", "^id$", "a+", "[ab]", "\\d", "^a b", "(a)", "é",
+    ] {
+        assert_eq!(KeyLiteral::of(p), None, "{p}");
+    }
+}
+
+#[test]
+fn the_literal_form_agrees_with_the_regex() {
+    let patterns = ["^header_name_920450_", "^id", "SESS", "^a-b", "x_1"];
+    let keys: &[&[u8]] = &[
+        b"header_name_920450_content-range",
+        b"HEADER_NAME_920450_X",
+        b"header_name_920450",
+        b"xheader_name_920450_",
+        b"id",
+        b"ID_card",
+        b"pid",
+        b"my_sess_id",
+        b"SeSs",
+        b"a-b-c",
+        b"A-B",
+        b"ab",
+        b"xx_1y",
+        b"",
+        // Unicode case folding: U+212A KELVIN SIGN folds to `k`, U+017F
+        // LATIN SMALL LETTER LONG S to `s`; the regex matches them.
+        "ſESS".as_bytes(),
+        "\u{212A}".as_bytes(),
+        b"\xff\xfeid",
+    ];
+    for p in patterns {
+        let lit = KeyLiteral::of(p).expect("a plain literal");
+        let rx = regex(p);
+        for &k in keys {
+            let want = rx.is_match(k);
+            match lit.matches(k) {
+                Some(got) => assert_eq!(got, want, "{p} on {k:?}"),
+                None => assert!(!k.is_ascii(), "{p} deferred on an ASCII key {k:?}"),
+            }
+        }
+    }
+}
