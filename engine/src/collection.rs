@@ -35,6 +35,12 @@ pub struct Collection {
 
 impl Collection {
     pub fn clear(&mut self) {
+        // An empty collection's index is already all zeros (every path to
+        // `len == 0` zeroes it): `MATCHED_VARS` is cleared before every
+        // rule and is empty for most, so skip the fill.
+        if self.len == 0 {
+            return;
+        }
         self.len = 0;
         self.index.fill(0);
     }
@@ -242,6 +248,15 @@ mod tests {
         c.push(b"d", b"4");
         assert_eq!(c.entries().len(), 1);
         assert_eq!(c.entries()[0].key, b"d");
+        // Emptied by a removal, then cleared (a no-op on the index).
+        c.remove(b"d");
+        c.clear();
+        c.clear();
+        assert_eq!(c.get(b"d"), None);
+        c.push(b"d", b"5");
+        c.push(b"D", b"6");
+        assert_eq!(c.with_key(b"d").count(), 2);
+        assert_eq!(c.get(b"d"), Some(&b"5"[..]));
     }
 
     #[test]
