@@ -6,6 +6,8 @@
 #   (3) nginx + our module (connectors/nginx, built by its build.sh; when nginx-dev is there),
 #   (4) HAProxy (Debian's 2.6) + `waf spoa` (connectors/haproxy; when haproxy is there:
 #       request phases only, so CRS's response-rule tests fail by design),
+#   (5) HAProxy + the Coraza SPOA agent (tools/coraza-spoa, the peer agent;
+#       with go-ftw only),
 # each in front of albedo (CRS's test backend), with the same configuration
 # text (`waf test ftw --print-server-config`: CRS's test settings, go-ftw's
 # marker rule 999999, CRS). go-ftw reads each server's error log between its
@@ -135,6 +137,25 @@ if [ "$spoa" = 1 ]; then
     haproxy -f "$root/connectors/haproxy/haproxy.cfg" -db > "$work/haproxy.out" 2>&1 & pids+=($!)
   ports+=(19205)
 fi
+# (5) The peer agent: HAProxy + the Coraza SPOA agent (tools/coraza-spoa,
+# the same SPOE message and HAProxy rules; tune.bufsize 65536, the largest
+# frame its SPOP library accepts), when Go builds it.
+coraza=0
+if [ "$spoa" = 1 ] && [ "$runner" = go-ftw ] \
+  && coraza_bin="$("$root/tools/coraza-spoa/build.sh" 2>"$work/coraza-build.log")"; then
+  coraza=1
+  "$coraza_bin" -listen 127.0.0.1:19206 -rules "$work/crs-test.conf" -log "$work/coraza.log" \
+    2>"$work/coraza.out" & pids+=($!)
+  for _ in $(seq 1 300); do
+    grep -q listening "$work/coraza.out" 2>/dev/null && break
+    sleep 0.1
+  done
+  sed 's/^\( *tune.bufsize\) .*/\1 65536/' "$root/connectors/haproxy/haproxy.cfg" > "$work/haproxy-coraza.cfg"
+  WAF_LISTEN=127.0.0.1:19207 WAF_UPSTREAM=127.0.0.1:19200 WAF_AGENT=127.0.0.1:19206 \
+    WAF_SPOE_CONF="$root/connectors/haproxy/spoe-waf.conf" \
+    haproxy -f "$work/haproxy-coraza.cfg" -db > "$work/haproxy-coraza.out" 2>&1 & pids+=($!)
+  ports+=(19207)
+fi
 for port in "${ports[@]}"; do
   ok=0
   for _ in $(seq 1 300); do
@@ -256,6 +277,10 @@ if [ "$spoa" = 1 ]; then
   # phases SPOE does not offload (rules 950000 and up), counted here.
   run haproxy-waf-spoa 19205 "$work/spoa.log" - 0
   echo "  haproxy-waf-spoa failures on response rules (>= 950000, not run through SPOA by design): $(awk '{ if (substr($2, 1, 6) >= 950000) n++ } END { print n + 0 }' "$work/haproxy-waf-spoa.json.failed" 2>/dev/null || echo 0)"
+fi
+if [ "$coraza" = 1 ]; then
+  run haproxy-coraza-spoa 19207 "$work/coraza.log" - 0
+  echo "  haproxy-coraza-spoa failures on response rules (>= 950000): $(awk '{ if (substr($2, 1, 6) >= 950000) n++ } END { print n + 0 }' "$work/haproxy-coraza-spoa.json.failed" 2>/dev/null || echo 0)"
 fi
 echo "failures: $work/*.json.failed; reports and runner output beside them"
 trap - EXIT; cleanup
