@@ -16,12 +16,6 @@
 set -eu
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${1:-$here/../../target/ftw-tools}"
-mkdir -p "$out"
-out="$(cd "$out" && pwd)"
-command -v go >/dev/null || { echo "tools/ftw/build.sh: needs the go command" >&2; exit 2; }
-cd "$here"
-export GONOSUMDB="${GONOSUMDB:+$GONOSUMDB,}github.com/coreruleset"
-export GOFLAGS="${GOFLAGS:-} -mod=readonly"
-go build -trimpath -o "$out/go-ftw" github.com/coreruleset/go-ftw/v2
-go build -trimpath -o "$out/albedo" github.com/coreruleset/albedo
-echo "$out"
+"$here/../go-build.sh" "$here" "$out" \
+  go-ftw=github.com/coreruleset/go-ftw/v2 albedo=github.com/coreruleset/albedo
+cd "$out" && pwd
