@@ -165,14 +165,55 @@ impl Collection {
 
     /// Replaces the value of the first entry with this key, or appends one.
     pub fn set(&mut self, key: &[u8], value: &[u8]) {
-        match self.position(key) {
-            Some(i) => {
-                let e = &mut self.entries[i];
-                e.value.clear();
-                e.value.extend_from_slice(value);
+        let v = self.value_mut(key);
+        v.clear();
+        v.extend_from_slice(value);
+    }
+
+    /// The value of the first entry with this key, appending an entry with
+    /// an empty value if there is none: one hash and one probe sequence
+    /// for both (`setvar` runs hundreds of times per CRS request, most of
+    /// them on new keys).
+    pub fn value_mut(&mut self, key: &[u8]) -> &mut Vec<u8> {
+        if !self.index.is_empty() {
+            let mask = self.index.len() - 1;
+            let mut h = crate::hash::bytes_ascii_nocase(key) as usize & mask;
+            let found = loop {
+                match self.index[h] {
+                    0 => break None,
+                    j => {
+                        let j = (j - 1) as usize;
+                        if self.entries[j].key.eq_ignore_ascii_case(key) {
+                            break Some(j);
+                        }
+                        h = (h + 1) & mask;
+                    }
+                }
+            };
+            if let Some(j) = found {
+                return &mut self.entries[j].value;
             }
-            None => self.push(key, value),
+            // A new key, and the index has room (as `push` would find):
+            // it takes the empty slot the probe ended on.
+            if (self.len + 1) * 2 <= self.index.len() {
+                if self.len == self.entries.len() {
+                    self.entries.push(Entry::default());
+                    self.next_same.push(0);
+                }
+                let i = self.len;
+                self.len += 1;
+                self.next_same[i] = 0;
+                self.index[h] = i as u32 + 1;
+                let e = &mut self.entries[i];
+                e.key.clear();
+                e.key.extend_from_slice(key);
+                e.value.clear();
+                return &mut e.value;
+            }
         }
+        self.push(key, b"");
+        let i = self.len - 1;
+        &mut self.entries[i].value
     }
 
     /// Removes every entry with this key (order of the others kept; the
@@ -270,12 +311,21 @@ mod tests {
                 if i % 7 == 0 {
                     c.set(format!("KEY{}", i % 13).as_bytes(), b"s");
                 }
+                if i % 11 == 0 {
+                    // New keys (most) and existing ones, by the one-probe path.
+                    let v = c.value_mut(format!("new{}", i % 17).as_bytes());
+                    v.push(b'x');
+                }
                 if i % 31 == 0 {
                     c.remove(format!("key{}", i % 5).as_bytes());
                 }
             }
-            for q in 0..80 {
-                let k = format!("kEy{q}");
+            for q in 0..100 {
+                let k = if q < 80 {
+                    format!("kEy{q}")
+                } else {
+                    format!("NEW{}", q - 80)
+                };
                 let linear = c
                     .iter()
                     .find(|e| e.key.eq_ignore_ascii_case(k.as_bytes()))

@@ -823,16 +823,16 @@ impl<'r> Transaction<'r> {
             SetVarOp::Set(_) => coll.set(name, value),
             SetVarOp::Delete => coll.remove(name),
             SetVarOp::Add(_) | SetVarOp::Sub(_) => {
-                let cur = coll.get(name).map(operator::atoll).unwrap_or(0);
+                // An absent variable counts as 0 (and an empty one too).
+                let cur = coll.value_mut(name);
                 let delta = operator::atoll(value);
                 let n = if matches!(sv.op, SetVarOp::Add(_)) {
-                    cur.saturating_add(delta)
+                    operator::atoll(cur).saturating_add(delta)
                 } else {
-                    cur.saturating_sub(delta)
+                    operator::atoll(cur).saturating_sub(delta)
                 };
-                value.clear();
-                push_i64(value, n);
-                coll.set(name, value);
+                cur.clear();
+                push_i64(cur, n);
             }
         }
     }
