@@ -208,13 +208,13 @@ FTW
     # one that ends its run that way counts as failed.
     local exclude=() one
     [ -n "$retry_once" ] && exclude=(-e "^($retry_once)\$")
-    (cd "$work" && "$tools/go-ftw" run --config "$work/$1.ftw.yaml" -d "$CRS/tests/regression/tests" \
-      "${over[@]}" "${include[@]}" "${exclude[@]}" -o json -f "$5" > "$5.log" 2>&1) || true
+    goftw() { (cd "$work" && "$tools/go-ftw" run --config "$work/$1.ftw.yaml" \
+      -d "$CRS/tests/regression/tests" "${over[@]}" -o json "${@:2}") || true; }
+    goftw "$1" "${include[@]}" "${exclude[@]}" -f "$5" > "$5.log" 2>&1
     rm -f "$5".once.*
     for one in ${retry_once//|/ }; do
       if [ "${#include[@]}" = 2 ] && ! echo "$one" | grep -Eq -- "${include[1]}"; then continue; fi
-      (cd "$work" && "$tools/go-ftw" run --config "$work/$1.ftw.yaml" -d "$CRS/tests/regression/tests" \
-        "${over[@]}" -i "^$one\$" -o json -f "$5.once.$one" >> "$5.log" 2>&1) || true
+      goftw "$1" -i "^$one\$" -f "$5.once.$one" >> "$5.log" 2>&1
     done
     python3 - "$5" <<'PY'
 import glob, json, sys

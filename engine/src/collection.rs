@@ -46,24 +46,30 @@ impl Collection {
     }
 
     pub fn push(&mut self, key: &[u8], value: &[u8]) {
-        if self.len == self.entries.len() {
-            self.entries.push(Entry::default());
-            self.next_same.push(0);
-        }
-        let e = &mut self.entries[self.len];
-        e.key.clear();
-        e.key.extend_from_slice(key);
-        e.value.clear();
-        e.value.extend_from_slice(value);
-        self.len += 1;
-        let new = self.len - 1;
-        self.next_same[new] = 0;
+        let new = self.append(key, value);
         if (self.len * 2) > self.index.len() {
             // Links every same-key chain, the new entry's too.
             self.reindex();
         } else {
             self.link(new);
         }
+    }
+
+    /// Stores a live entry after the others, not indexed yet; its index.
+    fn append(&mut self, key: &[u8], value: &[u8]) -> usize {
+        if self.len == self.entries.len() {
+            self.entries.push(Entry::default());
+            self.next_same.push(0);
+        }
+        let i = self.len;
+        let e = &mut self.entries[i];
+        e.key.clear();
+        e.key.extend_from_slice(key);
+        e.value.clear();
+        e.value.extend_from_slice(value);
+        self.len += 1;
+        self.next_same[i] = 0;
+        i
     }
 
     /// Indexes entry `i` and appends it to its key's chain (one hash, one
@@ -99,19 +105,31 @@ impl Collection {
     /// Indexes entry `i`; returns the first entry with the same key if
     /// there is one (which stays the one the index finds).
     fn index_insert(&mut self, i: usize) -> Option<usize> {
+        match self.probe(&self.entries[i].key) {
+            Ok(first) => Some(first),
+            Err(slot) => {
+                self.index[slot] = i as u32 + 1;
+                None
+            }
+        }
+    }
+
+    /// Where `key` is in the (non-empty) index: `Ok` with the first live
+    /// entry that has it, or `Err` with the empty slot its probe sequence
+    /// ended on.
+    fn probe(&self, key: &[u8]) -> Result<usize, usize> {
         let mask = self.index.len() - 1;
-        let key = &self.entries[i].key;
         let mut h = crate::hash::bytes_ascii_nocase(key) as usize & mask;
         loop {
             match self.index[h] {
-                0 => {
-                    self.index[h] = i as u32 + 1;
-                    return None;
+                0 => return Err(h),
+                j => {
+                    let j = (j - 1) as usize;
+                    if self.entries[j].key.eq_ignore_ascii_case(key) {
+                        return Ok(j);
+                    }
+                    h = (h + 1) & mask;
                 }
-                j if self.entries[(j - 1) as usize].key.eq_ignore_ascii_case(key) => {
-                    return Some((j - 1) as usize)
-                }
-                _ => h = (h + 1) & mask,
             }
         }
     }
@@ -121,20 +139,7 @@ impl Collection {
         if self.index.is_empty() {
             return None;
         }
-        let mask = self.index.len() - 1;
-        let mut h = crate::hash::bytes_ascii_nocase(key) as usize & mask;
-        loop {
-            match self.index[h] {
-                0 => return None,
-                j => {
-                    let j = (j - 1) as usize;
-                    if self.entries[j].key.eq_ignore_ascii_case(key) {
-                        return Some(j);
-                    }
-                    h = (h + 1) & mask;
-                }
-            }
-        }
+        self.probe(key).ok()
     }
 
     pub fn iter(&self) -> std::slice::Iter<'_, Entry> {
@@ -175,44 +180,25 @@ impl Collection {
     /// for both (`setvar` runs hundreds of times per CRS request, most of
     /// them on new keys).
     pub fn value_mut(&mut self, key: &[u8]) -> &mut Vec<u8> {
-        if !self.index.is_empty() {
-            let mask = self.index.len() - 1;
-            let mut h = crate::hash::bytes_ascii_nocase(key) as usize & mask;
-            let found = loop {
-                match self.index[h] {
-                    0 => break None,
-                    j => {
-                        let j = (j - 1) as usize;
-                        if self.entries[j].key.eq_ignore_ascii_case(key) {
-                            break Some(j);
-                        }
-                        h = (h + 1) & mask;
-                    }
+        let i = if self.index.is_empty() {
+            self.push(key, b"");
+            self.len - 1
+        } else {
+            match self.probe(key) {
+                Ok(first) => first,
+                // A new key, and the index has room (as `push` would find):
+                // it takes the empty slot the probe ended on.
+                Err(slot) if (self.len + 1) * 2 <= self.index.len() => {
+                    let i = self.append(key, b"");
+                    self.index[slot] = i as u32 + 1;
+                    i
                 }
-            };
-            if let Some(j) = found {
-                return &mut self.entries[j].value;
-            }
-            // A new key, and the index has room (as `push` would find):
-            // it takes the empty slot the probe ended on.
-            if (self.len + 1) * 2 <= self.index.len() {
-                if self.len == self.entries.len() {
-                    self.entries.push(Entry::default());
-                    self.next_same.push(0);
+                Err(_) => {
+                    self.push(key, b"");
+                    self.len - 1
                 }
-                let i = self.len;
-                self.len += 1;
-                self.next_same[i] = 0;
-                self.index[h] = i as u32 + 1;
-                let e = &mut self.entries[i];
-                e.key.clear();
-                e.key.extend_from_slice(key);
-                e.value.clear();
-                return &mut e.value;
             }
-        }
-        self.push(key, b"");
-        let i = self.len - 1;
+        };
         &mut self.entries[i].value
     }
 

@@ -692,14 +692,7 @@ pub unsafe extern "C" fn waf_process_response_body(tx: *mut WafTransaction) -> W
 #[no_mangle]
 pub unsafe extern "C" fn waf_process_logging(tx: *mut WafTransaction) -> WafStatus {
     // SAFETY: per the contract.
-    unsafe {
-        with_tx(tx, |t| {
-            t.tx.process_logging();
-            // The log callback's contract holds (set_log).
-            t.emit_new_lines();
-            WAF_OK
-        })
-    }
+    unsafe { step(tx, |t| t.process_logging()) }
 }
 
 /// The intervention, if any: returns 1 and fills `*out` (its strings valid
