@@ -2,9 +2,11 @@
 //! compilation with every dense DFA built up front (what `waf lint` and
 //! `waf compile` do), and loading a ruleset as a server does: ready to
 //! evaluate (dense DFAs deferred to a background thread), and with that
-//! background work finished too.
+//! background work finished too; the same two from a compiled artifact
+//! (`waf compile -o`), and writing the artifact.
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use waf_compiler::artifact::{self, Entry};
 use waf_compiler::diag::Diagnostics;
 use waf_compiler::{compile_files, load, Options};
 use waf_engine::Ruleset;
@@ -37,7 +39,35 @@ fn bench(c: &mut Criterion) {
             })
         })
     });
+    let entry = Entry::Files(files.clone());
+    g.bench_function("artifact/write", |b| {
+        b.iter(|| {
+            artifact::build(&entry, &Options::default())
+                .0
+                .map(|a| a.len())
+        })
+    });
+    let Some(bytes) = artifact::build(&entry, &Options::default()).0 else {
+        panic!("CRS does not compile");
+    };
+    let wafc = std::env::temp_dir().join(format!("waf-bench-{}.wafc", std::process::id()));
+    if let Err(e) = std::fs::write(&wafc, bytes) {
+        panic!("cannot write {}: {e}", wafc.display());
+    }
+    let one = [wafc.clone()];
+    g.bench_function("load/artifact/ready", |b| {
+        b.iter(|| Ruleset::from_files(&one).map(|rs| rs.pending_builds()))
+    });
+    g.bench_function("load/artifact/finished", |b| {
+        b.iter(|| {
+            Ruleset::from_files(&one).map(|rs| {
+                rs.finish_building();
+                rs.pending_builds()
+            })
+        })
+    });
     g.finish();
+    let _ = std::fs::remove_file(&wafc);
 }
 
 criterion_group!(benches, bench);

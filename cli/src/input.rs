@@ -64,6 +64,19 @@ impl RuleInput {
         Ok(compile_files(&self.files()?, opts))
     }
 
+    /// What `waf compile -o` puts in an artifact: the selected files, or
+    /// the default ruleset's text.
+    pub fn artifact_entry(&self) -> Result<waf_compiler::artifact::Entry, String> {
+        use waf_compiler::artifact::Entry;
+        if self.is_default() {
+            return Ok(Entry::Text {
+                name: PathBuf::from(DEFAULT_RULESET_NAME),
+                text: DEFAULT_RULESET.to_string(),
+            });
+        }
+        Ok(Entry::Files(self.files()?))
+    }
+
     /// Compiles the selected files keeping their AST (for `waf suggest` and
     /// the performance checks of `waf lint`).
     pub fn analyse(&self, opts: &Options) -> Result<Analysis, String> {

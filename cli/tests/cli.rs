@@ -112,6 +112,53 @@ fn compile_stats_and_dump_of_the_default_ruleset() {
 }
 
 #[test]
+fn compile_writes_an_artifact_that_eval_loads_alone() {
+    let dir = std::env::temp_dir().join(format!("waf-compile-o-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp");
+    let rules = dir.join("rules.conf");
+    std::fs::write(
+        &rules,
+        "SecRuleEngine On\nSecRule ARGS \"@rx (?i)<script\" \"id:10,phase:2,deny,status:406,msg:'xss'\"\n",
+    )
+    .expect("write rules");
+    let wafc = dir.join("rules.wafc");
+    let o = waf(&[
+        "compile",
+        "-o",
+        wafc.to_str().expect("path"),
+        rules.to_str().expect("path"),
+    ]);
+    assert_success(&o);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("1 dense DFAs"));
+    std::fs::remove_file(&rules).expect("the artifact must not need its source");
+    let request = dir.join("r.jsonl");
+    std::fs::write(
+        &request,
+        r#"{"uri":"/?q=%3CSCRIPT%3E","headers":[["Host","h"]]}"#,
+    )
+    .expect("write request");
+    let o = waf(&[
+        "eval",
+        "-c",
+        wafc.to_str().expect("path"),
+        "--request",
+        request.to_str().expect("path"),
+    ]);
+    assert_success(&o);
+    let d: serde_json::Value = serde_json::from_slice(&o.stdout).expect("decision json");
+    assert_eq!(d["status"], 406, "{d}");
+    // A damaged artifact is refused with a diagnostic, exit 1.
+    let mut bytes = std::fs::read(&wafc).expect("read artifact");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&wafc, &bytes).expect("damage");
+    let o = waf(&["lint", wafc.to_str().expect("path")]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).contains("checksum mismatch"), "{}", stdout(&o));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn compile_fails_with_errors() {
     let o = waf(&["compile", "tests/fixtures/bad.conf"]);
     assert_eq!(o.status.code(), Some(1));

@@ -10,8 +10,10 @@
 
 #![warn(missing_docs)]
 
+pub mod artifact;
 pub mod ast;
 pub mod diag;
+pub mod files;
 pub mod ir;
 pub mod load;
 pub mod lower;
@@ -24,11 +26,22 @@ pub mod stats;
 pub use lower::{CompileError, Compiled, Options, Timings};
 use std::path::PathBuf;
 
-/// Compiles configuration files, in order, as one configuration.
+/// Compiles configuration files, in order, as one configuration. One path
+/// that is a compiled artifact ([`artifact`]) loads that artifact.
 pub fn compile_files(paths: &[PathBuf], opts: &Options) -> Compiled {
+    if let [only] = paths {
+        if opts.precompiled.is_none() && artifact::is_artifact(only) {
+            return artifact::compile_path(only, opts);
+        }
+    }
+    compile_files_from_source(paths, opts)
+}
+
+/// [`compile_files`], reading every path as configuration text.
+pub fn compile_files_from_source(paths: &[PathBuf], opts: &Options) -> Compiled {
     let mut diags = diag::Diagnostics::new();
     let start = std::time::Instant::now();
-    let parsed = load::load_files(paths, &mut diags);
+    let parsed = load::load_files_in(paths, &opts.files, &mut diags);
     let parse = start.elapsed();
     let mut compiled = lower::lower(parsed, opts, diags);
     compiled.timings.parse = parse;
@@ -40,7 +53,7 @@ pub fn compile_files(paths: &[PathBuf], opts: &Options) -> Compiled {
 pub fn compile_str(name: impl Into<PathBuf>, text: &str, opts: &Options) -> Compiled {
     let mut diags = diag::Diagnostics::new();
     let start = std::time::Instant::now();
-    let parsed = load::load_str(name, text, &mut diags);
+    let parsed = load::load_str_in(name, text, &opts.files, &mut diags);
     let parse = start.elapsed();
     let mut compiled = lower::lower(parsed, opts, diags);
     compiled.timings.parse = parse;

@@ -7,6 +7,7 @@
 
 use crate::ast::Item;
 use crate::diag::{Code, Diagnostic, Diagnostics};
+use crate::files::Files;
 use crate::parse;
 use crate::source::{FileId, SourceMap, Span};
 use std::collections::HashMap;
@@ -29,6 +30,12 @@ pub fn load_files(paths: &[PathBuf], diags: &mut Diagnostics) -> Parsed {
     load_files_with(paths, &HashMap::new(), diags)
 }
 
+/// [`load_files`] through `files` (the disk, a recording of it, or a
+/// compiled artifact's snapshot).
+pub fn load_files_in(paths: &[PathBuf], files: &Files, diags: &mut Diagnostics) -> Parsed {
+    load(paths, files, &HashMap::new(), diags)
+}
+
 /// [`load_files`], reading the text of some files from `overrides` (keyed by
 /// canonical path) instead of the disk: `waf suggest --verify` compiles a
 /// rewritten configuration this way, with every `Include` resolved as in the
@@ -38,11 +45,21 @@ pub fn load_files_with(
     overrides: &HashMap<PathBuf, String>,
     diags: &mut Diagnostics,
 ) -> Parsed {
+    load(paths, &Files::disk(), overrides, diags)
+}
+
+fn load(
+    paths: &[PathBuf],
+    files: &Files,
+    overrides: &HashMap<PathBuf, String>,
+    diags: &mut Diagnostics,
+) -> Parsed {
     let mut loader = Loader {
         parsed: Parsed::default(),
         stack: Vec::new(),
         shown: Vec::new(),
         overrides,
+        files,
     };
     for p in paths {
         loader.load_path(p, None, diags);
@@ -53,12 +70,23 @@ pub fn load_files_with(
 /// Parses configuration text held in memory; `name` is shown in diagnostics and
 /// is the base for relative `Include`s and data files.
 pub fn load_str(name: impl Into<PathBuf>, text: &str, diags: &mut Diagnostics) -> Parsed {
+    load_str_in(name, text, &Files::disk(), diags)
+}
+
+/// [`load_str`] through `files` for what the text includes.
+pub fn load_str_in(
+    name: impl Into<PathBuf>,
+    text: &str,
+    files: &Files,
+    diags: &mut Diagnostics,
+) -> Parsed {
     let none = HashMap::new();
     let mut loader = Loader {
         parsed: Parsed::default(),
         stack: Vec::new(),
         shown: Vec::new(),
         overrides: &none,
+        files,
     };
     let id = loader.parsed.sources.add(name, text.to_string());
     loader.parse_file(id, diags);
@@ -67,6 +95,8 @@ pub fn load_str(name: impl Into<PathBuf>, text: &str, diags: &mut Diagnostics) -
 
 struct Loader<'o> {
     parsed: Parsed,
+    /// Where files are read from.
+    files: &'o Files,
     /// File texts to use instead of the disk's, by canonical path.
     overrides: &'o HashMap<PathBuf, String>,
     /// Canonical paths of the files being included, outermost first (to find cycles).
@@ -78,7 +108,10 @@ struct Loader<'o> {
 impl Loader<'_> {
     /// Reads and parses one file. `from` is the `Include` that named it.
     fn load_path(&mut self, path: &Path, from: Option<Span>, diags: &mut Diagnostics) {
-        let canonical = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+        let canonical = self
+            .files
+            .canonicalize(path)
+            .unwrap_or_else(|_| path.to_path_buf());
         if let Some(at) = from {
             if self.stack.contains(&canonical) {
                 diags.push(
@@ -106,7 +139,7 @@ impl Loader<'_> {
         }
         let read = match self.overrides.get(&canonical) {
             Some(text) => Ok(text.clone().into_bytes()),
-            None => std::fs::read(path),
+            None => self.files.read(path),
         };
         let bytes = match read {
             Ok(b) => b,
@@ -215,15 +248,8 @@ impl Loader<'_> {
             return;
         }
         let text = path.to_string_lossy().into_owned();
-        let matches = match glob::glob(&text) {
-            Ok(paths) => {
-                let mut v: Vec<PathBuf> = paths
-                    .filter_map(Result::ok)
-                    .filter(|p| p.is_file())
-                    .collect();
-                v.sort();
-                v
-            }
+        let matches = match self.files.glob(&text) {
+            Ok(v) => v,
             Err(e) => {
                 // `e.pos` counts from the start of the joined path; point into the argument.
                 let lead = arg.value.len() - arg.value.trim_start().len();

@@ -133,6 +133,7 @@ impl Ruleset {
                 defer_dense: true,
                 ..RxOptions::default()
             },
+            ..Options::default()
         }
     }
 

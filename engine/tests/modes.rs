@@ -629,3 +629,41 @@ fn every_mode_and_reused_transactions_decide_alike() {
     );
     assert!(benign >= 50, "only {benign} benign requests");
 }
+
+/// A ruleset loaded from a compiled artifact (`waf compile -o`) decides as
+/// the same rules compiled from source, before and after its deferred
+/// builds (the meta regexes of patterns that came with a dense DFA).
+#[test]
+fn a_ruleset_from_its_artifact_decides_alike() {
+    use waf_compiler::artifact::{self, Entry};
+    let Some(crs) = common::crs_dir("a_ruleset_from_its_artifact_decides_alike") else {
+        return;
+    };
+    let text = common::crs_config(&crs, 1);
+    let name = crs.join("waf-test.conf");
+    let source = Ruleset::from_str(&name.to_string_lossy(), &text).expect("CRS compiles");
+    let (bytes, _) = artifact::build(
+        &Entry::Text {
+            name: name.clone(),
+            text,
+        },
+        &Ruleset::compile_options(),
+    );
+    let path = std::env::temp_dir().join(format!("waf-modes-{}.wafc", std::process::id()));
+    std::fs::write(&path, bytes.expect("an artifact")).expect("write");
+    let from_artifact =
+        Ruleset::from_files(std::slice::from_ref(&path)).expect("the artifact loads");
+    let _ = std::fs::remove_file(&path);
+    let reqs = requests();
+    let naive = EvalOptions::naive();
+    for round in ["while building", "built"] {
+        for (i, r) in reqs.iter().enumerate() {
+            let want = run(&mut source.transaction(), r);
+            let got = run(&mut from_artifact.transaction(), r);
+            check_equal(&format!("artifact ({round})"), i, r, &want, &got);
+            let got = run(&mut from_artifact.transaction_with(naive), r);
+            check_equal(&format!("artifact, naive ({round})"), i, r, &want, &got);
+        }
+        from_artifact.finish_building();
+    }
+}

@@ -32,7 +32,7 @@ use std::path::PathBuf;
 use waf_compiler::ast::Item;
 use waf_compiler::diag::Diagnostics;
 use waf_compiler::ir::Program;
-use waf_compiler::{load, lower, Compiled, Options};
+use waf_compiler::{artifact, load, lower, Compiled, Options};
 
 /// A configuration compiled with its AST kept: what the passes need.
 pub struct Analysis {
@@ -50,9 +50,36 @@ impl Analysis {
         overrides: &HashMap<PathBuf, String>,
         opts: &Options,
     ) -> Analysis {
+        if let [only] = paths {
+            if overrides.is_empty() && artifact::is_artifact(only) {
+                return Analysis::artifact(only, opts);
+            }
+        }
         let mut diags = Diagnostics::new();
         let parsed = load::load_files_with(paths, overrides, &mut diags);
         Analysis::lower(parsed, opts, diags)
+    }
+
+    /// The sources a compiled artifact holds, compiled with its regexes.
+    fn artifact(path: &std::path::Path, opts: &Options) -> Analysis {
+        let a = match artifact::open(path) {
+            Ok(a) => a,
+            Err(refusal) => {
+                return Analysis {
+                    compiled: *refusal,
+                    items: Vec::new(),
+                }
+            }
+        };
+        let (entry, opts) = artifact::options(a, opts);
+        let mut diags = Diagnostics::new();
+        let parsed = match &entry {
+            artifact::Entry::Files(paths) => load::load_files_in(paths, &opts.files, &mut diags),
+            artifact::Entry::Text { name, text } => {
+                load::load_str_in(name.clone(), text, &opts.files, &mut diags)
+            }
+        };
+        Analysis::lower(parsed, &opts, diags)
     }
 
     /// Compiles configuration text held in memory.

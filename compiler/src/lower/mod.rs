@@ -25,6 +25,11 @@ use std::collections::HashMap;
 pub struct Options {
     /// How `@rx` patterns are compiled (DFA size limits, strategies).
     pub rx: RxOptions,
+    /// Where included and data files are read from (the disk by default).
+    pub files: crate::files::Files,
+    /// Regexes compiled ahead of time (a compiled artifact's), used instead
+    /// of compiling the same patterns again.
+    pub precompiled: Option<std::sync::Arc<crate::rx::Precompiled>>,
 }
 
 /// Where compile time went.

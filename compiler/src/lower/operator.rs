@@ -242,7 +242,11 @@ impl Lowerer<'_> {
             .filter(|v| !v.contains("%{"))
             .collect();
         let start = std::time::Instant::now();
-        self.rx_ready = crate::rx::batch::compile_all(&patterns, &self.opts.rx);
+        self.rx_ready = crate::rx::batch::compile_all(
+            &patterns,
+            &self.opts.rx,
+            self.opts.precompiled.as_deref(),
+        );
         self.timings.regex += start.elapsed();
     }
 
@@ -254,7 +258,11 @@ impl Lowerer<'_> {
             Some(ready) => ready,
             None => {
                 let start = std::time::Instant::now();
-                let compiled = CompiledRx::compile(&arg.value, &self.opts.rx);
+                let compiled = crate::rx::batch::compile_one(
+                    &arg.value,
+                    &self.opts.rx,
+                    self.opts.precompiled.as_deref(),
+                );
                 self.timings.regex += start.elapsed();
                 compiled
             }
@@ -363,7 +371,7 @@ impl Lowerer<'_> {
                 continue;
             }
             let path = self.beside_rule_file(arg, name);
-            match std::fs::read(&path) {
+            match self.opts.files.read(&path) {
                 Ok(bytes) => {
                     let text = String::from_utf8_lossy(&bytes);
                     for line in text.lines() {

@@ -220,7 +220,7 @@ impl Lowerer<'_> {
         let [file, code_page] = args else { return };
         let name = file.value.trim();
         let path = self.beside_rule_file(file, name);
-        let contents = match std::fs::read(&path) {
+        let contents = match self.opts.files.read(&path) {
             Ok(c) => c,
             Err(e) => {
                 self.error(

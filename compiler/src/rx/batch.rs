@@ -7,7 +7,7 @@
 //! when it reaches the rule, in file order, so diagnostics and regex ids are
 //! the same as with one thread.
 
-use super::{CompiledRx, RxError, RxOptions};
+use super::{CompiledRx, Precompiled, RxError, RxOptions};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -15,11 +15,25 @@ use std::sync::Mutex;
 /// Below this many patterns, threads cost more than they save.
 const MIN_PARALLEL: usize = 8;
 
+/// Compiles one pattern: from `precompiled` when it holds it, else from
+/// source.
+pub fn compile_one(
+    pattern: &str,
+    opts: &RxOptions,
+    precompiled: Option<&Precompiled>,
+) -> Result<CompiledRx, RxError> {
+    match precompiled.and_then(|all| Some((all, all.get(pattern)?))) {
+        Some((all, pre)) => CompiledRx::from_precompiled(pattern, pre, all, opts),
+        None => CompiledRx::compile(pattern, opts),
+    }
+}
+
 /// Compiles every pattern of `patterns` (duplicates compiled once), using up
-/// to [`std::thread::available_parallelism`] threads.
+/// to [`std::thread::available_parallelism`] threads; see [`compile_one`].
 pub fn compile_all(
     patterns: &[&str],
     opts: &RxOptions,
+    precompiled: Option<&Precompiled>,
 ) -> HashMap<String, Result<CompiledRx, RxError>> {
     let mut distinct: Vec<&str> = patterns.to_vec();
     distinct.sort_unstable();
@@ -30,7 +44,7 @@ pub fn compile_all(
     if workers <= 1 {
         return distinct
             .into_iter()
-            .map(|p| (p.to_string(), CompiledRx::compile(p, opts)))
+            .map(|p| (p.to_string(), compile_one(p, opts, precompiled)))
             .collect();
     }
     // Big patterns take far longer than small ones: workers pull the next
@@ -44,7 +58,7 @@ pub fn compile_all(
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(&p) = distinct.get(i) else { break };
-                    mine.push((p.to_string(), CompiledRx::compile(p, opts)));
+                    mine.push((p.to_string(), compile_one(p, opts, precompiled)));
                 }
                 match out.lock() {
                     Ok(mut m) => m.extend(mine),
@@ -69,7 +83,7 @@ mod tests {
         for i in 0..40 {
             patterns.push(Box::leak(format!("x{i}y").into_boxed_str()));
         }
-        let out = compile_all(&patterns, &RxOptions::default());
+        let out = compile_all(&patterns, &RxOptions::default(), None);
         assert_eq!(out.len(), 44);
         assert!(out["a+b"].as_ref().is_ok_and(|r| r.is_match(b"aab")));
         assert!(out["(?i)select"]

@@ -13,7 +13,7 @@ use std::cell::Cell;
 use std::fmt;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 /// Parser nesting limit (groups, repetitions, classes), as PCRE's default
 /// parenthesis nesting limit. It also bounds the recursion depth of everything
@@ -95,54 +95,68 @@ pub enum Strategy {
     Backtracking,
 }
 
-/// A dense DFA that may be built after the pattern was compiled.
+/// The engines of a linear-time pattern, each built once: when the pattern
+/// is compiled, or later, by the first thread that needs it or by a
+/// background thread ([`DeferredDfa::build`]).
 ///
 /// Building the dense DFAs of CRS's patterns (and failing to fit the budget
-/// on the big ones) is most of the time a load takes; deferring them lets a
-/// server answer with the meta regex, which gives the same results, while
-/// another thread builds them ([`DeferredDfa::build`]).
+/// on the big ones) is most of the time a load from source takes; deferring
+/// them lets a server answer with the meta regex, which gives the same
+/// results, while another thread builds them. A pattern read from a
+/// compiled artifact has its dense DFA at once and defers its meta regex
+/// instead (needed for captures only), or has its meta regex at once when
+/// its DFA did not fit the budget.
 #[derive(Debug)]
-struct DenseCell {
+struct Cells {
+    /// The pattern as given to regex-syntax.
+    translated: String,
+    /// The options the pattern was compiled with (a deferred build uses them).
+    opts: RxOptions,
+    /// Capture groups including group 0 (known without the meta regex).
+    group_count: usize,
+    /// `None` inside: the build failed (it cannot for a pattern compiled
+    /// from source, whose meta regex is built at once; see [`Cells::meta`]).
+    meta: OnceLock<Option<meta::Regex>>,
     /// `None` inside: the pattern does not fit the budget.
-    dfa: OnceLock<Option<dense::DFA<Vec<u32>>>>,
-    /// What a deferred build needs (the translated pattern, parsed again
-    /// then: CRS's HIRs take more memory than its dense DFAs); taken by the
-    /// build.
-    pending: Mutex<Option<(String, RxOptions)>>,
+    dense: OnceLock<Option<dense::DFA<Vec<u32>>>>,
 }
 
-impl DenseCell {
-    fn ready(dfa: Option<dense::DFA<Vec<u32>>>) -> DenseCell {
-        DenseCell {
-            dfa: OnceLock::from(dfa),
-            pending: Mutex::new(None),
-        }
+impl Cells {
+    fn meta(&self) -> Option<&meta::Regex> {
+        self.meta
+            .get_or_init(|| {
+                let hir = hir_parser().parse(&self.translated).ok()?;
+                build_meta(&hir, &self.opts).ok()
+            })
+            .as_ref()
     }
 
-    fn get(&self) -> Option<&dense::DFA<Vec<u32>>> {
-        self.dfa.get().and_then(Option::as_ref)
+    fn dense(&self) -> Option<&dense::DFA<Vec<u32>>> {
+        self.dense.get().and_then(Option::as_ref)
     }
 
     fn build(&self) {
-        self.dfa.get_or_init(|| {
-            let pending = match self.pending.lock() {
-                Ok(mut p) => p.take(),
-                Err(poisoned) => poisoned.into_inner().take(),
-            };
-            let (translated, opts) = pending?;
-            let hir = hir_parser().parse(&translated).ok()?;
-            build_dense(&hir, &opts)
+        self.meta();
+        self.dense.get_or_init(|| {
+            let hir = hir_parser().parse(&self.translated).ok()?;
+            build_dense(&hir, &self.opts)
         });
+    }
+
+    fn is_built(&self) -> bool {
+        self.meta.get().is_some() && self.dense.get().is_some()
     }
 }
 
-/// The handle of a deferred dense DFA ([`CompiledRx::deferred_dfa`]): any
-/// thread may build it, once; the [`CompiledRx`] uses it from then on.
+/// The handle of a pattern's deferred builds ([`CompiledRx::deferred_dfa`]):
+/// any thread may run them, once; the [`CompiledRx`] uses what they built
+/// from then on.
 #[derive(Clone, Debug)]
-pub struct DeferredDfa(Arc<DenseCell>);
+pub struct DeferredDfa(Arc<Cells>);
 
 impl DeferredDfa {
-    /// Builds the DFA (or learns it does not fit) unless that is done; if
+    /// Builds what is not built (the dense DFA, or learning that it does
+    /// not fit; the meta regex of a pattern read from an artifact); if
     /// another thread is building it, waits for that build.
     pub fn build(&self) {
         self.0.build();
@@ -154,9 +168,99 @@ impl DeferredDfa {
         Arc::strong_count(&self.0) > 1
     }
 
-    /// Whether the build is done.
+    /// Whether the builds are done.
     pub fn is_built(&self) -> bool {
-        self.0.dfa.get().is_some()
+        self.0.is_built()
+    }
+}
+
+/// What compiling a pattern computes that a compiled artifact keeps, so
+/// that loading it does not compute it again.
+#[derive(Debug)]
+pub struct PrecompiledRx {
+    /// The prefilter literals ([`CompiledRx::required_literals`]).
+    pub literals: RequiredLiterals,
+    /// [`CompiledRx::group_count`].
+    pub group_count: usize,
+    /// Where the dense DFA (serialized by [`CompiledRx::dense_dfa_bytes`])
+    /// is in [`Precompiled::bytes`]; `None`: it did not fit the budget.
+    pub dense: Option<Range<usize>>,
+}
+
+/// Precompiled patterns by their original text, and the bytes their dense
+/// DFAs are read from.
+#[derive(Debug, Default)]
+pub struct Precompiled {
+    patterns: std::collections::HashMap<String, PrecompiledRx>,
+    /// Holds `bytes` from offset `start`, which is 4-byte aligned in memory
+    /// (regex-automata reads a DFA's tables in place only when aligned).
+    buffer: Vec<u8>,
+    start: usize,
+}
+
+impl Precompiled {
+    /// No patterns; DFA ranges refer to `buffer[start..]`, which is copied
+    /// only if it is not 4-byte aligned in memory.
+    pub fn new(buffer: Vec<u8>, start: usize) -> Precompiled {
+        let aligned = buffer
+            .as_ptr()
+            .wrapping_add(start.min(buffer.len()))
+            .align_offset(4)
+            == 0;
+        if aligned && start <= buffer.len() {
+            return Precompiled {
+                patterns: std::collections::HashMap::new(),
+                buffer,
+                start,
+            };
+        }
+        let bytes = buffer.get(start..).unwrap_or_default();
+        let mut copy: Vec<u8> = Vec::with_capacity(bytes.len() + 3);
+        let pad = match copy.as_ptr().align_offset(4) {
+            n if n < 4 => n,
+            _ => 0,
+        };
+        copy.resize(pad, 0);
+        copy.extend_from_slice(bytes);
+        Precompiled {
+            patterns: std::collections::HashMap::new(),
+            buffer: copy,
+            start: pad,
+        }
+    }
+
+    /// The bytes DFA ranges refer to.
+    pub fn bytes(&self) -> &[u8] {
+        self.buffer.get(self.start..).unwrap_or_default()
+    }
+
+    /// Adds (or replaces) `pattern`'s entry.
+    pub fn insert(&mut self, pattern: String, rx: PrecompiledRx) {
+        self.patterns.insert(pattern, rx);
+    }
+
+    /// The entry of `pattern`, if any.
+    pub fn get(&self, pattern: &str) -> Option<&PrecompiledRx> {
+        self.patterns.get(pattern)
+    }
+
+    /// How many patterns it holds.
+    pub fn len(&self) -> usize {
+        self.patterns.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.patterns.is_empty()
+    }
+
+    /// The dense DFA at `range` of [`Precompiled::bytes`], if it reads back
+    /// (regex-automata checks it). Copied out: the tables are then owned
+    /// like those of a DFA built here.
+    fn dense_dfa(&self, range: Range<usize>) -> Option<dense::DFA<Vec<u32>>> {
+        let slice = self.bytes().get(range)?;
+        let (dfa, _) = dense::DFA::from_bytes(slice).ok()?;
+        Some(dfa.to_owned())
     }
 }
 
@@ -179,11 +283,7 @@ enum Engine {
 }
 
 /// The default engine: regex-automata.
-struct Linear {
-    translated: String,
-    meta: meta::Regex,
-    dfa: Arc<DenseCell>,
-}
+struct Linear(Arc<Cells>);
 
 /// The opt-in engine for PCRE-only patterns.
 struct Backtracking {
@@ -235,45 +335,76 @@ impl CompiledRx {
     pub fn compile(pattern: &str, opts: &RxOptions) -> Result<CompiledRx, RxError> {
         let (translated, map) = translate_mapped(pattern)?;
         let hir = parse_translated(&translated, &map)?;
-        let meta = meta::Builder::new()
-            .configure(
-                meta::Config::new()
-                    .match_kind(MatchKind::LeftmostFirst)
-                    // Empty matches may split UTF-8 sequences: the haystack
-                    // is bytes, not text.
-                    .utf8_empty(false)
-                    .nfa_size_limit(Some(opts.size_limit))
-                    // The lazy DFA's per-thread cache: CRS's big keyword
-                    // alternations need more states than the 2 MiB default
-                    // holds, and a cache that keeps being cleared makes the
-                    // lazy DFA give up for the (much slower) NFA engines.
-                    // States are built on demand, so this bounds memory
-                    // rather than allocating it.
-                    .hybrid_cache_capacity(opts.lazy_dfa_cache),
-            )
-            .build_from_hir(&hir)
-            .map_err(|e| build_error(&e))?;
+        let meta = build_meta(&hir, opts)?;
         let literals = required_literals(&hir);
-        let dfa = if opts.dense_dfa_budget == 0 {
-            DenseCell::ready(None)
+        let dense = if opts.dense_dfa_budget == 0 {
+            OnceLock::from(None)
         } else if opts.defer_dense {
-            DenseCell {
-                dfa: OnceLock::new(),
-                pending: Mutex::new(Some((translated.clone(), opts.clone()))),
-            }
+            OnceLock::new()
         } else {
-            DenseCell::ready(build_dense(&hir, opts))
+            OnceLock::from(build_dense(&hir, opts))
         };
-        let dfa = Arc::new(dfa);
         Ok(CompiledRx {
             pattern: pattern.to_string(),
-            engine: Engine::Linear(Linear {
+            engine: Engine::Linear(Linear(Arc::new(Cells {
                 translated,
-                meta,
-                dfa,
-            }),
+                opts: opts.clone(),
+                group_count: meta.captures_len(),
+                meta: OnceLock::from(Some(meta)),
+                dense,
+            }))),
             literals,
         })
+    }
+
+    /// `pattern` with what a compiled artifact kept of its compilation: no
+    /// literal analysis; no DFA construction; the meta regex is built now
+    /// only when there is no dense DFA to answer `is_match` (otherwise
+    /// later, see [`DeferredDfa`]). A dense DFA that does not read back
+    /// (which a checksummed artifact made by this version cannot give) is
+    /// built again as from source.
+    pub fn from_precompiled(
+        pattern: &str,
+        pre: &PrecompiledRx,
+        all: &Precompiled,
+        opts: &RxOptions,
+    ) -> Result<CompiledRx, RxError> {
+        let (translated, map) = translate_mapped(pattern)?;
+        let dense = match &pre.dense {
+            None => OnceLock::from(None),
+            Some(range) => match all.dense_dfa(range.clone()) {
+                Some(dfa) => OnceLock::from(Some(dfa)),
+                None => OnceLock::new(),
+            },
+        };
+        let meta = if dense.get().is_some_and(Option::is_some) {
+            OnceLock::new()
+        } else {
+            let hir = parse_translated(&translated, &map)?;
+            let meta = build_meta(&hir, opts)?;
+            OnceLock::from(Some(meta))
+        };
+        Ok(CompiledRx {
+            pattern: pattern.to_string(),
+            engine: Engine::Linear(Linear(Arc::new(Cells {
+                translated,
+                opts: opts.clone(),
+                group_count: pre.group_count,
+                meta,
+                dense,
+            }))),
+            literals: pre.literals.clone(),
+        })
+    }
+
+    /// The dense DFA serialized (little-endian), with the number of padding
+    /// bytes at its front to drop when it is written 4-byte aligned; `None`
+    /// when there is none (not built yet, or does not fit).
+    pub fn dense_dfa_bytes(&self) -> Option<(Vec<u8>, usize)> {
+        match &self.engine {
+            Engine::Linear(l) => l.0.dense().map(|d| d.to_bytes_little_endian()),
+            Engine::Backtracking(_) => None,
+        }
     }
 
     /// Compiles `pattern` on PCRE2 (as libmodsecurity 3 does: `DOTALL |
@@ -339,7 +470,7 @@ impl CompiledRx {
     /// original pattern for one that runs on PCRE2.
     pub fn translated(&self) -> &str {
         match &self.engine {
-            Engine::Linear(l) => &l.translated,
+            Engine::Linear(l) => &l.0.translated,
             Engine::Backtracking(_) => &self.pattern,
         }
     }
@@ -350,7 +481,7 @@ impl CompiledRx {
             Engine::Linear(l) => l,
             Engine::Backtracking(_) => return Strategy::Backtracking,
         };
-        match l.dfa.dfa.get() {
+        match l.0.dense.get() {
             Some(Some(dfa)) => Strategy::FullDfa {
                 bytes: dfa.memory_usage(),
             },
@@ -362,9 +493,7 @@ impl CompiledRx {
     /// The dense DFA still to build, if it was deferred and is not built.
     pub fn deferred_dfa(&self) -> Option<DeferredDfa> {
         match &self.engine {
-            Engine::Linear(l) => {
-                (l.dfa.dfa.get().is_none()).then(|| DeferredDfa(Arc::clone(&l.dfa)))
-            }
+            Engine::Linear(l) => (!l.0.is_built()).then(|| DeferredDfa(Arc::clone(&l.0))),
             Engine::Backtracking(_) => None,
         }
     }
@@ -376,7 +505,7 @@ impl CompiledRx {
             Engine::Linear(l) => l,
             Engine::Backtracking(b) => return b.search(haystack, 0, false, &mut []),
         };
-        if let Some(dfa) = l.dfa.get() {
+        if let Some(dfa) = l.0.dense() {
             // No quit bytes and no Unicode word boundaries were configured,
             // so the search cannot fail; fall back to the meta regex anyway
             // rather than trusting that.
@@ -384,7 +513,7 @@ impl CompiledRx {
                 return m.is_some();
             }
         }
-        l.meta.is_match(haystack)
+        l.0.meta().is_some_and(|m| m.is_match(haystack))
     }
 
     /// Fills `slots[i]` with the byte range of group i (0 = whole match) of the
@@ -397,11 +526,14 @@ impl CompiledRx {
             Engine::Backtracking(b) => return b.search(haystack, 0, false, slots),
         };
         let want = slots.len().min(self.group_count());
+        let Some(meta) = l.0.meta() else {
+            slots.fill(None);
+            return false;
+        };
         let input = Input::new(haystack);
         let matched = if want <= Self::STACK_GROUPS {
             let mut raw = [None::<NonMaxUsize>; 2 * Self::STACK_GROUPS];
-            let matched = l
-                .meta
+            let matched = meta
                 .search_slots(&input, &mut raw[..2 * want.max(1)])
                 .is_some();
             for (i, slot) in slots.iter_mut().enumerate() {
@@ -412,8 +544,8 @@ impl CompiledRx {
             }
             matched
         } else {
-            let mut caps = l.meta.create_captures();
-            l.meta.search_captures(&input, &mut caps);
+            let mut caps = meta.create_captures();
+            meta.search_captures(&input, &mut caps);
             let matched = caps.is_match();
             for (i, slot) in slots.iter_mut().enumerate() {
                 *slot = if matched {
@@ -434,10 +566,11 @@ impl CompiledRx {
             return None;
         }
         match &self.engine {
-            Engine::Linear(l) => l
-                .meta
-                .search(&Input::new(haystack).range(start..))
-                .map(|m| m.range()),
+            Engine::Linear(l) => {
+                l.0.meta()?
+                    .search(&Input::new(haystack).range(start..))
+                    .map(|m| m.range())
+            }
             Engine::Backtracking(b) => {
                 let mut slot = [None];
                 b.search(haystack, start, false, &mut slot);
@@ -450,10 +583,11 @@ impl CompiledRx {
     /// `haystack`, if there is one.
     pub fn prefix_match_end(&self, haystack: &[u8]) -> Option<usize> {
         match &self.engine {
-            Engine::Linear(l) => l
-                .meta
-                .search(&Input::new(haystack).anchored(Anchored::Yes))
-                .map(|m| m.end()),
+            Engine::Linear(l) => {
+                l.0.meta()?
+                    .search(&Input::new(haystack).anchored(Anchored::Yes))
+                    .map(|m| m.end())
+            }
             Engine::Backtracking(b) => {
                 let mut slot = [None];
                 b.search(haystack, 0, true, &mut slot);
@@ -469,7 +603,7 @@ impl CompiledRx {
     /// match): `captures` fills at most this many slots.
     pub fn group_count(&self) -> usize {
         match &self.engine {
-            Engine::Linear(l) => l.meta.captures_len(),
+            Engine::Linear(l) => l.0.group_count,
             Engine::Backtracking(b) => b.regex.captures_len(),
         }
     }
@@ -483,7 +617,7 @@ impl CompiledRx {
     #[cfg(test)]
     pub(crate) fn is_match_meta(&self, haystack: &[u8]) -> bool {
         match &self.engine {
-            Engine::Linear(l) => l.meta.is_match(haystack),
+            Engine::Linear(l) => l.0.meta().is_some_and(|m| m.is_match(haystack)),
             Engine::Backtracking(_) => self.is_match(haystack),
         }
     }
@@ -498,6 +632,28 @@ impl fmt::Debug for CompiledRx {
             .field("required_literals", &self.literals)
             .finish()
     }
+}
+
+/// The meta regex of a parsed pattern (captures, and the lazy DFA).
+fn build_meta(hir: &Hir, opts: &RxOptions) -> Result<meta::Regex, RxError> {
+    meta::Builder::new()
+        .configure(
+            meta::Config::new()
+                .match_kind(MatchKind::LeftmostFirst)
+                // Empty matches may split UTF-8 sequences: the haystack
+                // is bytes, not text.
+                .utf8_empty(false)
+                .nfa_size_limit(Some(opts.size_limit))
+                // The lazy DFA's per-thread cache: CRS's big keyword
+                // alternations need more states than the 2 MiB default
+                // holds, and a cache that keeps being cleared makes the
+                // lazy DFA give up for the (much slower) NFA engines.
+                // States are built on demand, so this bounds memory
+                // rather than allocating it.
+                .hybrid_cache_capacity(opts.lazy_dfa_cache),
+        )
+        .build_from_hir(hir)
+        .map_err(|e| build_error(&e))
 }
 
 fn build_error(e: &regex_automata::meta::BuildError) -> RxError {

@@ -52,7 +52,9 @@ mod translate;
 mod tests;
 
 pub use literals::{required_literals, RequiredLiterals, MIN_SCAN_LEN};
-pub use matcher::{parse, take_limit_hits, CompiledRx, DeferredDfa, Strategy};
+pub use matcher::{
+    parse, take_limit_hits, CompiledRx, DeferredDfa, Precompiled, PrecompiledRx, Strategy,
+};
 pub use translate::{translate, FLAGS_PREFIX};
 pub use waf_pcre::Limits as BacktrackLimits;
 
