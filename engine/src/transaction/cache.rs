@@ -36,4 +36,6 @@ pub(super) struct Scratch {
     pub vals: ValList,
     pub multi: Vec<(usize, usize)>,
     pub bits: Vec<u64>,
+    /// The prefilter's lowercased copy of the value it scans.
+    pub lowered: Vec<u8>,
 }

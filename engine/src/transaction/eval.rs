@@ -448,7 +448,7 @@ impl<'r> Transaction<'r> {
                     let (need_bits, need_mask) = Scanner::needs(gate);
                     if need_bits {
                         self.stats.scans += 1;
-                        scanner.scan(value, &mut bits);
+                        scanner.scan(value, &mut bits, &mut self.cache.scratch.lowered);
                     }
                     let mask = if need_mask { byte_mask(value) } else { [0; 4] };
                     if !scanner.passes(gate, &bits, &mask) {

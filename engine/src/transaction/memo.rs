@@ -106,6 +106,8 @@ pub(super) struct Memo {
     slot_mask: Vec<ByteMask>,
     path: Vec<NodeId>,
     out: Vec<u8>,
+    /// The prefilter's lowercased copy of the value it scans.
+    lowered: Vec<u8>,
     /// Per instance: its cross-transaction cache record and that record's
     /// epoch (NONE when not cached).
     inst_rec: Vec<(u32, u32)>,
@@ -146,6 +148,7 @@ impl Memo {
             slot_mask: vec![[0; 4]; slots],
             path: Vec::new(),
             out: Vec::new(),
+            lowered: Vec::new(),
             inst_rec: Vec::new(),
             x: XCache::new(words, XCacheLimits::default()),
             x_on: true,
@@ -408,7 +411,7 @@ impl Memo {
         let w = self.words;
         let value = &self.arena[f.start..f.start + f.len];
         stats.scans += 1;
-        scanner.scan(value, &mut self.bits[i * w..(i + 1) * w]);
+        scanner.scan(value, &mut self.bits[i * w..(i + 1) * w], &mut self.lowered);
         let m = byte_mask(value);
         let en = &mut self.entries[i];
         en.mask = m;
