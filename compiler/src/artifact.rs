@@ -46,6 +46,7 @@ use crate::diag::{Code, Diagnostic, Diagnostics};
 use crate::files::{Files, Snapshot};
 use crate::ir::Program;
 use crate::lower::{Compiled, Options};
+use crate::rx::batch::Batch;
 use crate::rx::{Precompiled, PrecompiledRx, RequiredLiterals, RxOptions};
 use crate::source::{SourceMap, Span};
 use std::fmt;
@@ -169,6 +170,7 @@ pub fn build(entry: &Entry, opts: &Options) -> (Option<Vec<u8>>, Compiled) {
         },
         files: Files::recording(),
         precompiled: None,
+        started: None,
     };
     let compiled = match entry {
         Entry::Files(paths) => crate::compile_files_from_source(paths, &opts),
@@ -413,11 +415,19 @@ fn decode_fields(bytes: &[u8]) -> Result<(Fields, usize), ArtifactError> {
 
 /// The options that compile a decoded artifact's entry: its files and its
 /// regexes; `opts.rx` applies to what is built at load (meta regexes).
+///
+/// The patterns start compiling now, on the other cores, while the files
+/// are parsed: the artifact knows them (in the order the lowering needs
+/// them), the source does not until it is parsed.
 pub fn options(artifact: Artifact, opts: &Options) -> (Entry, Options) {
+    let precompiled = Arc::new(artifact.precompiled);
+    let patterns: Vec<&str> = precompiled.patterns().collect();
+    let started = Batch::start(&patterns, &opts.rx, Some(Arc::clone(&precompiled)));
     let opts = Options {
         rx: opts.rx.clone(),
         files: Files::snapshot(artifact.files),
-        precompiled: Some(Arc::new(artifact.precompiled)),
+        precompiled: Some(precompiled),
+        started: Some(Arc::new(started)),
     };
     (artifact.entry, opts)
 }

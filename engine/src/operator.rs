@@ -89,9 +89,15 @@ pub fn matches(
         // libmodsecurity 3.0.9 stores), not the matched text.
         OpKind::Pm(id) => {
             let set = &program.phrase_sets[id.index()];
-            match set.automaton.find(value) {
-                Some(m) => {
-                    if let Some(p) = set.phrases.get(m.pattern().as_usize()) {
+            // The capture buffer (empty here) is the lowercased copy's
+            // scratch space: kept by the transaction, no allocation.
+            let mut lowered = std::mem::take(&mut caps.buf);
+            let found = set.find(value, &mut lowered);
+            caps.buf = lowered;
+            caps.clear();
+            match found {
+                Some(p) => {
+                    if let Some(p) = set.phrases.get(p) {
                         caps.set0(p.as_bytes());
                     }
                     true

@@ -904,15 +904,47 @@ impl Serialize for ByteSet {
     }
 }
 
-/// A phrase list for `@pm`/`@pmFromFile`, matched case-insensitively.
+/// A phrase list for `@pm`/`@pmFromFile`, matched ASCII-case-insensitively.
 #[derive(Clone, Debug)]
 pub struct PhraseSet {
-    /// The phrases, as written (the automaton matches them case-insensitively).
+    /// The phrases, as written.
     pub phrases: Vec<String>,
     /// Where the phrases came from (the data files of `@pmFromFile`).
     pub files: Vec<std::path::PathBuf>,
-    /// The Aho-Corasick automaton over the phrases.
-    pub automaton: aho_corasick::AhoCorasick,
+    /// The Aho-Corasick automaton over the phrases lowercased, case-sensitive
+    /// (see [`PhraseSet::new`]); [`PhraseSet::find`] matches with it.
+    automaton: aho_corasick::AhoCorasick,
+}
+
+impl PhraseSet {
+    /// The set of `phrases`. The automaton is built case-sensitive over the
+    /// lowercased phrases, and values are lowercased before the search:
+    /// aho-corasick's ASCII case folding doubles the transitions, which
+    /// made CRS's phrase lists 3× slower to build (27 ms of its load).
+    pub fn new(
+        phrases: Vec<String>,
+        files: Vec<std::path::PathBuf>,
+    ) -> Result<PhraseSet, aho_corasick::BuildError> {
+        let lowered: Vec<String> = phrases.iter().map(|p| p.to_ascii_lowercase()).collect();
+        let automaton = aho_corasick::AhoCorasick::new(&lowered)?;
+        Ok(PhraseSet {
+            phrases,
+            files,
+            automaton,
+        })
+    }
+
+    /// The index of the phrase of the first match in `value`
+    /// (ASCII-case-insensitive; the match that ends first, as
+    /// ModSecurity's `@pm` reports). `lowered` is scratch space for the
+    /// value's lowercased copy (reused: it allocates only while it grows).
+    pub fn find(&self, value: &[u8], lowered: &mut Vec<u8>) -> Option<usize> {
+        lowered.clear();
+        lowered.extend(value.iter().map(u8::to_ascii_lowercase));
+        self.automaton
+            .find(lowered.as_slice())
+            .map(|m| m.pattern().as_usize())
+    }
 }
 
 /// A string with `%{VAR}` / `%{COLLECTION.key}` references.

@@ -30,6 +30,10 @@ pub struct Options {
     /// Regexes compiled ahead of time (a compiled artifact's), used instead
     /// of compiling the same patterns again.
     pub precompiled: Option<std::sync::Arc<crate::rx::Precompiled>>,
+    /// Patterns already compiling (started before the files were parsed,
+    /// when they are known in advance, as in an artifact); the others are
+    /// compiled as usual.
+    pub started: Option<std::sync::Arc<crate::rx::batch::Batch>>,
 }
 
 /// Where compile time went.
@@ -188,7 +192,7 @@ struct Lowerer<'a> {
     rx_index: HashMap<String, RxId>,
     /// Patterns compiled ahead of the lowering pass, on every core
     /// ([`crate::rx::batch`]); [`Lowerer::regex`] takes them from here.
-    rx_ready: HashMap<String, Result<crate::rx::CompiledRx, crate::rx::RxError>>,
+    rx_ready: Option<std::sync::Arc<crate::rx::batch::Batch>>,
     pm_index: HashMap<Vec<String>, PmId>,
     selector_rx_index: HashMap<String, SelectorRxId>,
     defaults: [Option<Defaults>; 5],
@@ -225,7 +229,7 @@ impl<'a> Lowerer<'a> {
             target_index: HashMap::new(),
             slot_index: HashMap::new(),
             rx_index: HashMap::new(),
-            rx_ready: HashMap::new(),
+            rx_ready: None,
             pm_index: HashMap::new(),
             selector_rx_index: HashMap::new(),
             defaults: Default::default(),

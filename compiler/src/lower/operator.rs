@@ -215,9 +215,14 @@ impl Lowerer<'_> {
         })
     }
 
-    /// Compiles the pattern of every regex operator of `items` at once, on
-    /// every core; [`Lowerer::regex`] then takes the results in file order.
+    /// Starts compiling the pattern of every regex operator of `items` on
+    /// the other cores; [`Lowerer::regex`] takes the results in file order
+    /// (see [`crate::rx::batch::Batch`]).
     pub(super) fn precompile_regexes(&mut self, items: &[Item]) {
+        if let Some(started) = &self.opts.started {
+            self.rx_ready = Some(std::sync::Arc::clone(started));
+            return;
+        }
         let patterns: Vec<&str> = items
             .iter()
             .filter_map(|item| match item {
@@ -241,20 +246,21 @@ impl Lowerer<'_> {
             .map(|arg| arg.value.as_str())
             .filter(|v| !v.contains("%{"))
             .collect();
-        let start = std::time::Instant::now();
-        self.rx_ready = crate::rx::batch::compile_all(
+        self.rx_ready = Some(std::sync::Arc::new(crate::rx::batch::Batch::start(
             &patterns,
             &self.opts.rx,
-            self.opts.precompiled.as_deref(),
-        );
-        self.timings.regex += start.elapsed();
+            self.opts.precompiled.clone(),
+        )));
     }
 
     fn regex(&mut self, arg: &Text) -> Option<RxId> {
         if let Some(&id) = self.rx_index.get(&arg.value) {
             return Some(id);
         }
-        let compiled = match self.rx_ready.remove(&arg.value) {
+        let start = std::time::Instant::now();
+        let ready = self.rx_ready.as_ref().and_then(|b| b.take(&arg.value));
+        self.timings.regex += start.elapsed();
+        let compiled = match ready {
             Some(ready) => ready,
             None => {
                 let start = std::time::Instant::now();
@@ -319,11 +325,8 @@ impl Lowerer<'_> {
         if let Some(&id) = self.pm_index.get(&phrases) {
             return Some(id);
         }
-        let automaton = aho_corasick::AhoCorasick::builder()
-            .ascii_case_insensitive(true)
-            .build(&phrases);
-        let automaton = match automaton {
-            Ok(a) => a,
+        let set = match PhraseSet::new(phrases.clone(), files) {
+            Ok(set) => set,
             Err(e) => {
                 self.error(
                     Diagnostic::error(
@@ -337,12 +340,8 @@ impl Lowerer<'_> {
             }
         };
         let id = PmId(self.p.phrase_sets.len() as u32);
-        self.pm_index.insert(phrases.clone(), id);
-        self.p.phrase_sets.push(PhraseSet {
-            phrases,
-            files,
-            automaton,
-        });
+        self.pm_index.insert(phrases, id);
+        self.p.phrase_sets.push(set);
         Some(id)
     }
 

@@ -192,6 +192,8 @@ pub struct PrecompiledRx {
 #[derive(Debug, Default)]
 pub struct Precompiled {
     patterns: std::collections::HashMap<String, PrecompiledRx>,
+    /// The patterns in the order they were inserted.
+    order: Vec<String>,
     /// Holds `bytes` from offset `start`, which is 4-byte aligned in memory
     /// (regex-automata reads a DFA's tables in place only when aligned).
     buffer: Vec<u8>,
@@ -210,6 +212,7 @@ impl Precompiled {
         if aligned && start <= buffer.len() {
             return Precompiled {
                 patterns: std::collections::HashMap::new(),
+                order: Vec::new(),
                 buffer,
                 start,
             };
@@ -224,6 +227,7 @@ impl Precompiled {
         copy.extend_from_slice(bytes);
         Precompiled {
             patterns: std::collections::HashMap::new(),
+            order: Vec::new(),
             buffer: copy,
             start: pad,
         }
@@ -236,7 +240,14 @@ impl Precompiled {
 
     /// Adds (or replaces) `pattern`'s entry.
     pub fn insert(&mut self, pattern: String, rx: PrecompiledRx) {
-        self.patterns.insert(pattern, rx);
+        if self.patterns.insert(pattern.clone(), rx).is_none() {
+            self.order.push(pattern);
+        }
+    }
+
+    /// The patterns, in the order they were first inserted.
+    pub fn patterns(&self) -> impl Iterator<Item = &str> {
+        self.order.iter().map(String::as_str)
     }
 
     /// The entry of `pattern`, if any.
