@@ -28,17 +28,6 @@ fn bench(c: &mut Criterion) {
     g.bench_function("compile", |b| {
         b.iter(|| compile_files(&files, &Options::default()))
     });
-    g.bench_function("load/ready", |b| {
-        b.iter(|| Ruleset::from_files(&files).map(|rs| rs.pending_builds()))
-    });
-    g.bench_function("load/finished", |b| {
-        b.iter(|| {
-            Ruleset::from_files(&files).map(|rs| {
-                rs.finish_building();
-                rs.pending_builds()
-            })
-        })
-    });
     let entry = Entry::Files(files.clone());
     g.bench_function("artifact/write", |b| {
         b.iter(|| {
@@ -54,18 +43,20 @@ fn bench(c: &mut Criterion) {
     if let Err(e) = std::fs::write(&wafc, bytes) {
         panic!("cannot write {}: {e}", wafc.display());
     }
-    let one = [wafc.clone()];
-    g.bench_function("load/artifact/ready", |b| {
-        b.iter(|| Ruleset::from_files(&one).map(|rs| rs.pending_builds()))
-    });
-    g.bench_function("load/artifact/finished", |b| {
-        b.iter(|| {
-            Ruleset::from_files(&one).map(|rs| {
-                rs.finish_building();
-                rs.pending_builds()
+    let artifact_files = vec![wafc.clone()];
+    for (name, paths) in [("load", &files), ("load/artifact", &artifact_files)] {
+        g.bench_function(format!("{name}/ready"), |b| {
+            b.iter(|| Ruleset::from_files(paths).map(|rs| rs.pending_builds()))
+        });
+        g.bench_function(format!("{name}/finished"), |b| {
+            b.iter(|| {
+                Ruleset::from_files(paths).map(|rs| {
+                    rs.finish_building();
+                    rs.pending_builds()
+                })
             })
-        })
-    });
+        });
+    }
     g.finish();
     let _ = std::fs::remove_file(&wafc);
 }

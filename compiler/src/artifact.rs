@@ -59,9 +59,6 @@ pub const MAGIC: &[u8; 8] = b"WAFC\r\n\x1a\n";
 /// The format this build reads and writes.
 pub const FORMAT: u32 = 1;
 
-/// The conventional file extension.
-pub const EXTENSION: &str = "wafc";
-
 const HEADER_LEN: usize = 24;
 
 /// Who made an artifact: only the same build's compiler reads it (the

@@ -76,7 +76,7 @@ impl Scanner {
         let mut gates = Vec::with_capacity(program.operators.len());
         let mut masks = Vec::new();
         let mut literal_index: HashMap<&[u8], usize> = HashMap::new();
-        let mut literals: Vec<&Vec<u8>> = Vec::new();
+        let mut literals: Vec<&[u8]> = Vec::new();
         let mut bits_of: Vec<Vec<u32>> = Vec::new();
         let mut next_bit = 0u32;
         let (mut literal_ops, mut byte_ops) = (0, 0);

@@ -255,16 +255,6 @@ impl Precompiled {
         self.patterns.get(pattern)
     }
 
-    /// How many patterns it holds.
-    pub fn len(&self) -> usize {
-        self.patterns.len()
-    }
-
-    /// Whether it holds none.
-    pub fn is_empty(&self) -> bool {
-        self.patterns.is_empty()
-    }
-
     /// The dense DFA at `range` of [`Precompiled::bytes`], if it reads back
     /// (regex-automata checks it). Copied out: the tables are then owned
     /// like those of a DFA built here.
