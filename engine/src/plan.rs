@@ -41,6 +41,10 @@ pub(crate) struct PlanLink {
     /// The operator's regex runs on PCRE2 under a match limit
     /// (`WafPcreFallback On`): its limit hits are to be counted.
     pub backtracking: bool,
+    /// The link's slot group (see [`Plan::group_slots`]): set when the
+    /// whole link can be ruled out by one test of its slots' combined scan
+    /// results (a prefilter gate, no `multiMatch`, every slot memoized).
+    pub group: Option<u32>,
 }
 
 /// A slot's target and how its values are read.
@@ -75,6 +79,15 @@ pub(crate) struct Plan {
     /// The transformations of each transform-tree node, first to last
     /// (built once: rules read them on every value they test directly).
     chains: Vec<Vec<Transform>>,
+    /// Slot groups: the distinct slot lists of gated links,
+    /// `group_slots[group_start[g]..group_start[g + 1]]`. CRS's attack
+    /// rules read the same targets through the same chain (`ARGS`,
+    /// `ARGS_NAMES`, `REQUEST_COOKIES`, ... at one node) with different
+    /// operators: the union of a group's scan results, computed once per
+    /// phase, rules most of those links out with one bit test instead of
+    /// one per slot.
+    group_start: Vec<u32>,
+    group_slots: Vec<SlotId>,
 }
 
 impl Plan {
@@ -92,7 +105,7 @@ impl Plan {
                 location: Arc::from(r.location.as_str()),
             })
             .collect();
-        let slot_info = program
+        let slot_info: Vec<SlotInfo> = program
             .slots
             .iter()
             .map(|s| {
@@ -105,6 +118,8 @@ impl Plan {
             })
             .collect();
         let (mut plan_rules, mut plan_links, mut plan_slots) = (Vec::new(), Vec::new(), Vec::new());
+        let mut groups: std::collections::HashMap<Vec<SlotId>, u32> = Default::default();
+        let (mut group_start, mut group_slots) = (vec![0u32], Vec::new());
         for r in &program.rules {
             plan_rules.push(PlanRule {
                 links: plan_links.len() as u32,
@@ -112,9 +127,24 @@ impl Plan {
                 unconditional: r.unconditional,
             });
             for (k, l) in r.links.iter().enumerate() {
+                let gate = scanner.gate(l.operator);
+                let groupable = gate != crate::prefilter::Gate::Always
+                    && !l.multi_match
+                    && !l.targets.is_empty()
+                    && l.targets.iter().all(|s| !slot_info[s.index()].direct);
+                let group = groupable.then(|| {
+                    let mut key = l.targets.clone();
+                    key.sort_unstable_by_key(|s| s.index());
+                    key.dedup();
+                    *groups.entry(key).or_insert_with_key(|key| {
+                        group_slots.extend_from_slice(key);
+                        group_start.push(group_slots.len() as u32);
+                        (group_start.len() - 2) as u32
+                    })
+                });
                 plan_links.push(PlanLink {
                     op: l.operator,
-                    gate: scanner.gate(l.operator),
+                    gate,
                     node: l.transforms,
                     slots: plan_slots.len() as u32,
                     n_slots: l.targets.len() as u32,
@@ -126,6 +156,7 @@ impl Plan {
                         .kind
                         .regex()
                         .is_some_and(|rx| program.regexes[rx.index()].is_backtracking()),
+                    group,
                 });
                 plan_slots.extend_from_slice(&l.targets);
             }
@@ -137,7 +168,20 @@ impl Plan {
             slot_info,
             rule_meta,
             chains,
+            group_start,
+            group_slots,
         }
+    }
+
+    /// Number of slot groups.
+    pub(crate) fn groups(&self) -> usize {
+        self.group_start.len() - 1
+    }
+
+    /// The slots of group `g`.
+    pub(crate) fn group_slots(&self, g: u32) -> &[SlotId] {
+        let g = g as usize;
+        &self.group_slots[self.group_start[g] as usize..self.group_start[g + 1] as usize]
     }
 
     pub(crate) fn rule(&self, ri: RuleIdx) -> PlanRule {

@@ -11,6 +11,7 @@ use crate::outcome::{Cause, Intervention, MatchedRule};
 use crate::plan::PlanLink;
 use crate::prefilter::{byte_mask, Gate, Scanner};
 use crate::sources::stable_coll;
+use std::sync::Arc;
 use std::time::Instant;
 use waf_compiler::ir::*;
 use waf_compiler::names::Variable as V;
@@ -152,6 +153,13 @@ impl<'r> Transaction<'r> {
 
     fn eval_link(&mut self, lr: LinkRef<'r>) -> bool {
         let program = lr.program;
+        if let Some(g) = lr.pl.group {
+            // Statistics per slot and node need the slot-by-slot path.
+            let grouped = self.options.memo && self.options.prefilter && !self.cache.memo.prof_on;
+            if grouped && !self.group_passes(lr, g) {
+                return false;
+            }
+        }
         // The argument is expanded only if the operator runs at all (most
         // links are ruled out by the prefilter first).
         let mut arg = Arg_ {
@@ -189,19 +197,8 @@ impl<'r> Transaction<'r> {
     ) -> bool {
         let program = lr.program;
         let node = lr.pl.node;
-        let info = self.rs.plan().slot_info(slot);
-        let target = info.target;
-        let src_len = info.coll.map(|id| self.inputs.coll(id).len() as u32);
-        let list = match self
-            .cache
-            .memo
-            .target(target, self.cache.generation, src_len)
-        {
-            Some(r) => r,
-            None => self.build_target(program, target, src_len),
-        };
+        let list = self.slot_list(program, slot);
         let (start, len) = list;
-        self.cache.memo.slot_touch(slot, target);
         self.stats.memo_hits += u64::from(len);
         if self.cache.memo.prof_on {
             let p = &mut self.cache.memo.prof;
@@ -291,6 +288,58 @@ impl<'r> Transaction<'r> {
             self.cache.scratch.multi = path;
         }
         any
+    }
+
+    /// Whether the link's operator may match a value of its slot group
+    /// (the union of the group's scan results, computed once per
+    /// generation); when not, the link is ruled out, counted as if each
+    /// slot had been.
+    fn group_passes(&mut self, lr: LinkRef<'r>, g: u32) -> bool {
+        let generation = self.cache.generation;
+        let (program, rs) = (lr.program, self.rs);
+        if self.cache.memo.group(g, generation).is_none() {
+            self.cache.memo.group_begin(g, generation);
+            for &slot in rs.plan().group_slots(g) {
+                let list = self.slot_list(program, slot);
+                self.cache.memo.group_add(
+                    g,
+                    slot,
+                    program.slots[slot.index()].node,
+                    list,
+                    rs.scanner(),
+                    &program.transforms,
+                    &mut self.stats,
+                );
+            }
+        }
+        let Some((bits, mask, len)) = self.cache.memo.group(g, generation) else {
+            return true;
+        };
+        if rs.scanner().passes(lr.pl.gate, bits, mask) {
+            return true;
+        }
+        self.stats.memo_hits += u64::from(len);
+        self.stats.prefilter_skips += u64::from(len);
+        false
+    }
+
+    /// The instance list of a memoized slot's target, built if it is not
+    /// valid in this generation; the slot's union is marked stale when the
+    /// list is not the one it was computed from.
+    fn slot_list(&mut self, program: &'r Program, slot: SlotId) -> (u32, u32) {
+        let info = self.rs.plan().slot_info(slot);
+        let target = info.target;
+        let src_len = info.coll.map(|id| self.inputs.coll(id).len() as u32);
+        let list = match self
+            .cache
+            .memo
+            .target(target, self.cache.generation, src_len)
+        {
+            Some(r) => r,
+            None => self.build_target(program, target, src_len),
+        };
+        self.cache.memo.slot_touch(slot, target);
+        list
     }
 
     /// Builds the instance list of a target for this generation. Entries of
@@ -734,9 +783,25 @@ impl<'r> Transaction<'r> {
         m.phase = rule.phase;
         m.severity = rule.meta.severity;
         if let Some(meta) = self.rs.plan().rule_meta(ri.index()) {
-            m.tags.clone_from(&meta.tags);
-            m.ver.clone_from(&meta.ver);
-            m.location.clone_from(&meta.location);
+            // The pooled record usually held this rule's match before (the
+            // same rules match in the same order request after request):
+            // then nothing is cloned, and no shared reference count is
+            // written (an atomic write to a cache line every worker thread
+            // touches).
+            if !Arc::ptr_eq(&m.tags, &meta.tags) {
+                m.tags.clone_from(&meta.tags);
+            }
+            let same_ver = match (&m.ver, &meta.ver) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (None, None) => true,
+                _ => false,
+            };
+            if !same_ver {
+                m.ver.clone_from(&meta.ver);
+            }
+            if !Arc::ptr_eq(&m.location, &meta.location) {
+                m.location.clone_from(&meta.location);
+            }
         }
         m.matched_var_name.clone_from(&st.matched_var_name);
         m.matched_var.clear();

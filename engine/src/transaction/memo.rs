@@ -104,6 +104,13 @@ pub(super) struct Memo {
     slot_ready: Vec<bool>,
     slot_bits: Vec<u64>,
     slot_mask: Vec<ByteMask>,
+    // Slot group states, indexed by group (see `Plan::group_slots`): the
+    // union of the group's slot unions, valid in generation `group_gen`.
+    group_gen: Vec<u32>,
+    group_bits: Vec<u64>,
+    group_mask: Vec<ByteMask>,
+    /// Number of values the group's slots hold (for the statistics of a skip).
+    group_len: Vec<u32>,
     path: Vec<NodeId>,
     out: Vec<u8>,
     /// The prefilter's lowercased copy of the value it scans.
@@ -125,6 +132,7 @@ impl Memo {
         let p = rs.program();
         let words = rs.scanner().words();
         let slots = p.slots.len();
+        let groups = rs.plan().groups();
         Memo {
             unicode_map: rs.unicode_map().cloned(),
             nodes: p.transforms.nodes.len(),
@@ -146,11 +154,15 @@ impl Memo {
             slot_ready: vec![false; slots],
             slot_bits: vec![0; slots * words],
             slot_mask: vec![[0; 4]; slots],
+            group_gen: vec![0; groups],
+            group_bits: vec![0; groups * words],
+            group_mask: vec![[0; 4]; groups],
+            group_len: vec![0; groups],
             path: Vec::new(),
             out: Vec::new(),
             lowered: Vec::new(),
             inst_rec: Vec::new(),
-            x: XCache::new(words, XCacheLimits::default()),
+            x: XCache::new(words, p.transforms.nodes.len(), XCacheLimits::default()),
             x_on: true,
             prof: ChainProfile::default(),
             prof_on: false,
@@ -173,6 +185,7 @@ impl Memo {
         self.target_gen.fill(0);
         self.target_build.fill(0);
         self.slot_gen.fill(0);
+        self.group_gen.fill(0);
         self.builds = 0;
     }
 
@@ -182,6 +195,7 @@ impl Memo {
         self.target_gen.fill(0);
         self.target_src.fill(None);
         self.scalar_insts.fill((0, NONE));
+        self.group_gen.fill(0);
     }
 
     /// The instance of `origin`, created (with `raw` as its untransformed
@@ -503,32 +517,95 @@ impl Memo {
         tree: &TransformTree,
         stats: &mut EvalStats,
     ) -> bool {
-        let s = slot.index();
-        let w = self.words;
-        let (start, len) = list;
-        if !self.slot_ready[s] {
-            let mut union = [0u64; 4];
-            self.slot_bits[s * w..(s + 1) * w].fill(0);
-            for k in start..start + len {
-                let inst = self.target_list[k as usize];
-                let e = self.value(inst, node, tree, stats);
-                self.ensure_gate_data(e, scanner, stats);
-                let i = e as usize;
-                for j in 0..w {
-                    self.slot_bits[s * w + j] |= self.bits[i * w + j];
-                }
-                for (u, m) in union.iter_mut().zip(self.entries[i].mask) {
-                    *u |= m;
-                }
-            }
-            self.slot_mask[s] = union;
-            self.slot_ready[s] = true;
-        }
+        self.slot_union(slot, node, list, scanner, tree, stats);
+        let (s, w) = (slot.index(), self.words);
         scanner.passes(
             gate,
             &self.slot_bits[s * w..(s + 1) * w],
             &self.slot_mask[s],
         )
+    }
+
+    /// Computes the slot's union of scan results unless it is ready.
+    fn slot_union(
+        &mut self,
+        slot: SlotId,
+        node: NodeId,
+        list: (u32, u32),
+        scanner: &Scanner,
+        tree: &TransformTree,
+        stats: &mut EvalStats,
+    ) {
+        let s = slot.index();
+        if self.slot_ready[s] {
+            return;
+        }
+        let w = self.words;
+        let (start, len) = list;
+        let mut union = [0u64; 4];
+        self.slot_bits[s * w..(s + 1) * w].fill(0);
+        for k in start..start + len {
+            let inst = self.target_list[k as usize];
+            let e = self.value(inst, node, tree, stats);
+            self.ensure_gate_data(e, scanner, stats);
+            let i = e as usize;
+            for j in 0..w {
+                self.slot_bits[s * w + j] |= self.bits[i * w + j];
+            }
+            for (u, m) in union.iter_mut().zip(self.entries[i].mask) {
+                *u |= m;
+            }
+        }
+        self.slot_mask[s] = union;
+        self.slot_ready[s] = true;
+    }
+
+    /// The group's union, if computed in `generation`: (scan bits, byte
+    /// set, number of values).
+    pub fn group(&self, g: u32, generation: u32) -> Option<(&[u64], &ByteMask, u32)> {
+        let g = g as usize;
+        let w = self.words;
+        (self.group_gen[g] == generation).then(|| {
+            (
+                &self.group_bits[g * w..(g + 1) * w],
+                &self.group_mask[g],
+                self.group_len[g],
+            )
+        })
+    }
+
+    /// Starts computing group `g`'s union for `generation`: add its slots
+    /// with [`Memo::group_add`].
+    pub fn group_begin(&mut self, g: u32, generation: u32) {
+        let g = g as usize;
+        let w = self.words;
+        self.group_gen[g] = generation;
+        self.group_bits[g * w..(g + 1) * w].fill(0);
+        self.group_mask[g] = [0; 4];
+        self.group_len[g] = 0;
+    }
+
+    /// Adds a slot (its target's instance list `list`) to group `g`'s union.
+    #[allow(clippy::too_many_arguments)]
+    pub fn group_add(
+        &mut self,
+        g: u32,
+        slot: SlotId,
+        node: NodeId,
+        list: (u32, u32),
+        scanner: &Scanner,
+        tree: &TransformTree,
+        stats: &mut EvalStats,
+    ) {
+        self.slot_union(slot, node, list, scanner, tree, stats);
+        let (g, s, w) = (g as usize, slot.index(), self.words);
+        for j in 0..w {
+            self.group_bits[g * w + j] |= self.slot_bits[s * w + j];
+        }
+        for (u, m) in self.group_mask[g].iter_mut().zip(self.slot_mask[s]) {
+            *u |= m;
+        }
+        self.group_len[g] += list.1;
     }
 }
 

@@ -835,3 +835,40 @@ fn a_negated_regex_captures_as_modsecurity_v3() {
     assert_eq!(ids(&get(&rs, "/?a=xbc&b=zzz", &[])), [1, 2]);
     assert_eq!(ids(&get(&rs, "/?a=xbc", &[])), [2]);
 }
+
+/// Links that read the same slots (targets through one chain) share one
+/// union of scan results per phase: it rules out the links whose literal
+/// occurs in no value, and lets the others test each value as before,
+/// also after the phase's values changed (a body in phase 2).
+#[test]
+fn slot_groups_rule_links_out_and_keep_the_rest_exact() {
+    let rs = ruleset(
+        "SecRuleEngine On\n\
+         SecRequestBodyAccess On\n\
+         SecRule ARGS|ARGS_NAMES \"@rx alpha[0-9]\" \"id:1,phase:1,pass,t:none,t:lowercase\"\n\
+         SecRule ARGS|ARGS_NAMES \"@rx bravo[0-9]\" \"id:2,phase:1,pass,t:none,t:lowercase\"\n\
+         SecRule ARGS_NAMES|ARGS \"@rx charlie[0-9]\" \"id:3,phase:2,pass,t:none,t:lowercase\"\n\
+         SecRule ARGS|ARGS_NAMES \"@rx alpha[0-9]\" \"id:4,phase:2,pass,t:none,t:lowercase\"\n",
+    );
+    let mut tx = rs.transaction();
+    tx.process_connection("10.0.0.1", 40000, "127.0.0.1", 80);
+    tx.process_uri(b"/?a=ALPHA1&x=y", b"POST", b"HTTP/1.1");
+    tx.add_request_header(b"Content-Type", b"application/x-www-form-urlencoded");
+    tx.process_request_headers();
+    assert_eq!(ids(&tx), [1]);
+    let skips = tx.stats().prefilter_skips;
+    assert!(skips >= 3, "rule 2's slots ruled out at once: {skips}");
+    // Phase 2 sees the body's argument: its group union is new.
+    tx.append_request_body(b"charlie7=1");
+    tx.process_request_body();
+    assert_eq!(ids(&tx), [1, 3, 4]);
+    // Naive evaluation agrees.
+    let mut naive = rs.transaction_with(crate::EvalOptions::naive());
+    naive.process_connection("10.0.0.1", 40000, "127.0.0.1", 80);
+    naive.process_uri(b"/?a=ALPHA1&x=y", b"POST", b"HTTP/1.1");
+    naive.add_request_header(b"Content-Type", b"application/x-www-form-urlencoded");
+    naive.process_request_headers();
+    naive.append_request_body(b"charlie7=1");
+    naive.process_request_body();
+    assert_eq!(ids(&naive), [1, 3, 4]);
+}

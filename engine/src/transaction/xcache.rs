@@ -48,9 +48,10 @@ struct NodeInfo {
     gate: u32,
 }
 
-/// Transform nodes remembered per value (CRS reads a value through at
-/// most a few dozen chain nodes; the rest are recomputed).
-const RECORD_NODES: usize = 32;
+/// At most this many transform nodes are remembered per value (CRS has 45
+/// nodes in all, and a value goes through a few dozen of them; with more
+/// nodes than this, the ones that find no free slot are recomputed).
+const MAX_RECORD_NODES: usize = 64;
 
 /// Slots of a new cache's operator table (64 KiB).
 const OPS_START: usize = 4096;
@@ -88,13 +89,15 @@ pub(super) struct XCache {
     index: Vec<u32>,
     records: Vec<Record>,
     arena: Vec<u8>,
-    /// `RECORD_NODES` slots per record, (node + 1, info), 0 = free: the
+    /// `record_nodes` slots per record, (node + 1, info), 0 = free: the
     /// nodes a value went through, next to each other in memory (a lookup
     /// reads a few cache lines of one record, not a random table slot).
     /// Open addressing within the record: a node's probe starts at slot
-    /// `node % RECORD_NODES` (see [`probe`]), so a lookup is one or two
-    /// comparisons rather than a scan of every node seen before it.
+    /// `node % record_nodes` (see [`XCache::probe`]). With at most
+    /// [`MAX_RECORD_NODES`] nodes in the program (CRS), there is a slot per
+    /// node: every node's outcome is kept, and found at the first probe.
     node_info: Vec<(u32, NodeInfo)>,
+    record_nodes: usize,
     /// Scan results (`words` words) followed by the byte set (4 words).
     gate: Vec<u64>,
     /// Open addressing: (key, result); key 0 = empty.
@@ -110,10 +113,13 @@ pub(super) struct XCache {
 }
 
 impl XCache {
-    pub fn new(words: usize, limits: XCacheLimits) -> XCache {
+    /// A cache for scan results of `words` words, over a transform tree of
+    /// `nodes` nodes.
+    pub fn new(words: usize, nodes: usize, limits: XCacheLimits) -> XCache {
         XCache {
             limits: Some(limits),
             words,
+            record_nodes: nodes.clamp(1, MAX_RECORD_NODES),
             ..XCache::default()
         }
     }
@@ -148,7 +154,7 @@ impl XCache {
             // (`set_op`): a cache is per concurrent transaction, and most
             // never need the limit's megabytes.
             self.ops = vec![(0, false); OPS_START.min((lim.op_results * 2).next_power_of_two())];
-            self.node_info = Vec::with_capacity(lim.records * RECORD_NODES);
+            self.node_info = Vec::with_capacity(lim.records * self.record_nodes);
             self.seen = vec![0; (lim.records * 64).next_power_of_two() / 64];
         }
         let hash = crate::hash::bytes(raw);
@@ -203,20 +209,28 @@ impl XCache {
             start,
             len: raw.len() as u32,
         });
-        self.node_info
-            .resize(self.records.len() * RECORD_NODES, (0, NodeInfo::default()));
+        self.node_info.resize(
+            self.records.len() * self.record_nodes,
+            (0, NodeInfo::default()),
+        );
     }
 
     fn slots(&self, rec: u32) -> &[(u32, NodeInfo)] {
-        let at = rec as usize * RECORD_NODES;
-        self.node_info.get(at..at + RECORD_NODES).unwrap_or(&[])
+        let at = rec as usize * self.record_nodes;
+        self.node_info
+            .get(at..at + self.record_nodes)
+            .unwrap_or(&[])
+    }
+
+    fn probe(&self, node: usize) -> impl Iterator<Item = usize> {
+        probe(self.record_nodes, node)
     }
 
     fn info(&self, rec: u32, node: usize) -> NodeInfo {
         let key = node as u32 + 1;
         let slots = self.slots(rec);
-        if slots.len() == RECORD_NODES {
-            for i in probe(node) {
+        if slots.len() == self.record_nodes {
+            for i in self.probe(node) {
                 let (k, info) = slots[i];
                 if k == key {
                     return info;
@@ -236,9 +250,10 @@ impl XCache {
     /// slots are all taken (that node is then not cached for this value).
     fn info_mut(&mut self, rec: u32, node: usize) -> Option<&mut NodeInfo> {
         let key = node as u32 + 1;
-        let at = rec as usize * RECORD_NODES;
-        let slots = self.node_info.get_mut(at..at + RECORD_NODES)?;
-        let i = probe(node).find(|&i| slots[i].0 == key || slots[i].0 == 0)?;
+        let rn = self.record_nodes;
+        let at = rec as usize * rn;
+        let slots = self.node_info.get_mut(at..at + rn)?;
+        let i = probe(rn, node).find(|&i| slots[i].0 == key || slots[i].0 == 0)?;
         if slots[i].0 == 0 {
             slots[i] = (
                 key,
@@ -394,10 +409,11 @@ impl XCache {
     }
 }
 
-/// The slots of a record that node `node`'s entry may be in, in probe
-/// order (records are only ever emptied whole, so a free slot ends a probe).
-fn probe(node: usize) -> impl Iterator<Item = usize> {
-    (0..RECORD_NODES).map(move |k| (node + k) % RECORD_NODES)
+/// The slots of a record of `rn` slots that node `node`'s entry may be in,
+/// in probe order (records are only ever emptied whole, so a free slot ends
+/// a probe).
+fn probe(rn: usize, node: usize) -> impl Iterator<Item = usize> {
+    (0..rn).map(move |k| (node + k) % rn)
 }
 
 /// A full-avalanche 64-bit mix (keys are structured integers; linear
@@ -423,6 +439,7 @@ mod tests {
     fn records_are_verified_and_bounded() {
         let mut c = XCache::new(
             1,
+            8,
             XCacheLimits {
                 records: 4,
                 bytes: 1024,
@@ -462,6 +479,7 @@ mod tests {
     fn the_operator_table_grows_to_its_limit_keeping_results() {
         let mut c = XCache::new(
             1,
+            8,
             XCacheLimits {
                 records: 64,
                 bytes: 1 << 16,
