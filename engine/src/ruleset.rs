@@ -29,10 +29,14 @@ pub struct Ruleset {
     options: EvalOptions,
     /// `SecUnicodeMapFile`'s table for `urlDecodeUni`, built once.
     unicode_map: Option<std::sync::Arc<crate::transform::UnicodeMap>>,
-    /// Evaluation caches of dropped transactions, for the next ones: a
-    /// server that makes a transaction per request gets warm buffers and a
-    /// warm cross-transaction cache instead of building them each time.
+    /// Evaluation buffers of dropped transactions, for the next ones: a
+    /// server that makes a transaction per request gets warm buffers
+    /// instead of building them each time.
     pub(crate) pool: CachePool,
+    /// Unique in the process: what keys this ruleset's per-thread
+    /// cross-transaction caches (two rulesets never share one, even at
+    /// the same address after a reload).
+    id: u64,
 }
 
 /// Evaluation caches kept for reuse (at most [`CachePool::CAPACITY`]).
@@ -65,6 +69,11 @@ impl CachePool {
             }
         }
     }
+}
+
+fn next_id() -> u64 {
+    static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// How much of a ruleset the prefilter covers.
@@ -108,12 +117,20 @@ impl Ruleset {
             scanner,
             options: EvalOptions::default(),
             pool: CachePool::default(),
+            id: next_id(),
         }
+    }
+
+    /// The ruleset's process-unique id.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
     }
 
     /// Replaces the `@detectSQLi`/`@detectXSS` implementation.
     pub fn with_injection(mut self, injection: Box<dyn Injection>) -> Ruleset {
         self.injection = injection;
+        // Cached operator results were the other implementation's.
+        self.id = next_id();
         self
     }
 

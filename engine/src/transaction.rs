@@ -98,10 +98,11 @@ pub struct Transaction<'r> {
 
 impl Ruleset {
     /// A new transaction with this ruleset's evaluation options. Its
-    /// evaluation cache (memo buffers, cross-transaction cache) comes from a
-    /// dropped transaction of this ruleset when there is one, so creating a
+    /// buffers (memo table, collections, match records) come from a dropped
+    /// transaction of this ruleset when there is one, so creating a
     /// transaction per request costs little once warm; reusing one
-    /// transaction per worker ([`Transaction::reset`]) costs nothing.
+    /// transaction per worker ([`Transaction::reset`]) costs nothing. The
+    /// cross-transaction cache is the thread's: each phase borrows it.
     pub fn transaction(&self) -> Transaction<'_> {
         Transaction::with_options(self, self.eval_options())
     }
@@ -113,9 +114,9 @@ impl Ruleset {
 }
 
 /// What a dropped transaction leaves in its ruleset's pool for the next
-/// one: every buffer, grown to the traffic, and the evaluation cache (memo
-/// buffers, cross-transaction cache). A transaction per request (what a
-/// proxy does) then allocates as little as one reset and reused.
+/// one: every buffer, grown to the traffic (the memo table's among them; the
+/// cross-transaction cache stays with the thread). A transaction per request
+/// (what a proxy does) then allocates as little as one reset and reused.
 struct Leftovers {
     cache: EvalCache,
     /// `None` after a request with a big body: its buffers are not worth
@@ -239,18 +240,18 @@ impl<'r> Transaction<'r> {
         self.cache.memo.prof_on = options.profile;
     }
 
-    /// Empties the cross-transaction cache (its buffers are kept).
+    /// Empties the cross-transaction cache this thread keeps for the
+    /// ruleset (its buffers are kept). The cache belongs to the thread, not
+    /// to the transaction: every transaction of the ruleset on this thread
+    /// starts cold after this.
     pub fn clear_cache(&mut self) {
+        xcache::home_clear(self.rs.id());
         self.cache.memo.x.clear();
     }
 
     /// Counters accumulated since creation or [`Transaction::reset_stats`].
     pub fn stats(&self) -> EvalStats {
-        EvalStats {
-            xcache_hits: self.cache.memo.x.hits,
-            xcache_misses: self.cache.memo.x.misses,
-            ..self.stats
-        }
+        self.stats
     }
 
     /// Per-rule measurements (filled with [`EvalOptions::profile`]).
@@ -267,8 +268,6 @@ impl<'r> Transaction<'r> {
     /// Zeroes [`Transaction::stats`] and the profiles.
     pub fn reset_stats(&mut self) {
         self.stats = EvalStats::default();
-        self.cache.memo.x.hits = 0;
-        self.cache.memo.x.misses = 0;
         self.profile.clear();
         self.cache.memo.prof.clear();
     }

@@ -4,6 +4,7 @@ use super::fmt::push_i64;
 use super::memo::{Inst, Origin};
 use super::state::{Allow, RuleSel};
 use super::vars::{for_each_stable, origin_key, selector_matches, Vars};
+use super::xcache;
 use super::Transaction;
 use crate::body::Processor;
 use crate::operator;
@@ -24,6 +25,37 @@ impl<'r> Transaction<'r> {
         if self.state.mode == EngineMode::Off {
             return;
         }
+        self.borrow_xcache();
+        self.run_rules(phase);
+        self.return_xcache();
+    }
+
+    /// Takes this thread's cross-transaction cache for the phase (a new one
+    /// if the thread has none for this ruleset).
+    fn borrow_xcache(&mut self) {
+        let m = &mut self.cache.memo;
+        if !m.x_on {
+            return;
+        }
+        // Replaces the placeholder (or, after a panic in a phase, a cache
+        // that may be half-updated: it is dropped).
+        m.x = xcache::home_take(self.rs.id()).unwrap_or_else(|| m.new_xcache());
+        m.x_taken = Some((m.x.hits, m.x.misses));
+    }
+
+    /// Gives the cache back to the thread, its counts added to the stats.
+    fn return_xcache(&mut self) {
+        let m = &mut self.cache.memo;
+        let Some((hits, misses)) = m.x_taken.take() else {
+            return;
+        };
+        let x = std::mem::take(&mut m.x);
+        self.stats.xcache_hits += x.hits - hits;
+        self.stats.xcache_misses += x.misses - misses;
+        xcache::home_give(self.rs.id(), x);
+    }
+
+    fn run_rules(&mut self, phase: u8) {
         if phase == 2 && !self.inputs.body_done {
             self.parse_body();
         }

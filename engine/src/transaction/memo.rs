@@ -118,9 +118,13 @@ pub(super) struct Memo {
     /// Per instance: its cross-transaction cache record and that record's
     /// epoch (NONE when not cached).
     inst_rec: Vec<(u32, u32)>,
-    /// The cross-transaction cache (kept by `clear`: it outlives transactions).
+    /// The cross-transaction cache: the thread's, borrowed for the length
+    /// of a phase (see `xcache::home_take`); an empty placeholder
+    /// between phases.
     pub x: XCache,
     pub x_on: bool,
+    /// While borrowed: its hit and miss counts when it was taken.
+    pub x_taken: Option<(u64, u64)>,
     /// Per-node counters (kept by `clear`; filled only when `prof_on`, after
     /// the transaction sized them).
     pub prof: ChainProfile,
@@ -162,11 +166,17 @@ impl Memo {
             out: Vec::new(),
             lowered: Vec::new(),
             inst_rec: Vec::new(),
-            x: XCache::new(words, p.transforms.nodes.len(), XCacheLimits::default()),
+            x: XCache::default(),
             x_on: true,
+            x_taken: None,
             prof: ChainProfile::default(),
             prof_on: false,
         }
+    }
+
+    /// A new, empty cross-transaction cache for this program.
+    pub fn new_xcache(&self) -> XCache {
+        XCache::new(self.words, self.nodes, XCacheLimits::default())
     }
 
     pub fn clear(&mut self) {

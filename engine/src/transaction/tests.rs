@@ -872,3 +872,42 @@ fn slot_groups_rule_links_out_and_keep_the_rest_exact() {
     naive.process_request_body();
     assert_eq!(ids(&naive), [1, 3, 4]);
 }
+
+/// The cross-transaction cache belongs to the thread: transactions in
+/// flight together share what it learnt, and one whose phases run on two
+/// threads (a proxy's task moved between workers) never reads the other
+/// thread's records for its own values (record ids repeat across caches;
+/// their epochs do not).
+#[test]
+fn the_thread_cache_is_shared_and_never_read_across_threads() {
+    let rs = ruleset(
+        "SecRuleEngine On\n\
+         SecRule ARGS \"@rx zzz\" \"id:2,phase:1,pass,t:none,t:urlDecodeUni\"\n\
+         SecRule ARGS \"@rx ^e.i.$\" \"id:1,phase:2,deny,t:none,t:urlDecodeUni\"\n",
+    );
+    // Two transactions alive at once on this thread: the second is served
+    // from what the first taught the thread's cache.
+    let first = get(&rs, "/?a=evil", &[]);
+    let second = get(&rs, "/?a=evil", &[]);
+    let third = get(&rs, "/?a=evil", &[]);
+    assert_eq!((ids(&first), ids(&third)), (vec![1], vec![1]));
+    assert!(third.stats().xcache_hits > 0, "{:?}", third.stats());
+    drop((first, second, third));
+
+    let mut tx = rs.transaction();
+    tx.process_connection("10.0.0.1", 40000, "127.0.0.1", 80);
+    tx.process_uri(b"/?a=evil", b"GET", b"HTTP/1.1");
+    tx.process_request_headers();
+    let rs = &rs;
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            // This thread's cache learns another value, under the same
+            // record ids, with rule 1's result for it.
+            for _ in 0..3 {
+                assert!(ids(&get(rs, "/?a=fine", &[])).is_empty());
+            }
+            tx.process_request_body();
+            assert_eq!(ids(&tx), [1]);
+        });
+    });
+}

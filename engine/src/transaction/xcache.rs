@@ -63,7 +63,7 @@ struct Record {
     len: u32,
 }
 
-/// Limits of one cache (per transaction, i.e. per worker thread).
+/// Limits of one cache (one per thread and ruleset).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct XCacheLimits {
     pub records: usize,
@@ -130,7 +130,7 @@ impl XCache {
 
     /// Empties the cache (keeps the buffers).
     pub fn clear(&mut self) {
-        self.epoch = self.epoch.wrapping_add(1);
+        self.epoch = next_epoch();
         self.index.fill(0);
         self.records.clear();
         self.arena.clear();
@@ -147,6 +147,9 @@ impl XCache {
         let lim = self.limits();
         if raw.len() > lim.bytes / 8 {
             return None;
+        }
+        if self.epoch == 0 {
+            self.epoch = next_epoch();
         }
         if self.index.is_empty() {
             self.index = vec![0; (lim.records * 2).next_power_of_two()];
@@ -266,8 +269,11 @@ impl XCache {
         Some(&mut slots[i].1)
     }
 
-    /// Incremented every time the cache is emptied: a record id is only
-    /// meaningful with the epoch it was obtained in.
+    /// Changed every time the cache is emptied, and unique among all caches
+    /// of the process (0 until the first record): a record id is only
+    /// meaningful with the epoch it was obtained in, so an instance that
+    /// got its record from another thread's cache (its transaction moved
+    /// threads between phases) is simply not served from this one.
     pub fn epoch(&self) -> u32 {
         self.epoch
     }
@@ -407,6 +413,73 @@ impl XCache {
     pub fn ops_capacity(&self) -> usize {
         self.ops.len()
     }
+}
+
+/// A process-wide unique, non-zero epoch.
+fn next_epoch() -> u32 {
+    static EPOCHS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+    loop {
+        let e = EPOCHS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if e != 0 {
+            return e;
+        }
+    }
+}
+
+// Where each thread keeps its caches between phases (`home_take`,
+// `home_give`, `home_clear`): one per ruleset (by
+// [`crate::Ruleset`]'s unique id), the most recently used first.
+//
+// A cache belongs to the worker thread, not to the transaction: a proxy
+// keeps a transaction per request in flight (dozens per thread, each
+// waiting on a client or upstream between phases), and a cache per
+// transaction would split what the thread learns into as many cold
+// copies, each megabytes. A transaction borrows its thread's cache for
+// the length of a phase (see `Transaction::run_phase`).
+
+/// Rulesets whose caches a thread keeps (a server running several sites,
+/// or one reloading: the caches of replaced rulesets age out).
+const HOME_RULESETS: usize = 4;
+
+thread_local! {
+    static HOME: std::cell::RefCell<Vec<(u64, XCache)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// This thread's cache for ruleset `id`, if it has one (taken out).
+pub(super) fn home_take(id: u64) -> Option<XCache> {
+    HOME.try_with(|h| {
+        let mut h = h.try_borrow_mut().ok()?;
+        let i = h.iter().position(|(r, _)| *r == id)?;
+        Some(h.remove(i).1)
+    })
+    .ok()
+    .flatten()
+}
+
+/// Puts a cache back as this thread's for ruleset `id`.
+pub(super) fn home_give(id: u64, x: XCache) {
+    let _ = HOME.try_with(|h| {
+        if let Ok(mut h) = h.try_borrow_mut() {
+            h.retain(|(r, _)| *r != id);
+            if h.len() >= HOME_RULESETS {
+                h.pop();
+            }
+            h.insert(0, (id, x));
+        }
+    });
+}
+
+/// Empties this thread's cache for ruleset `id` (keeps its buffers).
+pub(super) fn home_clear(id: u64) {
+    let _ = HOME.try_with(|h| {
+        if let Ok(mut h) = h.try_borrow_mut() {
+            for (r, x) in h.iter_mut() {
+                if *r == id {
+                    x.clear();
+                }
+            }
+        }
+    });
 }
 
 /// The slots of a record of `rn` slots that node `node`'s entry may be in,
