@@ -294,6 +294,34 @@ impl Memo {
         }
     }
 
+    /// Looks this transaction's instances up again in the cache just
+    /// borrowed, when it is not the one they got their records from (the
+    /// transaction's phases ran on two threads: a proxy's task moves
+    /// between workers while it waits on the network). Without this, every
+    /// value of the earlier phases would miss the cache for the rest of
+    /// the transaction.
+    pub fn rebind_records(&mut self) {
+        if !self.x_on {
+            return;
+        }
+        let epoch = self.x.epoch();
+        for inst in 0..self.inst_rec.len() {
+            // Values without a record were not admitted (seen once, or too
+            // big): looking them up again would count a second sighting.
+            let (rec, e) = self.inst_rec[inst];
+            if rec == NONE || e == epoch {
+                continue;
+            }
+            let e = self.table[inst * self.nodes];
+            let f = self.entries[e as usize];
+            let raw = &self.arena[f.start..f.start + f.len];
+            self.inst_rec[inst] = self
+                .x
+                .record(raw)
+                .map_or((NONE, 0), |r| (r, self.x.epoch()));
+        }
+    }
+
     /// The cache key of a value for operator results: (record, node).
     pub fn op_key(&self, e: u32) -> Option<(u32, usize)> {
         let en = &self.entries[e as usize];

@@ -911,3 +911,35 @@ fn the_thread_cache_is_shared_and_never_read_across_threads() {
         });
     });
 }
+
+/// A transaction whose next phase runs on another thread looks its values
+/// up again in that thread's cache, rather than missing it for the rest of
+/// the request.
+#[test]
+fn values_are_found_again_in_the_next_threads_cache() {
+    let rs = ruleset(
+        "SecRuleEngine On\n\
+         SecRule ARGS \"@rx zzz\" \"id:2,phase:1,pass,t:none,t:urlDecodeUni\"\n\
+         SecRule ARGS \"@rx ^e.i.$\" \"id:1,phase:2,deny,t:none,t:urlDecodeUni\"\n",
+    );
+    // This thread's cache admits the value (seen twice).
+    for _ in 0..2 {
+        assert_eq!(ids(&get(&rs, "/?a=evil", &[])), [1]);
+    }
+    let mut tx = rs.transaction();
+    tx.process_connection("10.0.0.1", 40000, "127.0.0.1", 80);
+    tx.process_uri(b"/?a=evil", b"GET", b"HTTP/1.1");
+    tx.process_request_headers();
+    let rs = &rs;
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            for _ in 0..2 {
+                assert_eq!(ids(&get(rs, "/?a=evil", &[])), [1]);
+            }
+            let before = tx.stats().xcache_hits;
+            tx.process_request_body();
+            assert_eq!(ids(&tx), [1]);
+            assert!(tx.stats().xcache_hits > before, "{:?}", tx.stats());
+        });
+    });
+}
