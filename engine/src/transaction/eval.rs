@@ -41,7 +41,6 @@ impl<'r> Transaction<'r> {
         // that may be half-updated: it is dropped).
         m.x = xcache::home_take(self.rs.id()).unwrap_or_else(|| m.new_xcache());
         m.x_taken = Some((m.x.hits, m.x.misses));
-        m.rebind_records();
     }
 
     /// Gives the cache back to the thread, its counts added to the stats.

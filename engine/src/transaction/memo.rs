@@ -277,10 +277,29 @@ impl Memo {
         (self.entries.len() - 1) as u32
     }
 
-    /// The instance's cache record, if it has one that is still valid.
-    fn rec(&self, inst: u32) -> Option<u32> {
+    /// The instance's cache record, if it has one in the borrowed cache.
+    ///
+    /// A record from another cache (the transaction's earlier phase ran on
+    /// another thread: a proxy's task moves between workers while it waits
+    /// on the network), or from before this cache emptied itself, is
+    /// looked up again once, by the value's bytes; without that, the value
+    /// would miss the cache for the rest of the request. Values that never
+    /// had a record (seen once, or too big) are not looked up again: that
+    /// would count as a second sighting.
+    fn rec(&mut self, inst: u32) -> Option<u32> {
         let (rec, epoch) = self.inst_rec[inst as usize];
-        (rec != NONE && epoch == self.x.epoch()).then_some(rec)
+        if rec == NONE || !self.x_on {
+            return None;
+        }
+        if epoch == self.x.epoch() {
+            return Some(rec);
+        }
+        let e = self.table[inst as usize * self.nodes];
+        let f = self.entries[e as usize];
+        let raw = &self.arena[f.start..f.start + f.len];
+        let found = self.x.record(raw);
+        self.inst_rec[inst as usize] = found.map_or((NONE, 0), |r| (r, self.x.epoch()));
+        found
     }
 
     /// Copies a cached scan result into entry `e`.
@@ -294,37 +313,9 @@ impl Memo {
         }
     }
 
-    /// Looks this transaction's instances up again in the cache just
-    /// borrowed, when it is not the one they got their records from (the
-    /// transaction's phases ran on two threads: a proxy's task moves
-    /// between workers while it waits on the network). Without this, every
-    /// value of the earlier phases would miss the cache for the rest of
-    /// the transaction.
-    pub fn rebind_records(&mut self) {
-        if !self.x_on {
-            return;
-        }
-        let epoch = self.x.epoch();
-        for inst in 0..self.inst_rec.len() {
-            // Values without a record were not admitted (seen once, or too
-            // big): looking them up again would count a second sighting.
-            let (rec, e) = self.inst_rec[inst];
-            if rec == NONE || e == epoch {
-                continue;
-            }
-            let e = self.table[inst * self.nodes];
-            let f = self.entries[e as usize];
-            let raw = &self.arena[f.start..f.start + f.len];
-            self.inst_rec[inst] = self
-                .x
-                .record(raw)
-                .map_or((NONE, 0), |r| (r, self.x.epoch()));
-        }
-    }
-
     /// The cache key of a value for operator results: (record, node).
-    pub fn op_key(&self, e: u32) -> Option<(u32, usize)> {
-        let en = &self.entries[e as usize];
+    pub fn op_key(&mut self, e: u32) -> Option<(u32, usize)> {
+        let en = self.entries[e as usize];
         self.rec(en.inst).map(|r| (r, en.node as usize))
     }
 
