@@ -294,10 +294,8 @@ impl Memo {
         if epoch == self.x.epoch() {
             return Some(rec);
         }
-        let e = self.table[inst as usize * self.nodes];
-        let f = self.entries[e as usize];
-        let raw = &self.arena[f.start..f.start + f.len];
-        let found = self.x.record(raw);
+        let raw = self.raw_range(inst);
+        let found = self.x.record(&self.arena[raw]);
         self.inst_rec[inst as usize] = found.map_or((NONE, 0), |r| (r, self.x.epoch()));
         found
     }
@@ -321,7 +319,13 @@ impl Memo {
 
     /// The untransformed value of an instance.
     fn raw(&self, inst: u32) -> &[u8] {
-        self.bytes(self.table[inst as usize * self.nodes])
+        &self.arena[self.raw_range(inst)]
+    }
+
+    /// Where the untransformed value of an instance is in the arena.
+    fn raw_range(&self, inst: u32) -> std::ops::Range<usize> {
+        let f = &self.entries[self.table[inst as usize * self.nodes] as usize];
+        f.start..f.start + f.len
     }
 
     pub fn inst(&self, inst: u32) -> Inst {
@@ -571,21 +575,20 @@ impl Memo {
         }
         let w = self.words;
         let (start, len) = list;
-        let mut union = [0u64; 4];
         self.slot_bits[s * w..(s + 1) * w].fill(0);
+        self.slot_mask[s] = [0; 4];
         for k in start..start + len {
             let inst = self.target_list[k as usize];
-            let e = self.value(inst, node, tree, stats);
-            self.ensure_gate_data(e, scanner, stats);
-            let i = e as usize;
-            for j in 0..w {
-                self.slot_bits[s * w + j] |= self.bits[i * w + j];
-            }
-            for (u, m) in union.iter_mut().zip(self.entries[i].mask) {
-                *u |= m;
-            }
+            let e = self.value(inst, node, tree, stats) as usize;
+            self.ensure_gate_data(e as u32, scanner, stats);
+            add_gate(
+                (
+                    &mut self.slot_bits[s * w..(s + 1) * w],
+                    &mut self.slot_mask[s],
+                ),
+                (&self.bits[e * w..(e + 1) * w], &self.entries[e].mask),
+            );
         }
-        self.slot_mask[s] = union;
         self.slot_ready[s] = true;
     }
 
@@ -628,13 +631,24 @@ impl Memo {
     ) {
         self.slot_union(slot, node, list, scanner, tree, stats);
         let (g, s, w) = (g as usize, slot.index(), self.words);
-        for j in 0..w {
-            self.group_bits[g * w + j] |= self.slot_bits[s * w + j];
-        }
-        for (u, m) in self.group_mask[g].iter_mut().zip(self.slot_mask[s]) {
-            *u |= m;
-        }
+        add_gate(
+            (
+                &mut self.group_bits[g * w..(g + 1) * w],
+                &mut self.group_mask[g],
+            ),
+            (&self.slot_bits[s * w..(s + 1) * w], &self.slot_mask[s]),
+        );
         self.group_len[g] += list.1;
+    }
+}
+
+/// Adds a scan result and byte set (`from`) to a union of them (`into`).
+fn add_gate(into: (&mut [u64], &mut ByteMask), from: (&[u64], &ByteMask)) {
+    for (d, b) in into.0.iter_mut().zip(from.0) {
+        *d |= b;
+    }
+    for (d, m) in into.1.iter_mut().zip(from.1) {
+        *d |= m;
     }
 }
 

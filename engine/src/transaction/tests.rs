@@ -12,14 +12,24 @@ fn ids(tx: &crate::Transaction<'_>) -> Vec<u64> {
 }
 
 fn get<'r>(rs: &'r Ruleset, uri: &str, headers: &[(&str, &str)]) -> crate::Transaction<'r> {
-    let mut tx = rs.transaction();
+    let mut tx = through_phase1(rs.transaction(), "GET", uri, headers);
+    tx.process_request_body();
+    tx
+}
+
+/// `tx` fed a request's connection, request line and headers, phase 1 run.
+fn through_phase1<'r>(
+    mut tx: crate::Transaction<'r>,
+    method: &str,
+    uri: &str,
+    headers: &[(&str, &str)],
+) -> crate::Transaction<'r> {
     tx.process_connection("10.0.0.1", 40000, "127.0.0.1", 80);
-    tx.process_uri(uri.as_bytes(), b"GET", b"HTTP/1.1");
+    tx.process_uri(uri.as_bytes(), method.as_bytes(), b"HTTP/1.1");
     for (k, v) in headers {
         tx.add_request_header(k.as_bytes(), v.as_bytes());
     }
     tx.process_request_headers();
-    tx.process_request_body();
     tx
 }
 
@@ -850,11 +860,8 @@ fn slot_groups_rule_links_out_and_keep_the_rest_exact() {
          SecRule ARGS_NAMES|ARGS \"@rx charlie[0-9]\" \"id:3,phase:2,pass,t:none,t:lowercase\"\n\
          SecRule ARGS|ARGS_NAMES \"@rx alpha[0-9]\" \"id:4,phase:2,pass,t:none,t:lowercase\"\n",
     );
-    let mut tx = rs.transaction();
-    tx.process_connection("10.0.0.1", 40000, "127.0.0.1", 80);
-    tx.process_uri(b"/?a=ALPHA1&x=y", b"POST", b"HTTP/1.1");
-    tx.add_request_header(b"Content-Type", b"application/x-www-form-urlencoded");
-    tx.process_request_headers();
+    let form = [("Content-Type", "application/x-www-form-urlencoded")];
+    let mut tx = through_phase1(rs.transaction(), "POST", "/?a=ALPHA1&x=y", &form);
     assert_eq!(ids(&tx), [1]);
     let skips = tx.stats().prefilter_skips;
     assert!(skips >= 3, "rule 2's slots ruled out at once: {skips}");
@@ -863,15 +870,20 @@ fn slot_groups_rule_links_out_and_keep_the_rest_exact() {
     tx.process_request_body();
     assert_eq!(ids(&tx), [1, 3, 4]);
     // Naive evaluation agrees.
-    let mut naive = rs.transaction_with(crate::EvalOptions::naive());
-    naive.process_connection("10.0.0.1", 40000, "127.0.0.1", 80);
-    naive.process_uri(b"/?a=ALPHA1&x=y", b"POST", b"HTTP/1.1");
-    naive.add_request_header(b"Content-Type", b"application/x-www-form-urlencoded");
-    naive.process_request_headers();
+    let naive = rs.transaction_with(crate::EvalOptions::naive());
+    let mut naive = through_phase1(naive, "POST", "/?a=ALPHA1&x=y", &form);
     naive.append_request_body(b"charlie7=1");
     naive.process_request_body();
     assert_eq!(ids(&naive), [1, 3, 4]);
 }
+
+/// Rule 2 reads `ARGS` in phase 1 (its values get their instances and
+/// records then); rule 1, in phase 2, has no literal of 3+ bytes, so its
+/// byte gate lets `fine` through as well as `evil`: it runs on both, and
+/// its result is cached per value.
+const THREAD_CACHE_RULES: &str = "SecRuleEngine On\n\
+    SecRule ARGS \"@rx zzz\" \"id:2,phase:1,pass,t:none,t:urlDecodeUni\"\n\
+    SecRule ARGS \"@rx ^e.i.$\" \"id:1,phase:2,deny,t:none,t:urlDecodeUni\"\n";
 
 /// The cross-transaction cache belongs to the thread: transactions in
 /// flight together share what it learnt, and one whose phases run on two
@@ -880,11 +892,7 @@ fn slot_groups_rule_links_out_and_keep_the_rest_exact() {
 /// their epochs do not).
 #[test]
 fn the_thread_cache_is_shared_and_never_read_across_threads() {
-    let rs = ruleset(
-        "SecRuleEngine On\n\
-         SecRule ARGS \"@rx zzz\" \"id:2,phase:1,pass,t:none,t:urlDecodeUni\"\n\
-         SecRule ARGS \"@rx ^e.i.$\" \"id:1,phase:2,deny,t:none,t:urlDecodeUni\"\n",
-    );
+    let rs = ruleset(THREAD_CACHE_RULES);
     // Two transactions alive at once on this thread: the second is served
     // from what the first taught the thread's cache.
     let first = get(&rs, "/?a=evil", &[]);
@@ -894,10 +902,7 @@ fn the_thread_cache_is_shared_and_never_read_across_threads() {
     assert!(third.stats().xcache_hits > 0, "{:?}", third.stats());
     drop((first, second, third));
 
-    let mut tx = rs.transaction();
-    tx.process_connection("10.0.0.1", 40000, "127.0.0.1", 80);
-    tx.process_uri(b"/?a=evil", b"GET", b"HTTP/1.1");
-    tx.process_request_headers();
+    let mut tx = through_phase1(rs.transaction(), "GET", "/?a=evil", &[]);
     let rs = &rs;
     std::thread::scope(|s| {
         s.spawn(move || {
@@ -917,19 +922,12 @@ fn the_thread_cache_is_shared_and_never_read_across_threads() {
 /// the request.
 #[test]
 fn values_are_found_again_in_the_next_threads_cache() {
-    let rs = ruleset(
-        "SecRuleEngine On\n\
-         SecRule ARGS \"@rx zzz\" \"id:2,phase:1,pass,t:none,t:urlDecodeUni\"\n\
-         SecRule ARGS \"@rx ^e.i.$\" \"id:1,phase:2,deny,t:none,t:urlDecodeUni\"\n",
-    );
+    let rs = ruleset(THREAD_CACHE_RULES);
     // This thread's cache admits the value (seen twice).
     for _ in 0..2 {
         assert_eq!(ids(&get(&rs, "/?a=evil", &[])), [1]);
     }
-    let mut tx = rs.transaction();
-    tx.process_connection("10.0.0.1", 40000, "127.0.0.1", 80);
-    tx.process_uri(b"/?a=evil", b"GET", b"HTTP/1.1");
-    tx.process_request_headers();
+    let mut tx = through_phase1(rs.transaction(), "GET", "/?a=evil", &[]);
     let rs = &rs;
     std::thread::scope(|s| {
         s.spawn(move || {
