@@ -16,7 +16,12 @@
 # to the same backend (nginx answering 200). Prints throughput, p50/p99
 # latency, non-2xx responses, CPU seconds and peak RSS of each proxy.
 #
-#   corpus/serve-load.sh [SECONDS]       (default 15 per scenario)
+#   [ROUNDS=N] corpus/serve-load.sh [SECONDS]
+#
+# SECONDS per timed run (default 10); ROUNDS (default 3) rounds, each running
+# every scenario once in turn, so that each scenario is measured at several
+# moments of a shared machine's drifting speed. The table gives medians; the
+# ratios between scenarios are taken within each round, then their median.
 #
 # Needs: target/release/waf (cargo build --release -p waf-cli), python3, and
 # Debian's nginx, libnginx-mod-http-modsecurity and wrk (installed here with
@@ -25,7 +30,8 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$here/.."
-secs="${1:-15}"
+secs="${1:-10}"
+ROUNDS="${ROUNDS:-3}"
 CRS="${CRS:-$root/../shared/crs}"
 WAF="${WAF:-$root/target/release/waf}"
 CONNS="${CONNS:-32}"
@@ -159,16 +165,18 @@ rss_of() { local total=0; for p in $1 $(pgrep -P "${1// /,}" || true); do
   total=$((total + $(awk '/VmHWM/ {print $2}' "/proc/$p/status"))); done; echo "$total"; }
 hz=$(getconf CLK_TCK)
 
-run() { # LABEL PORT PID
+# One timed run of one scenario: appends a line to $work/runs.tsv
+# (round, label, req/s, p50 ms, p99 ms, non-2xx, CPU s, peak RSS MiB).
+run() { # ROUND LABEL PORT PID
   local before after
   # A short warm-up, then the timed run.
-  wrk -t1 -c8 -d2s -s "$work/requests.lua" "http://127.0.0.1:$2" >/dev/null 2>&1 || true
-  before=$(cpu_of "$3")
-  wrk -t2 -c"$CONNS" -d"${secs}s" --latency -s "$work/requests.lua" "http://127.0.0.1:$2" > "$work/$1.wrk" 2>&1
-  after=$(cpu_of "$3")
-  python3 - "$1" "$work/$1.wrk" "$(( (after - before) ))" "$hz" "$(rss_of "$3")" <<'PY'
+  wrk -t1 -c8 -d2s -s "$work/requests.lua" "http://127.0.0.1:$3" >/dev/null 2>&1 || true
+  before=$(cpu_of "$4")
+  wrk -t2 -c"$CONNS" -d"${secs}s" --latency -s "$work/requests.lua" "http://127.0.0.1:$3" > "$work/run.wrk" 2>&1
+  after=$(cpu_of "$4")
+  python3 - "$1" "$2" "$work/run.wrk" "$(( (after - before) ))" "$hz" "$(rss_of "$4")" >> "$work/runs.tsv" <<'PY'
 import re, sys
-label, path, ticks, hz, rss = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+rnd, label, path, ticks, hz, rss = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
 t = open(path).read()
 rps = float(re.search(r"Requests/sec:\s+([\d.]+)", t).group(1))
 def lat(p):
@@ -176,32 +184,65 @@ def lat(p):
     v, u = float(m.group(1)), m.group(2)
     return v / 1000 if u == "us" else v * 1000 if u == "s" else v
 non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", t)
-print("| %s | %.0f | %.2f | %.2f | %s | %.1f | %.0f |" % (
-    label, rps, lat(50), lat(99), non2xx.group(1) if non2xx else "0", ticks / hz, rss / 1024))
+print("\t".join(map(str, [rnd, label, rps, lat(50), lat(99), non2xx.group(1) if non2xx else 0, ticks / hz, rss / 1024])))
 PY
 }
 
-echo "waf serve load, $(nproc) cores, wrk -t2 -c$CONNS -d${secs}s, 1000 benign requests cycled, CRS PL1"
-echo
-echo "| proxy | req/s | p50 ms | p99 ms | non-2xx | CPU s | peak RSS MiB |"
-echo "|---|---|---|---|---|---|---|"
-run "(a) nginx, no WAF" 19001 "$plain_pid"
-run "(b) nginx + ModSecurity 3 + CRS" 19002 "$modsec_pid"
-run "(c) waf serve, no rules" 19003 "$empty_pid"
-run "(d) waf serve + CRS" 19004 "$crs_pid"
-if [ "$wafmod" = 1 ]; then
-  run "(e) nginx + waf module + CRS" 19005 "$wafmod_pid"
-else
-  echo "| (e) nginx + waf module + CRS | not built: $work/module-build.log | | | | | |"
-fi
+# The scenarios, in the order of each round: label, port, pids.
+scenarios=("(a) nginx, no WAF|19001|$plain_pid"
+           "(b) nginx + ModSecurity 3 + CRS|19002|$modsec_pid"
+           "(c) waf serve, no rules|19003|$empty_pid"
+           "(d) waf serve + CRS|19004|$crs_pid")
+[ "$wafmod" = 1 ] && scenarios+=("(e) nginx + waf module + CRS|19005|$wafmod_pid")
 if [ "$haproxy_ok" = 1 ]; then
-  run "(f) HAProxy, no WAF" 19006 "$haproxy_plain_pid"
-  run "(g) HAProxy + waf spoa + CRS" 19007 "$haproxy_spoa_pid $spoa_pid"
-  if [ "$coraza" = 1 ]; then
-    run "(h) HAProxy + Coraza agent + CRS" 19009 "$haproxy_coraza_pid $coraza_pid"
-  else
-    echo "| (h) HAProxy + Coraza agent + CRS | not built: $work/coraza-build.log | | | | | |"
-  fi
+  scenarios+=("(f) HAProxy, no WAF|19006|$haproxy_plain_pid"
+              "(g) HAProxy + waf spoa + CRS|19007|$haproxy_spoa_pid $spoa_pid")
+  [ "$coraza" = 1 ] && scenarios+=("(h) HAProxy + Coraza agent + CRS|19009|$haproxy_coraza_pid $coraza_pid")
 fi
+
+echo "waf serve load, $(nproc) cores, wrk -t2 -c$CONNS -d${secs}s, 1000 benign requests cycled, CRS PL1,"
+echo "$ROUNDS round(s), each running every scenario once in turn"
 echo
+: > "$work/runs.tsv"
+for r in $(seq 1 "$ROUNDS"); do
+  for sc in "${scenarios[@]}"; do
+    IFS='|' read -r label port pid <<< "$sc"
+    run "$r" "$label" "$port" "$pid"
+  done
+done
+[ "$wafmod" = 1 ] || echo "((e) nginx + waf module: not built: $work/module-build.log)"
+[ "$haproxy_ok" = 1 ] && [ "${coraza:-0}" = 0 ] && echo "((h) Coraza agent: not built: $work/coraza-build.log)"
+# The table (medians over the rounds; p50/p99 of the median round) and the
+# ratios the issue asks about, paired within each round: the machine's
+# speed drifts from minute to minute, and a ratio of two runs made a
+# minute apart measures that drift too.
+python3 - "$work/runs.tsv" "$secs" <<'PY'
+import collections, statistics, sys
+secs = float(sys.argv[2])
+runs = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    rnd, label, rps, p50, p99, non2xx, cpu, rss = line.rstrip("\n").split("\t")
+    runs[label].append((int(rnd), float(rps), float(p50), float(p99), int(non2xx), float(cpu), float(rss)))
+print("| proxy | req/s (median) | min-max | p50 ms | p99 ms | non-2xx | CPU s | CPU us/req | peak RSS MiB |")
+print("|---|---|---|---|---|---|---|---|---|")
+for label, rs in runs.items():
+    med = sorted(rs, key=lambda x: x[1])[len(rs) // 2]
+    print("| %s | %.0f | %.0f-%.0f | %.2f | %.2f | %d | %.1f | %.0f | %.0f |" % (
+        label, statistics.median(x[1] for x in rs), min(x[1] for x in rs), max(x[1] for x in rs),
+        med[2], med[3], sum(x[4] for x in rs), statistics.mean(x[5] for x in rs),
+        statistics.median(x[5] / (x[1] * secs) * 1e6 for x in rs), max(x[6] for x in rs)))
+def paired(a, b):
+    ra = {x[0]: x[1] for x in runs.get(a, [])}
+    rb = {x[0]: x[1] for x in runs.get(b, [])}
+    return [ra[r] / rb[r] for r in sorted(ra) if r in rb and rb[r] > 0]
+print()
+for a, b, goal in [("(d) waf serve + CRS", "(b) nginx + ModSecurity 3 + CRS", "goal >= 10x"),
+                   ("(d) waf serve + CRS", "(c) waf serve, no rules", "goal >= 0.70"),
+                   ("(e) nginx + waf module + CRS", "(b) nginx + ModSecurity 3 + CRS", ""),
+                   ("(g) HAProxy + waf spoa + CRS", "(h) HAProxy + Coraza agent + CRS", "")]:
+    r = paired(a, b)
+    if r:
+        print("%s / %s: median %.2f (per round: %s) %s" % (
+            a[:3], b[:3], statistics.median(r), ", ".join("%.2f" % x for x in r), goal))
+PY
 echo "(CPU s: the proxy's processes only; backend and wrk share the same cores. Logs: $work)"
