@@ -39,6 +39,11 @@ pub struct Args {
     /// `waf profile -c RULES --from-metrics FILE...` (costs engine time).
     #[arg(long)]
     pub profile: bool,
+    /// Worker threads serving connections, each on a single-threaded runtime
+    /// of its own (a connection stays on one thread); 0: one work-stealing
+    /// runtime instead [default: one per CPU].
+    #[arg(long, value_name = "N")]
+    pub workers: Option<usize>,
     /// TLS certificate chain (PEM); with --tls-key.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -95,6 +100,11 @@ pub(crate) fn load_rules(input: &RuleInput) -> Result<Rules, CliError> {
     })
 }
 
+/// One worker thread per CPU the process may use.
+fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 fn report(m: &str) {
     eprintln!("waf serve: {m}");
 }
@@ -120,6 +130,7 @@ pub fn run(args: Args) -> CmdResult {
     config.upstream_timeout = Duration::from_secs(args.upstream_timeout.unwrap_or(30));
     config.admin = args.admin;
     config.profile = args.profile;
+    config.workers = Some(args.workers.unwrap_or_else(default_workers));
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(c), Some(k)) => Some(waf_serve::tls::acceptor(c, k).map_err(CliError::usage)?),
         _ => None,
@@ -140,6 +151,7 @@ fn run_manifest(path: &Path, args: &Args) -> CmdResult {
         ("--upstream-timeout", args.upstream_timeout.is_some()),
         ("--tls-cert", args.tls_cert.is_some()),
         ("--profile", args.profile),
+        ("--workers", args.workers.is_some()),
     ];
     if let Some((flag, _)) = flags.iter().find(|f| f.1) {
         return Err(CliError::usage(format!(
@@ -165,6 +177,8 @@ fn run_manifest(path: &Path, args: &Args) -> CmdResult {
         Some((c, k)) => Some(waf_serve::tls::acceptor(c, k).map_err(CliError::usage)?),
         None => None,
     };
+    let mut m = m;
+    m.config.workers = Some(m.config.workers.unwrap_or_else(default_workers));
     let names: Vec<&str> = m.sites.names().collect();
     report(&format!("sites: {}", names.join(", ")));
     waf_serve::run_sites(

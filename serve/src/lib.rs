@@ -82,6 +82,11 @@ pub struct Config {
     /// Time every rule and export per-rule counters on `/metrics` (for `waf
     /// profile --from-metrics`); costs some engine time.
     pub profile: bool,
+    /// Worker threads serving the connections, each on a single-threaded
+    /// runtime of its own, a connection and its requests staying on one
+    /// thread (`waf serve` starts one per CPU); `None`: served on the
+    /// runtime that starts the server (embedding, tests).
+    pub workers: Option<usize>,
 }
 
 /// What the proxy does with a request the engine could not finish checking
@@ -109,6 +114,7 @@ impl Config {
             on_error: OnError::Closed,
             time_budget: None,
             profile: false,
+            workers: None,
         }
     }
 }
@@ -245,6 +251,7 @@ impl Server {
             }
             None => (None, None),
         };
+        let workers = config.workers.filter(|&n| n > 0);
         let state = Arc::new(proxy::State::new(
             config,
             sites,
@@ -252,7 +259,16 @@ impl Server {
             audit,
             metrics.clone(),
         ));
-        let task = tokio::spawn(proxy::accept_loop(listener, state.clone(), tls));
+        let task = match workers {
+            Some(n) => {
+                let handles = (0..n)
+                    .map(|i| proxy::worker(i, state.clone(), tls.clone()))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(ServeError::Runtime)?;
+                tokio::spawn(proxy::dispatch_loop(listener, handles))
+            }
+            None => tokio::spawn(proxy::accept_loop(listener, state.clone(), tls)),
+        };
         Ok(Server {
             addr,
             admin_addr,
@@ -388,10 +404,18 @@ pub fn run_sites(
     logs: Logs,
     report: impl Fn(&str) + Send + Sync + 'static,
 ) -> Result<(), ServeError> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(ServeError::Runtime)?;
+    // With worker threads, this runtime only accepts connections, serves
+    // the admin address and waits for signals: one thread is enough.
+    let runtime = if config.workers.is_some_and(|n| n > 0) {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+    }
+    .map_err(ServeError::Runtime)?;
     runtime.block_on(async move {
         let server = Server::start_sites(config, sites, source, tls, logs).await?;
         report(&format!("listening on {}", server.addr()));

@@ -37,6 +37,8 @@ struct File {
     time_budget_ms: Option<u64>,
     #[serde(default)]
     profile: bool,
+    #[serde(default)]
+    workers: Option<usize>,
     upstreams: BTreeMap<String, String>,
     sites: Vec<SiteFile>,
 }
@@ -310,6 +312,7 @@ impl Manifest {
             .map_err(|e| invalid("upstreams", format!("{e}")))?;
         let mut config = Config::new(file.listen, upstream_uri);
         config.admin = file.admin;
+        config.workers = file.workers;
         if let Some(s) = file.timeouts.header {
             config.header_timeout = Duration::from_secs(s);
         }

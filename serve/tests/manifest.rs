@@ -34,6 +34,7 @@ fn manifest_text(upstream: SocketAddr, block_admin: &str) -> String {
     format!(
         r#"
 listen: 127.0.0.1:0
+workers: 2
 upstreams:
   app: http://{upstream}
 sites:

@@ -55,6 +55,9 @@ async fn setup_with(
         format!("http://{up}").parse().expect("uri"),
     );
     config.upstream_timeout = Duration::from_secs(2);
+    // As `waf serve` runs: connections served by worker threads, each with
+    // a runtime of its own.
+    config.workers = Some(2);
     tune(&mut config);
     let logs = Logs {
         error: ErrorLog::to_writer(Box::new(log.clone())),
@@ -90,6 +93,48 @@ async fn benign_requests_reach_the_backend() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body, "name=alice", "the held body is forwarded whole");
     assert_eq!(s.hits.load(Ordering::SeqCst), 2);
+}
+
+/// Served on the runtime that starts the server (no worker threads), as an
+/// embedder does with [`Server::start`].
+#[tokio::test]
+async fn the_callers_runtime_serves_when_there_are_no_workers() {
+    let s = setup_with(text_rules(), None, |c| c.workers = None).await;
+    let (status, _, body) = send(s.server.addr(), "POST", "/form", "name=alice")
+        .await
+        .expect("response");
+    assert_eq!((status, body.as_str()), (StatusCode::OK, "name=alice"));
+    let (status, _, _) = send(s.server.addr(), "GET", "/?x=attack", "")
+        .await
+        .expect("response");
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(s.hits.load(Ordering::SeqCst), 1);
+}
+
+/// Many connections at once, spread over the workers, each answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_connections_are_all_served_by_the_workers() {
+    let s = setup_with(text_rules(), None, |c| c.workers = Some(3)).await;
+    let addr = s.server.addr();
+    let tasks: Vec<_> = (0..40)
+        .map(|i| {
+            tokio::spawn(async move {
+                let uri = if i % 4 == 0 { "/?x=attack" } else { "/?q=fine" };
+                send(addr, "GET", uri, "").await.map(|r| r.0)
+            })
+        })
+        .collect();
+    let mut statuses = Vec::new();
+    for t in tasks {
+        statuses.push(t.await.expect("task").expect("response"));
+    }
+    let blocked = statuses
+        .iter()
+        .filter(|&&st| st == StatusCode::FORBIDDEN)
+        .count();
+    let passed = statuses.iter().filter(|&&st| st == StatusCode::OK).count();
+    assert_eq!((blocked, passed), (10, 30), "{statuses:?}");
+    assert_eq!(s.hits.load(Ordering::SeqCst), 30);
 }
 
 #[tokio::test]
