@@ -41,6 +41,7 @@ mod rules;
 mod site;
 pub mod spoa;
 pub mod tls;
+mod workers;
 
 pub use hyper::Uri;
 pub use log::ErrorLog;
@@ -261,11 +262,8 @@ impl Server {
         ));
         let task = match workers {
             Some(n) => {
-                let handles = (0..n)
-                    .map(|i| proxy::worker(i, state.clone(), tls.clone()))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(ServeError::Runtime)?;
-                tokio::spawn(proxy::dispatch_loop(listener, handles))
+                let workers = proxy::workers(n, state.clone(), tls).map_err(ServeError::Runtime)?;
+                tokio::spawn(workers.dispatch(listener))
             }
             None => tokio::spawn(proxy::accept_loop(listener, state.clone(), tls)),
         };

@@ -114,7 +114,7 @@ impl State {
 
 /// A client for the upstreams, with its own connection pool. Its
 /// connections are served on the runtime that opens them, so each worker
-/// runtime has one (see [`worker`]).
+/// runtime has one (see [`workers`]).
 pub(crate) fn upstream_client(config: &Config) -> UpstreamClient {
     let mut connector = HttpConnector::new();
     connector.set_connect_timeout(Some(config.upstream_timeout));
@@ -194,91 +194,21 @@ pub(crate) async fn accept_loop(
     }
 }
 
-/// A worker thread's end of the dispatcher: where accepted connections are
-/// sent, and how many it is serving.
-pub(crate) struct WorkerHandle {
-    connections: tokio::sync::mpsc::UnboundedSender<(std::net::TcpStream, SocketAddr)>,
-    active: Arc<std::sync::atomic::AtomicUsize>,
-}
-
-/// Starts a worker thread: a single-threaded runtime serving the
-/// connections the dispatcher sends it, with an upstream client of its own.
-/// A connection and every request on it stay on one thread (as in nginx's
-/// worker processes): nothing a request touches moves between cores, and
-/// no worker is woken to steal work from another. On this 2-core machine,
-/// two single-threaded proxies each given half the connections served 36 %
-/// more CRS requests per second than one two-thread work-stealing runtime
-/// given all of them (docs/serve.md).
-pub(crate) fn worker(
-    index: usize,
+/// Starts `n` worker threads serving connections (see [`crate::workers`]),
+/// each with an upstream client of its own: a pooled upstream connection is
+/// served by the runtime that opened it.
+pub(crate) fn workers(
+    n: usize,
     state: Arc<State>,
     tls: Option<crate::tls::TlsAcceptor>,
-) -> std::io::Result<WorkerHandle> {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(std::net::TcpStream, SocketAddr)>();
-    let active = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let counter = active.clone();
-    std::thread::Builder::new()
-        .name(format!("waf-worker-{index}"))
-        .spawn(move || {
-            runtime.block_on(async move {
-                let client = upstream_client(&state.config);
-                while let Some((stream, remote)) = rx.recv().await {
-                    let Ok(stream) = tokio::net::TcpStream::from_std(stream) else {
-                        counter.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-                        continue;
-                    };
-                    let served = serve_connection(
-                        stream,
-                        remote,
-                        state.clone(),
-                        client.clone(),
-                        tls.clone(),
-                    );
-                    let counter = counter.clone();
-                    tokio::spawn(async move {
-                        served.await;
-                        counter.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-                    });
-                }
-            });
-        })?;
-    Ok(WorkerHandle {
-        connections: tx,
-        active,
-    })
-}
-
-/// Accepts connections until the task is aborted and hands each to the
-/// worker serving the fewest (the first of them, then the next, on a tie),
-/// so that the connections a load balancer or a browser keeps open are
-/// spread evenly.
-pub(crate) async fn dispatch_loop(listener: TcpListener, workers: Vec<WorkerHandle>) {
-    use std::sync::atomic::Ordering;
-    let mut next = 0;
-    loop {
-        let Ok((stream, remote)) = listener.accept().await else {
-            continue;
-        };
-        let Ok(stream) = stream.into_std() else {
-            continue;
-        };
-        let n = workers.len();
-        let Some(pick) = (0..n)
-            .map(|k| (next + k) % n)
-            .min_by_key(|&i| workers[i].active.load(Ordering::Relaxed))
-        else {
-            return;
-        };
-        next = (pick + 1) % n;
-        let w = &workers[pick];
-        w.active.fetch_add(1, Ordering::Relaxed);
-        if w.connections.send((stream, remote)).is_err() {
-            w.active.fetch_sub(1, Ordering::Relaxed);
+) -> std::io::Result<crate::workers::Workers> {
+    crate::workers::Workers::start(n, "waf-worker", move || {
+        let (state, tls) = (state.clone(), tls.clone());
+        let client = upstream_client(&state.config);
+        move |stream, remote| {
+            serve_connection(stream, remote, state.clone(), client.clone(), tls.clone())
         }
-    }
+    })
 }
 
 /// Serves one client connection (HTTP/1.1 or HTTP/2, detected, or chosen
