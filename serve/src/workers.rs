@@ -16,6 +16,7 @@
 //! accepting on every worker at once (whoever wakes first takes it) does
 //! not.
 
+use futures_util::FutureExt;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -64,12 +65,14 @@ impl Workers {
                                 counter.fetch_sub(1, Ordering::Relaxed);
                                 continue;
                             };
-                            let served = serve(stream, remote);
                             let counter = counter.clone();
-                            tokio::spawn(async move {
-                                served.await;
+                            // A combinator, not an `async` block awaiting
+                            // it: that would hold the connection's future
+                            // twice (as a capture and as the awaited value),
+                            // doubling an idle connection's memory.
+                            tokio::spawn(serve(stream, remote).map(move |()| {
                                 counter.fetch_sub(1, Ordering::Relaxed);
-                            });
+                            }));
                         }
                     });
                 })?;
