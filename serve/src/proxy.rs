@@ -746,12 +746,6 @@ async fn handle(
             "bad request target\n",
         ));
     };
-    let mut up = Request::builder().method(parts.method.clone()).uri(uri);
-    for (name, value) in &parts.headers {
-        if !hop_by_hop(name) {
-            up = up.header(name, value);
-        }
-    }
     let head = Full::new(held.clone()).map_err(|never| match never {});
     let up_body: ProxyBody = if stream_rest {
         StreamAfter {
@@ -762,9 +756,14 @@ async fn handle(
     } else {
         head.boxed()
     };
-    let Ok(up) = up.body(up_body) else {
-        return Ok(local_response(StatusCode::BAD_REQUEST, "bad request\n"));
-    };
+    // The client's headers as they are (a copy of the map, not a rebuild
+    // header by header), less the hop-by-hop ones.
+    let mut up = Request::new(up_body);
+    *up.method_mut() = parts.method.clone();
+    *up.uri_mut() = uri;
+    let headers = up.headers_mut();
+    headers.clone_from(&parts.headers);
+    headers.retain_hop_by_hop();
     let response =
         match tokio::time::timeout(state.config.upstream_timeout, client.request(up)).await {
             Err(_) => {

@@ -137,6 +137,34 @@ async fn concurrent_connections_are_all_served_by_the_workers() {
     assert_eq!(s.hits.load(Ordering::SeqCst), 30);
 }
 
+/// The client's headers reach the application as sent, repeated ones in
+/// order, without the hop-by-hop ones (RFC 9110, 7.6.1).
+#[tokio::test]
+async fn request_headers_are_forwarded_less_the_hop_by_hop_ones() {
+    use tokio::io::AsyncWriteExt;
+    let s = setup(text_rules(), None).await;
+    let mut c = tokio::net::TcpStream::connect(s.server.addr())
+        .await
+        .expect("connect");
+    c.write_all(
+        b"GET /headers HTTP/1.1\r\nHost: example.com\r\nX-Multi: a\r\nKeep-Alive: timeout=5\r\n\
+          TE: trailers\r\nX-Custom: 1\r\nX-Multi: b\r\nProxy-Connection: keep-alive\r\n\
+          Connection: close\r\n\r\n",
+    )
+    .await
+    .expect("write");
+    let (answer, _) = read_until_closed(&mut c, Duration::from_secs(5)).await;
+    let got = answer.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(got.contains("host: example.com\n"), "{got}");
+    assert!(got.contains("x-custom: 1\n"), "{got}");
+    assert!(got.contains("x-multi: a\nx-multi: b\n"), "{got}");
+    for hop in ["keep-alive", "te", "proxy-connection", "connection"] {
+        let forwarded = got.lines().any(|l| l.starts_with(&format!("{hop}:")));
+        assert!(!forwarded, "{hop} forwarded: {got}");
+    }
+}
+
 #[tokio::test]
 async fn phase_1_and_2_blocks_never_reach_the_backend() {
     let s = setup(text_rules(), None).await;

@@ -13,7 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The backend: counts requests; `/leak` answers a secret in HTML, `/events`
-/// an event stream, anything else echoes the request body.
+/// an event stream, `/headers` the request's header lines as it got them,
+/// anything else echoes the request body.
 pub async fn backend(hits: Arc<AtomicUsize>) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -32,6 +33,13 @@ pub async fn backend(hits: Arc<AtomicUsize>) -> SocketAddr {
                         async move {
                             hits.fetch_add(1, Ordering::SeqCst);
                             let path = req.uri().path().to_string();
+                            let header_lines: String = req
+                                .headers()
+                                .iter()
+                                .map(|(n, v)| {
+                                    format!("{n}: {}\n", String::from_utf8_lossy(v.as_bytes()))
+                                })
+                                .collect();
                             if path == "/slow" {
                                 tokio::time::sleep(Duration::from_secs(3)).await;
                             }
@@ -47,6 +55,7 @@ pub async fn backend(hits: Arc<AtomicUsize>) -> SocketAddr {
                                     "text/event-stream",
                                     Bytes::from_static(b"data: SECRET-LEAK\n\n"),
                                 ),
+                                "/headers" => ("text/plain", Bytes::from(header_lines)),
                                 _ => (
                                     "text/html",
                                     if body.is_empty() {
