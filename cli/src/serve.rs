@@ -159,7 +159,7 @@ fn run_manifest(path: &Path, args: &Args) -> CmdResult {
             path.display()
         )));
     }
-    let m = Manifest::load(path).map_err(|e| match e {
+    let mut m = Manifest::load(path).map_err(|e| match e {
         ManifestError::Rules { site, error } => {
             crate::report::eprint(error.sources(), error.diagnostics());
             CliError::findings(format!(
@@ -177,7 +177,6 @@ fn run_manifest(path: &Path, args: &Args) -> CmdResult {
         Some((c, k)) => Some(waf_serve::tls::acceptor(c, k).map_err(CliError::usage)?),
         None => None,
     };
-    let mut m = m;
     m.config.workers = Some(m.config.workers.unwrap_or_else(default_workers));
     let names: Vec<&str> = m.sites.names().collect();
     report(&format!("sites: {}", names.join(", ")));

@@ -118,6 +118,12 @@ impl Config {
             workers: None,
         }
     }
+
+    /// The number of worker threads to start, if any (`workers: Some(0)`
+    /// means none, as `None` does).
+    pub fn worker_threads(&self) -> Option<usize> {
+        self.workers.filter(|&n| n > 0)
+    }
 }
 
 /// Why the server could not start.
@@ -252,7 +258,7 @@ impl Server {
             }
             None => (None, None),
         };
-        let workers = config.workers.filter(|&n| n > 0);
+        let workers = config.worker_threads();
         let state = Arc::new(proxy::State::new(
             config,
             sites,
@@ -404,7 +410,7 @@ pub fn run_sites(
 ) -> Result<(), ServeError> {
     // With worker threads, this runtime only accepts connections, serves
     // the admin address and waits for signals: one thread is enough.
-    let runtime = if config.workers.is_some_and(|n| n > 0) {
+    let runtime = if config.worker_threads().is_some() {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

@@ -84,9 +84,6 @@ pub(crate) type UpstreamClient = Client<HttpConnector, ProxyBody>;
 pub(crate) struct State {
     config: Config,
     pub(crate) sites: ArcSwap<Sites>,
-    /// The client of connections served on the runtime that started the
-    /// server ([`accept_loop`]); worker runtimes have their own.
-    client: UpstreamClient,
     log: ErrorLog,
     audit: Option<ErrorLog>,
     metrics: Arc<Metrics>,
@@ -100,11 +97,9 @@ impl State {
         audit: Option<ErrorLog>,
         metrics: Arc<Metrics>,
     ) -> State {
-        let client = upstream_client(&config);
         State {
             config,
             sites: ArcSwap::from_pointee(sites),
-            client,
             log,
             audit,
             metrics,
@@ -113,8 +108,8 @@ impl State {
 }
 
 /// A client for the upstreams, with its own connection pool. Its
-/// connections are served on the runtime that opens them, so each worker
-/// runtime has one (see [`workers`]).
+/// connections are served on the runtime that opens them, so each runtime
+/// serving connections has one ([`accept_loop`], [`workers`]).
 pub(crate) fn upstream_client(config: &Config) -> UpstreamClient {
     let mut connector = HttpConnector::new();
     connector.set_connect_timeout(Some(config.upstream_timeout));
@@ -179,16 +174,16 @@ pub(crate) async fn accept_loop(
     state: Arc<State>,
     tls: Option<crate::tls::TlsAcceptor>,
 ) {
+    let client = upstream_client(&state.config);
     loop {
         let Ok((stream, remote)) = listener.accept().await else {
             continue;
         };
-        let client = state.client.clone();
         tokio::spawn(serve_connection(
             stream,
             remote,
             state.clone(),
-            client,
+            client.clone(),
             tls.clone(),
         ));
     }
