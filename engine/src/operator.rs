@@ -164,13 +164,21 @@ pub fn contains(hay: &[u8], needle: &[u8]) -> Option<usize> {
         return memchr::memmem::find(hay, needle);
     }
     let last = hay.len() - needle.len();
+    // The needle's second and last bytes are compared before the whole: a
+    // first byte that is common in the haystack (the `/` of every name in
+    // `/name/ /name/...` lists) would otherwise cost a full comparison at
+    // each of its occurrences.
+    let (second, end) = (needle.len().min(2) - 1, needle.len() - 1);
     let mut from = 0;
     while let Some(off) = hay
         .get(from..=last)
         .and_then(|h| memchr::memchr(needle[0], h))
     {
         let at = from + off;
-        if hay.get(at..at + needle.len()) == Some(needle) {
+        if hay.get(at + second) == needle.get(second)
+            && hay.get(at + end) == needle.get(end)
+            && hay.get(at..at + needle.len()) == Some(needle)
+        {
             return Some(at);
         }
         from = at + 1;
