@@ -22,20 +22,24 @@
 //! exits (a chain may run a link's `setvar` and still fail).
 //!
 //! The analysis describes a transaction that runs the rules as written,
-//! from phase 1 on. The engine uses it only while that holds (see
-//! `Transaction::fold_applies`): no `ctl:ruleRemove*` or API removal has
-//! taken effect, and for phase 2, phase 1 ran to its end.
+//! from phase 1 on, through phases 2, 3, 4 (which runs only for inspected
+//! response bodies) and 5. The engine uses it only while that holds (see
+//! `Transaction::fold_applies`): every phase before the current one ran
+//! to its end (phase 4 excepted before phase 5, when it never started),
+//! and no `ctl:ruleRemove*` or API removal selected a rule the analysis
+//! decided (removing others is a case the analysis covers: see
+//! [`Folding::touched_by_ids`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use waf_compiler::ir::{
     Arg, Link, LinkAction, MacroPart, MacroString, Program, Rule, Selector, SetVarOp,
 };
 use waf_compiler::names::Variable as V;
 
-/// The phases analysed: the request phases, which CRS's paranoia-level
-/// skips dominate. (Response phases run after body processing and
-/// embedder-dependent steps; they are evaluated as written.)
-const PHASES: [u8; 2] = [1, 2];
+/// The phases analysed, in the order a transaction runs them. Phase 4 runs
+/// only for inspected response bodies, so phase 5 starts from the join of
+/// phase 3's end and phase 4's.
+const PHASES: [u8; 5] = [1, 2, 3, 4, 5];
 
 /// The outcome of [`analyse`].
 #[derive(Debug, Default)]
@@ -43,6 +47,12 @@ pub(crate) struct Folding {
     /// Per rule index: the rule never matches (when the analysis applies).
     never: Vec<bool>,
     count: usize,
+    /// The ids, tags and literal messages of the rules decided at load
+    /// (matching or not): a `ctl:ruleRemove*` that selects none of them
+    /// leaves the analysis true (see [`Folding::touched_by_ids`]).
+    decided_ids: Vec<u64>,
+    decided_tags: BTreeSet<String>,
+    decided_msgs: BTreeSet<String>,
 }
 
 impl Folding {
@@ -55,6 +65,29 @@ impl Folding {
     /// How many rules never match.
     pub(crate) fn count(&self) -> usize {
         self.count
+    }
+
+    /// Whether removing the rules (or targets of the rules) with ids in
+    /// `ranges` changes a rule the analysis decided. Removing undecided
+    /// rules does not: the analysis already lets each of them match or not,
+    /// writing any subset of what it may write, and a removed rule is one
+    /// that did not match and wrote nothing. (CRS's 941010 removes
+    /// `REQUEST_FILENAME` from the XSS rules on most requests.)
+    pub(crate) fn touched_by_ids(&self, ranges: &[(u64, u64)]) -> bool {
+        ranges.iter().any(|&(a, b)| {
+            let from = self.decided_ids.partition_point(|&id| id < a);
+            self.decided_ids.get(from).is_some_and(|&id| id <= b)
+        })
+    }
+
+    /// As [`Folding::touched_by_ids`], for the rules tagged `tag`.
+    pub(crate) fn touched_by_tag(&self, tag: &str) -> bool {
+        self.decided_tags.contains(tag)
+    }
+
+    /// As [`Folding::touched_by_ids`], for the rules whose message is `msg`.
+    pub(crate) fn touched_by_msg(&self, msg: &str) -> bool {
+        self.decided_msgs.contains(msg)
     }
 }
 
@@ -291,8 +324,20 @@ fn decide(program: &Program, rule: &Rule, st: &TxState) -> Option<bool> {
 /// Analyses the request phases of `program` (see the module documentation).
 pub(crate) fn analyse(program: &Program) -> Folding {
     let mut never = vec![false; program.rules.len()];
+    let mut decided = vec![false; program.rules.len()];
     let mut start = Some(TxState::default());
+    // Where phase 3 ended: phase 5 may follow it directly.
+    let mut end_of_3: Option<TxState> = None;
     for phase in PHASES {
+        if phase == 5 {
+            start = match (start, end_of_3.take()) {
+                (Some(mut a), Some(b)) => {
+                    a.join(&b);
+                    Some(a)
+                }
+                (a, b) => a.or(b),
+            };
+        }
         let rules = &program.phase(phase).rules;
         let n = rules.len();
         // in_state[i]: the join of every path reaching position i (None:
@@ -310,7 +355,9 @@ pub(crate) fn analyse(program: &Program) -> Folding {
                 .map(|f| f.resume_at())
                 .filter(|&j| j > i && j <= n);
             let mut edges: Vec<(usize, TxState)> = Vec::with_capacity(2);
-            match decide(program, rule, &st) {
+            let outcome = decide(program, rule, &st);
+            decided[rules[i].index()] |= outcome.is_some();
+            match outcome {
                 Some(false) => {
                     never[rules[i].index()] = true;
                     edges.push((i + 1, st.clone()));
@@ -342,12 +389,28 @@ pub(crate) fn analyse(program: &Program) -> Folding {
         // The next phase starts where this one ended, when it ran to its
         // end (the engine checks that at run time).
         start = in_state[n].take();
-        if start.is_none() {
+        if phase == 3 {
+            end_of_3 = start.clone();
+        }
+        if start.is_none() && phase != 4 {
             break;
         }
     }
     let count = never.iter().filter(|&&b| b).count();
-    Folding { never, count }
+    let mut folding = Folding {
+        never,
+        count,
+        ..Folding::default()
+    };
+    for (rule, _) in program.rules.iter().zip(&decided).filter(|(_, &d)| d) {
+        folding.decided_ids.push(rule.id);
+        folding.decided_tags.extend(rule.meta.tags.iter().cloned());
+        if let Some(m) = rule.meta.msg.as_ref().and_then(|m| m.as_literal()) {
+            folding.decided_msgs.insert(m.to_owned());
+        }
+    }
+    folding.decided_ids.sort_unstable();
+    folding
 }
 
 #[cfg(test)]
@@ -410,6 +473,21 @@ mod tests {
         // unknown. 7: a setvar with a macro name may write any name. 9:
         // capture writes TX:0-9.
         assert_eq!(ids, Vec::<u64>::new());
+    }
+
+    #[test]
+    fn phase_five_starts_from_either_end_of_phase_three_or_four() {
+        let ids = never(
+            "SecAction \"id:1,phase:1,pass,nolog,setvar:tx.a=1,setvar:tx.b=1\"\n\
+             SecRule TX:A \"@eq 2\" \"id:31,phase:3,pass,nolog\"\n\
+             SecAction \"id:41,phase:4,pass,nolog,setvar:tx.b=2\"\n\
+             SecRule TX:B \"@eq 1\" \"id:42,phase:4,pass,nolog\"\n\
+             SecRule TX:A \"@eq 2\" \"id:51,phase:5,pass,nolog\"\n\
+             SecRule TX:B \"@eq 3\" \"id:52,phase:5,pass,nolog\"\n",
+        );
+        // 31, 51: a is 1 throughout. 42: b is 2 after 41. 52: b is 1 if
+        // phase 4 did not run, 2 if it did: unknown.
+        assert_eq!(ids, [31, 42, 51]);
     }
 
     #[test]

@@ -604,12 +604,14 @@ impl<'r> Transaction<'r> {
     /// phase the rules run in; it lasts until [`Transaction::reset`].
     pub fn remove_rules_by_id(&mut self, first: u64, last: u64) {
         self.state.removed_ids.push((first, last));
+        self.note_removal(state::RuleSel::Ids(&[(first, last)]));
     }
 
     /// Removes the rules tagged `tag` from this transaction, as
     /// `ctl:ruleRemoveByTag` does (see [`Transaction::remove_rules_by_id`]).
     pub fn remove_rules_by_tag(&mut self, tag: &'r str) {
         self.state.removed_tags.push(tag);
+        self.note_removal(state::RuleSel::Tag(tag));
     }
 
     /// The ruleset this transaction runs (e.g. to name the rules of

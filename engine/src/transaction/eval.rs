@@ -71,6 +71,9 @@ impl<'r> Transaction<'r> {
         let rules = &program.phase(phase).rules;
         let folding = self.rs.folding();
         let mut fold = self.options.fold && folding.count() > 0 && self.fold_applies(phase);
+        if (1..=8).contains(&phase) {
+            self.state.phases_started |= 1 << (phase - 1);
+        }
         let mut i = 0;
         let mut completed = true;
         while i < rules.len() {
@@ -92,7 +95,7 @@ impl<'r> Transaction<'r> {
             }
             if fold && folding.never_matches(ri.index()) {
                 // A removal makes the run differ from the analysis.
-                fold = self.fold_applies(phase);
+                fold = self.state.fold_intact;
                 if fold {
                     // All an evaluation that does not match would do.
                     self.state.matched_vars.clear();
@@ -131,18 +134,38 @@ impl<'r> Transaction<'r> {
         }
     }
 
-    /// Whether partial evaluation's picture of the run holds in `phase`:
-    /// it describes rules run as written from the start of phase 1 (see
-    /// `crate::fold`), so phase 1 must not have run before, phase 2 must
-    /// follow a phase 1 that ran to its end, and no rule or target removal
-    /// may have taken effect.
+    /// Whether partial evaluation's picture of the run holds as `phase`
+    /// starts: it describes rules run as written from the start of phase 1
+    /// (see `crate::fold`), so this phase must not have started before,
+    /// every earlier phase must have run to its end (phase 4, which runs
+    /// only for inspected response bodies, may also not have started at
+    /// all before phase 5), and no removal of a rule, or of a rule's
+    /// targets, may have selected a rule the analysis decided.
     fn fold_applies(&self, phase: u8) -> bool {
+        let (started, completed) = (self.state.phases_started, self.state.phases_completed);
         let earlier_ran_through = match phase {
-            1 => self.state.phases_completed == 0,
-            2 => self.state.phases_completed == 1,
+            1..=4 => {
+                let before = (1u8 << (phase - 1)) - 1;
+                started == before && completed == before
+            }
+            5 => started == completed && (completed == 0b0111 || completed == 0b1111),
             _ => false,
         };
-        earlier_ran_through && !self.state.any_removed() && self.state.removed_targets.is_empty()
+        earlier_ran_through && self.state.fold_intact
+    }
+
+    /// A rule or target removal took effect: partial evaluation stops
+    /// applying if it selects a rule the analysis decided.
+    pub(super) fn note_removal(&mut self, sel: RuleSel<'_>) {
+        let folding = self.rs.folding();
+        let touched = match sel {
+            RuleSel::Ids(r) => folding.touched_by_ids(r),
+            RuleSel::Tag(t) => folding.touched_by_tag(t),
+            RuleSel::Msg(m) => folding.touched_by_msg(m),
+        };
+        if touched {
+            self.state.fold_intact = false;
+        }
     }
 
     /// Invalidates slot states and scalar values (a new phase, or a `ctl`
@@ -701,14 +724,7 @@ impl<'r> Transaction<'r> {
                     if e.variable != var {
                         return false;
                     }
-                    let applies = match sel {
-                        RuleSel::Ids(r) => r.iter().any(|&(a, b)| a <= rule.id && rule.id <= b),
-                        RuleSel::Tag(t) => rule.meta.tags.iter().any(|x| x == *t),
-                        RuleSel::Msg(m) => {
-                            rule.meta.msg.as_ref().and_then(|x| x.as_literal()) == Some(*m)
-                        }
-                    };
-                    applies && hit(e)
+                    sel.applies(rule) && hit(e)
                 }))
     }
 
@@ -937,17 +953,29 @@ impl<'r> Transaction<'r> {
     fn ctl(&mut self, c: &'r Ctl) {
         match c {
             Ctl::RuleEngine(m) => self.state.mode = *m,
-            Ctl::RuleRemoveById(r) => self.state.removed_ids.extend_from_slice(r),
-            Ctl::RuleRemoveByTag(t) => self.state.removed_tags.push(t),
-            Ctl::RuleRemoveByMsg(m) => self.state.removed_msgs.push(m),
+            Ctl::RuleRemoveById(r) => {
+                self.state.removed_ids.extend_from_slice(r);
+                self.note_removal(RuleSel::Ids(r));
+            }
+            Ctl::RuleRemoveByTag(t) => {
+                self.state.removed_tags.push(t);
+                self.note_removal(RuleSel::Tag(t));
+            }
+            Ctl::RuleRemoveByMsg(m) => {
+                self.state.removed_msgs.push(m);
+                self.note_removal(RuleSel::Msg(m));
+            }
             Ctl::RuleRemoveTargetById { ids, target } => {
-                self.state.removed_targets.push((RuleSel::Ids(ids), target))
+                self.state.removed_targets.push((RuleSel::Ids(ids), target));
+                self.note_removal(RuleSel::Ids(ids));
             }
             Ctl::RuleRemoveTargetByTag { tag, target } => {
-                self.state.removed_targets.push((RuleSel::Tag(tag), target))
+                self.state.removed_targets.push((RuleSel::Tag(tag), target));
+                self.note_removal(RuleSel::Tag(tag));
             }
             Ctl::RuleRemoveTargetByMsg { msg, target } => {
-                self.state.removed_targets.push((RuleSel::Msg(msg), target))
+                self.state.removed_targets.push((RuleSel::Msg(msg), target));
+                self.note_removal(RuleSel::Msg(msg));
             }
             Ctl::RequestBodyProcessor(p) => {
                 if let Some(p) = Processor::from_name(p) {

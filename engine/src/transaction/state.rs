@@ -40,6 +40,10 @@ pub(super) struct RuleState<'r> {
     /// Bit `p - 1` set: phase `p` ran its rule list to the end (no allow,
     /// no intervention) — what partial evaluation assumes of earlier phases.
     pub phases_completed: u8,
+    /// Bit `p - 1` set: phase `p`'s rule list started.
+    pub phases_started: u8,
+    /// No removal in effect touches a rule partial evaluation decided.
+    pub fold_intact: bool,
     pub intervention: Option<Intervention>,
     /// `matches[..match_count]` are this transaction's; the rest are pooled.
     pub matches: Vec<MatchedRule>,
@@ -92,6 +96,17 @@ pub(super) enum RuleSel<'r> {
     Msg(&'r str),
 }
 
+impl RuleSel<'_> {
+    /// Whether the selector picks `rule`.
+    pub(super) fn applies(&self, rule: &Rule) -> bool {
+        match self {
+            RuleSel::Ids(r) => r.iter().any(|&(a, b)| a <= rule.id && rule.id <= b),
+            RuleSel::Tag(t) => rule.meta.tags.iter().any(|x| x == *t),
+            RuleSel::Msg(m) => rule.meta.msg.as_ref().and_then(|x| x.as_literal()) == Some(*m),
+        }
+    }
+}
+
 impl<'r> RuleState<'r> {
     pub(super) fn new(s: &Settings) -> RuleState<'r> {
         RuleState {
@@ -117,6 +132,8 @@ impl<'r> RuleState<'r> {
             highest_severity: None,
             allow: Allow::None,
             phases_completed: 0,
+            phases_started: 0,
+            fold_intact: true,
             intervention: None,
             matches: Vec::new(),
             match_count: 0,
@@ -189,6 +206,8 @@ impl<'r> RuleState<'r> {
         self.highest_severity = None;
         self.allow = Allow::None;
         self.phases_completed = 0;
+        self.phases_started = 0;
+        self.fold_intact = true;
         self.intervention = None;
         self.match_count = 0;
         self.caps.clear();

@@ -631,6 +631,35 @@ fn a_removed_rule_turns_partial_evaluation_off() {
 }
 
 #[test]
+fn removing_rules_the_analysis_left_undecided_keeps_partial_evaluation() {
+    // As CRS's 941010: a `ctl` removing targets of request-reading rules,
+    // which the analysis already lets match or not. 21 is undecided (it
+    // reads ARGS); removing it, or its ARGS, changes nothing decided.
+    for ctl in [
+        "ctl:ruleRemoveTargetByTag=xss;ARGS",
+        "ctl:ruleRemoveById=21",
+        "ctl:ruleRemoveByTag=xss",
+    ] {
+        let rs = ruleset(&format!(
+            "{FOLDED}SecAction \"id:20,phase:1,pass,nolog,{ctl}\"\n\
+             SecRule ARGS \"@rx x\" \"id:21,phase:2,pass,nolog,tag:xss,setvar:tx.level=0\"\n"
+        ));
+        let tx = get(&rs, "/?a=x", &[]);
+        assert_eq!(ids(&tx), [1, 20], "{ctl}");
+        assert_eq!(tx.stats().rules_folded, 3, "{ctl}");
+    }
+    // A removal that selects a decided rule (1, which sets the level)
+    // turns it off: 2, 3 and 4 are evaluated and 2 and 3 match.
+    let rs = ruleset(&format!(
+        "SecAction \"id:5,phase:1,pass,nolog,ctl:ruleRemoveByTag=init\"\n{}",
+        FOLDED.replace("id:1,", "id:1,tag:init,")
+    ));
+    let tx = get(&rs, "/", &[]);
+    assert_eq!(ids(&tx), [5, 2, 3]);
+    assert_eq!(tx.stats().rules_folded, 0);
+}
+
+#[test]
 fn phase_two_is_not_folded_without_a_complete_phase_one() {
     let rs = ruleset(FOLDED);
     let mut tx = rs.transaction();
@@ -643,6 +672,90 @@ fn phase_two_is_not_folded_without_a_complete_phase_one() {
     ));
     let tx = get(&rs, "/", &[]);
     assert_eq!(ids(&tx), [9, 3]);
+}
+
+/// Rules decided at load in every phase: 31 (phase 3), 42 (phase 4) and 51
+/// (phase 5) cannot match while rule 1's level holds; 52 would match if
+/// phase 4's rule 41 ran, so it is not decided.
+const FOLDED_RESPONSE: &str = "SecRuleEngine On\n\
+     SecResponseBodyAccess On\n\
+     SecResponseBodyMimeType text/html\n\
+     SecAction \"id:1,phase:1,pass,nolog,setvar:tx.level=1\"\n\
+     SecRule TX:LEVEL \"@lt 1\" \"id:31,phase:3,pass,nolog\"\n\
+     SecRule RESPONSE_BODY \"@rx stop\" \"id:40,phase:4,deny,status:502\"\n\
+     SecAction \"id:41,phase:4,pass,nolog,setvar:tx.other=1\"\n\
+     SecRule TX:LEVEL \"@lt 1\" \"id:42,phase:4,pass,nolog\"\n\
+     SecRule TX:LEVEL \"@lt 1\" \"id:51,phase:5,pass,nolog\"\n\
+     SecRule TX:OTHER \"@eq 1\" \"id:52,phase:5,pass,nolog\"\n";
+
+#[test]
+fn response_phases_step_over_rules_decided_at_load() {
+    let rs = ruleset(FOLDED_RESPONSE);
+    assert_eq!(rs.folded_rules(), 3);
+    let folded = |tx: &crate::Transaction<'_>| tx.stats().rules_folded;
+    // Phase 4 runs (an inspected type) and ends: 31, 42, 51 stepped over.
+    let mut tx = respond(&rs, "text/html", &[b"fine"]);
+    tx.process_logging();
+    assert_eq!(ids(&tx), [1, 41, 52]);
+    assert_eq!(folded(&tx), 3);
+    // Phase 4 never starts (a type not inspected): phase 5 still follows
+    // the analysis, which joined both ends.
+    let mut tx = respond(&rs, "image/png", &[b"fine"]);
+    tx.process_logging();
+    assert_eq!(ids(&tx), [1]);
+    assert_eq!(folded(&tx), 2);
+    // Phase 4 cut short by a deny: phase 5 is evaluated as written.
+    let mut tx = respond(&rs, "text/html", &[b"stop"]);
+    tx.process_logging();
+    assert_eq!(ids(&tx), [1, 40]);
+    assert_eq!(folded(&tx), 1);
+    // The same decisions without partial evaluation.
+    for (ty, body, want) in [
+        ("text/html", b"fine", &[1, 41, 52][..]),
+        ("image/png", b"fine", &[1]),
+        ("text/html", b"stop", &[1, 40]),
+    ] {
+        let mut tx = rs.transaction_with(crate::EvalOptions::naive());
+        tx.process_uri(b"/", b"GET", b"HTTP/1.1");
+        tx.process_request_headers();
+        tx.process_request_body();
+        tx.add_response_header(b"Content-Type", ty.as_bytes());
+        tx.process_response_headers(200, b"HTTP/1.1");
+        tx.append_response_body(body);
+        tx.process_response_body();
+        tx.process_logging();
+        assert_eq!(ids(&tx), want, "{ty} {body:?}");
+        assert_eq!(folded(&tx), 0);
+    }
+}
+
+#[test]
+fn response_phases_are_not_folded_after_an_incomplete_request_phase() {
+    // The analysis has rule 10 set the level, so 31 and 51 cannot match;
+    // `allow:phase` cuts phase 2 short before 10 on `/`, and they must.
+    let rs = ruleset(
+        "SecRuleEngine On\n\
+         SecRule REQUEST_URI \"@streq /\" \"id:9,phase:2,allow:phase,nolog\"\n\
+         SecAction \"id:10,phase:2,pass,nolog,setvar:tx.level=1\"\n\
+         SecRule &TX:LEVEL \"@eq 0\" \"id:31,phase:3,pass,nolog\"\n\
+         SecRule &TX:LEVEL \"@eq 0\" \"id:51,phase:5,pass,nolog\"\n",
+    );
+    assert_eq!(rs.folded_rules(), 2);
+    let run = |uri: &str| {
+        let mut tx = get(&rs, uri, &[]);
+        tx.process_response_headers(200, b"HTTP/1.1");
+        tx.process_logging();
+        (ids(&tx), tx.stats().rules_folded)
+    };
+    assert_eq!(run("/"), (vec![9, 31, 51], 0));
+    assert_eq!(run("/x"), (vec![10], 2));
+    // Phase 3 run twice: the second run is not the analysed one.
+    let mut tx = get(&rs, "/x", &[]);
+    tx.process_response_headers(200, b"HTTP/1.1");
+    let once = tx.stats().rules_folded;
+    assert_eq!(once, 1);
+    tx.process_response_headers(200, b"HTTP/1.1");
+    assert_eq!(tx.stats().rules_folded, once);
 }
 
 /// Configurations ModSecurity v3 (3.0.9) loads although they are mistakes
