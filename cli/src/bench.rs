@@ -420,6 +420,8 @@ impl Report<'_> {
             "rules_evaluated_per_request": st.rules_evaluated as f64 / n_req,
             "rules_folded_per_request": st.rules_folded as f64 / n_req,
             "rules_folded_at_load": self.rs.folded_rules(),
+            "rules_replayed_per_request": st.rules_replayed as f64 / n_req,
+            "rules_replayable_at_load": self.rs.replayed_rules(),
             "options": {"memo": self.fast_opts().memo, "prefilter": self.fast_opts().prefilter, "xcache": self.fast_opts().xcache, "fold": self.fast_opts().fold},
             "top_rules": self.top_rules().into_iter().map(|(id, loc, us, share, runs, skips)| json!({
                 "id": id, "location": loc, "us_per_request": us, "time_share": share / 100.0,
@@ -508,9 +510,10 @@ impl Report<'_> {
         );
         let _ = writeln!(
             o,
-            "per request: {:.1} rules evaluated ({:.1} stepped over, decided at load), {:.1} regex evaluations, {:.1} operator runs, {:.1} prefilter scans",
+            "per request: {:.1} rules evaluated ({:.1} stepped over and {:.1} replayed, decided at load), {:.1} regex evaluations, {:.1} operator runs, {:.1} prefilter scans",
             st.rules_evaluated as f64 / n_req,
             st.rules_folded as f64 / n_req,
+            st.rules_replayed as f64 / n_req,
             st.regex_evals as f64 / n_req,
             st.op_runs as f64 / n_req,
             st.scans as f64 / n_req

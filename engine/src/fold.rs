@@ -17,9 +17,13 @@
 //! that are known, with a constant operator argument: its operator can be
 //! run at load. A decided rule that cannot match on any request is marked
 //! [`Folding::never_matches`], and the engine steps over it without
-//! evaluating it (it would do nothing but clear `MATCHED_VARS`). A rule that
-//! is not decided makes every `TX` name it may write unknown on both of its
-//! exits (a chain may run a link's `setvar` and still fail).
+//! evaluating it (it would do nothing but clear `MATCHED_VARS`). A decided
+//! rule that matches on every request reaching it gets its matched values
+//! ([`Folding::replay`]): the engine runs its actions on them without
+//! reading `TX` or running the operator (CRS runs about 60 such rules per
+//! request: the `&TX:x "@eq 0"` defaults and the paranoia-level skips). A
+//! rule that is not decided makes every `TX` name it may write unknown on
+//! both of its exits (a chain may run a link's `setvar` and still fail).
 //!
 //! The analysis describes a transaction that runs the rules as written,
 //! from phase 1 on, through phases 2, 3, 4 (which runs only for inspected
@@ -32,7 +36,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use waf_compiler::ir::{
-    Arg, Link, LinkAction, MacroPart, MacroString, Program, Rule, Selector, SetVarOp,
+    Arg, Disruptive, Link, LinkAction, MacroPart, MacroString, Program, Rule, Selector, SetVarOp,
 };
 use waf_compiler::names::Variable as V;
 
@@ -47,6 +51,11 @@ pub(crate) struct Folding {
     /// Per rule index: the rule never matches (when the analysis applies).
     never: Vec<bool>,
     count: usize,
+    /// Per rule index: the values it matches, in the order the engine
+    /// would find them, for the rules that match on every request reaching
+    /// them and can be replayed.
+    replay: Vec<Option<Replay>>,
+    replayable: usize,
     /// The ids, tags and literal messages of the rules decided at load
     /// (matching or not): a `ctl:ruleRemove*` that selects none of them
     /// leaves the analysis true (see [`Folding::touched_by_ids`]).
@@ -65,6 +74,23 @@ impl Folding {
     /// How many rules never match.
     pub(crate) fn count(&self) -> usize {
         self.count
+    }
+
+    /// The values rule `rule` matches on every request reaching it (when
+    /// the analysis applies), if it can be replayed from them.
+    #[inline]
+    pub(crate) fn replay(&self, rule: usize) -> Option<&Replay> {
+        self.replay.get(rule).and_then(|h| h.as_ref())
+    }
+
+    /// Whether the analysis has anything for the engine to use.
+    pub(crate) fn any(&self) -> bool {
+        self.count > 0 || self.replayable > 0
+    }
+
+    /// How many rules can be replayed.
+    pub(crate) fn replayable(&self) -> usize {
+        self.replayable
     }
 
     /// Whether removing the rules (or targets of the rules) with ids in
@@ -260,11 +286,83 @@ fn backtracks(program: &Program, link: &Link) -> bool {
         .is_some_and(|rx| program.regexes[rx.index()].is_backtracking())
 }
 
+/// A value a replayed rule matches: what the engine sets `MATCHED_VAR_NAME`
+/// and `MATCHED_VAR` to before the rule's per-match actions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Hit {
+    pub(crate) name: String,
+    pub(crate) value: Vec<u8>,
+}
+
+/// The values a rule matches on every request reaching it.
+#[derive(Clone, Debug)]
+pub(crate) struct Replay {
+    pub(crate) hits: Box<[Hit]>,
+    /// The rule's own actions read `MATCHED_VARS` (or its names). That is
+    /// the only place the collection is seen: every rule clears it as it
+    /// starts, so it need not be filled otherwise.
+    pub(crate) matched_vars: bool,
+}
+
+/// What a decided rule does on every request reaching it.
+enum Outcome {
+    Never,
+    /// It matches: with the values it matches, when it can be replayed.
+    Matches(Option<Replay>),
+}
+
+/// Whether a macro of `rule` (its message, log data, disruptive action's
+/// URL, or a link's action) reads `MATCHED_VARS` or `MATCHED_VARS_NAMES`.
+fn reads_matched_vars(rule: &Rule) -> bool {
+    let disruptive = match &rule.disruptive {
+        Disruptive::Redirect(m) | Disruptive::Proxy(m) => Some(m),
+        _ => None,
+    };
+    let actions = rule.links.iter().flat_map(|l| &l.actions).flat_map(|a| {
+        let (x, y): (Option<&MacroString>, Option<&MacroString>) = match a {
+            LinkAction::SetVar(sv) => (
+                Some(&sv.name),
+                match &sv.op {
+                    SetVarOp::Set(m) | SetVarOp::Add(m) | SetVarOp::Sub(m) => Some(m),
+                    SetVarOp::Delete => None,
+                },
+            ),
+            LinkAction::InitCol { key, .. } => (Some(key), None),
+            LinkAction::ExpireVar { name, seconds } => (Some(name), Some(seconds)),
+            LinkAction::DeprecateVar { name, value } | LinkAction::SetEnv { name, value } => {
+                (Some(name), Some(value))
+            }
+            LinkAction::SetUid(m) | LinkAction::SetSid(m) | LinkAction::SetRsc(m) => {
+                (Some(m), None)
+            }
+            LinkAction::Ctl(_) | LinkAction::Ignored { .. } => (None, None),
+        };
+        x.into_iter().chain(y)
+    });
+    rule.meta
+        .msg
+        .iter()
+        .chain(&rule.meta.logdata)
+        .chain(disruptive)
+        .chain(actions)
+        .flat_map(|m| &m.parts)
+        .any(|p| {
+            matches!(
+                p,
+                MacroPart::Var {
+                    variable: V::MatchedVars | V::MatchedVarsNames,
+                    ..
+                }
+            )
+        })
+}
+
 /// The outcome of `rule` on every request reaching it in state `st`, if it
 /// is decided there.
-fn decide(program: &Program, rule: &Rule, st: &TxState) -> Option<bool> {
+fn decide(program: &Program, rule: &Rule, st: &TxState) -> Option<Outcome> {
     if rule.unconditional {
-        return Some(true);
+        // No operator to skip: the engine runs its actions directly.
+        return Some(Outcome::Matches(None));
     }
     let [link] = rule.links.as_slice() else {
         return None;
@@ -286,45 +384,93 @@ fn decide(program: &Program, rule: &Rule, st: &TxState) -> Option<bool> {
         return None;
     };
     let arg = arg.as_bytes();
-    // The values the rule tests, as `collect_into` reads them.
-    let mut values: Vec<Vec<u8>> = Vec::new();
-    for slot in &link.targets {
+    // The values the rule tests, as `collect_into` reads them and
+    // `push_name` names them: `TX` keys are stored lowercased by `setvar`
+    // (the only writer of a known value), and a count is named `TX`.
+    let mut values: Vec<(usize, Hit)> = Vec::new();
+    let mut read: Vec<Vec<u8>> = Vec::new();
+    for (slot_index, slot) in link.targets.iter().enumerate() {
         let target = &program.targets[program.slots[slot.index()].target.index()];
         let (V::Tx, Selector::Key(k)) = (target.variable, &target.selector) else {
             return None;
         };
-        let Val::Known(v) = st.get(k.to_ascii_lowercase().as_bytes()) else {
+        let key = k.to_ascii_lowercase().into_bytes();
+        let Val::Known(v) = st.get(&key) else {
             return None;
         };
+        let name = |suffix: &[u8]| {
+            let mut n = String::from("TX");
+            if !suffix.is_empty() {
+                n.push(':');
+                n.push_str(&String::from_utf8_lossy(suffix));
+            }
+            n
+        };
         match (target.count, v) {
-            (true, v) => values.push(if v.is_some() {
-                b"1".to_vec()
-            } else {
-                b"0".to_vec()
-            }),
-            (false, Some(v)) => values.push(v),
+            (true, v) => values.push((
+                slot_index,
+                Hit {
+                    name: name(b""),
+                    value: if v.is_some() { b"1" } else { b"0" }.to_vec(),
+                },
+            )),
+            (false, Some(v)) => values.push((
+                slot_index,
+                Hit {
+                    name: name(&key),
+                    value: v,
+                },
+            )),
             (false, None) => {}
         }
+        read.push(key);
     }
     let mut caps = crate::operator::Captures::default();
-    let hit = values.iter().any(|v| {
-        crate::operator::matches(
+    let mut hits: Vec<Hit> = Vec::new();
+    let mut first_hit_slot = None;
+    for (slot_index, v) in values {
+        let matched = crate::operator::matches(
             program,
             op,
             arg,
-            v,
+            &v.value,
             &crate::injection::Libinjection,
             false,
             &mut caps,
-        ) != op.negated
+        );
+        if matched != op.negated {
+            first_hit_slot.get_or_insert(slot_index);
+            hits.push(v);
+        }
+    }
+    let Some(first_hit_slot) = first_hit_slot else {
+        return Some(Outcome::Never);
+    };
+    // The engine runs the per-match actions after each value it finds, and
+    // reads a target's values as it comes to the target: a `setvar` to a
+    // name a later target reads would change that target's values, so such
+    // a rule is run, not replayed (its first match stands either way).
+    // CRS's `SecRule &TX:x "@eq 0" "setvar:tx.x=..."` reads its one target
+    // before it writes.
+    let later = &read[first_hit_slot + 1..];
+    let writes_what_it_reads = link.actions.iter().any(|a| match a {
+        LinkAction::SetVar(sv) if sv.collection == V::Tx => match sv.name.as_literal() {
+            Some(n) => later.contains(&n.to_ascii_lowercase().into_bytes()),
+            None => !later.is_empty(),
+        },
+        _ => false,
     });
-    Some(hit)
+    Some(Outcome::Matches((!writes_what_it_reads).then(|| Replay {
+        hits: hits.into_boxed_slice(),
+        matched_vars: reads_matched_vars(rule),
+    })))
 }
 
 /// Analyses the request phases of `program` (see the module documentation).
 pub(crate) fn analyse(program: &Program) -> Folding {
     let mut never = vec![false; program.rules.len()];
     let mut decided = vec![false; program.rules.len()];
+    let mut replay: Vec<Option<Replay>> = vec![None; program.rules.len()];
     let mut start = Some(TxState::default());
     // Where phase 3 ended: phase 5 may follow it directly.
     let mut end_of_3: Option<TxState> = None;
@@ -358,11 +504,12 @@ pub(crate) fn analyse(program: &Program) -> Folding {
             let outcome = decide(program, rule, &st);
             decided[rules[i].index()] |= outcome.is_some();
             match outcome {
-                Some(false) => {
+                Some(Outcome::Never) => {
                     never[rules[i].index()] = true;
                     edges.push((i + 1, st.clone()));
                 }
-                Some(true) => {
+                Some(Outcome::Matches(hits)) => {
+                    replay[rules[i].index()] = hits;
                     let mut out = st.clone();
                     if let Some(link) = rule.links.first() {
                         out.apply_writes(link);
@@ -397,9 +544,12 @@ pub(crate) fn analyse(program: &Program) -> Folding {
         }
     }
     let count = never.iter().filter(|&&b| b).count();
+    let replayable = replay.iter().filter(|h| h.is_some()).count();
     let mut folding = Folding {
         never,
         count,
+        replay,
+        replayable,
         ..Folding::default()
     };
     for (rule, _) in program.rules.iter().zip(&decided).filter(|(_, &d)| d) {

@@ -222,6 +222,13 @@ impl Ruleset {
         self.folding.count()
     }
 
+    /// How many rules partial evaluation at load proved match on every
+    /// request reaching them, with values it knows: they are replayed from
+    /// those values, without running their operator.
+    pub fn replayed_rules(&self) -> usize {
+        self.folding.replayable()
+    }
+
     pub(crate) fn plan(&self) -> &Plan {
         &self.plan
     }

@@ -22,7 +22,9 @@ pub struct EvalStats {
     pub rules_evaluated: u64,
     /// Rules stepped over because partial evaluation proved they cannot match.
     pub rules_folded: u64,
-    /// Values found in / missing from the cross-transaction cache.
+    /// Rules evaluated by replaying the match partial evaluation computed
+    /// at load (counted in `rules_evaluated` too).
+    pub rules_replayed: u64,
     /// Values found in the cross-transaction cache.
     pub xcache_hits: u64,
     /// Values looked up in the cross-transaction cache and not found.
@@ -45,6 +47,7 @@ impl EvalStats {
         self.scans += o.scans;
         self.rules_evaluated += o.rules_evaluated;
         self.rules_folded += o.rules_folded;
+        self.rules_replayed += o.rules_replayed;
         self.xcache_hits += o.xcache_hits;
         self.xcache_misses += o.xcache_misses;
         self.xcache_op_hits += o.xcache_op_hits;

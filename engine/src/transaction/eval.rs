@@ -7,6 +7,7 @@ use super::vars::{for_each_stable, origin_key, selector_matches, Vars};
 use super::xcache;
 use super::Transaction;
 use crate::body::Processor;
+use crate::fold::Replay;
 use crate::operator;
 use crate::outcome::{Cause, Intervention, MatchedRule};
 use crate::plan::PlanLink;
@@ -70,7 +71,7 @@ impl<'r> Transaction<'r> {
         }
         let rules = &program.phase(phase).rules;
         let folding = self.rs.folding();
-        let mut fold = self.options.fold && folding.count() > 0 && self.fold_applies(phase);
+        let mut fold = self.options.fold && folding.any() && self.fold_applies(phase);
         if (1..=8).contains(&phase) {
             self.state.phases_started |= 1 << (phase - 1);
         }
@@ -104,10 +105,21 @@ impl<'r> Transaction<'r> {
                     continue;
                 }
             }
+            // A rule that matches on every request reaching it: its matched
+            // values are known, its operator need not run.
+            let replay = if fold {
+                fold = self.state.fold_intact;
+                folding.replay(ri.index()).filter(|_| fold)
+            } else {
+                None
+            };
             let matched = if self.options.profile {
                 let t = Instant::now();
                 let before = self.stats;
-                let m = self.eval_rule(program, ri);
+                let m = match replay {
+                    Some(r) => self.replay_rule(program, ri, r),
+                    None => self.eval_rule(program, ri),
+                };
                 let r = rules[i].index();
                 self.profile.nanos[r] += t.elapsed().as_nanos() as u64;
                 self.profile.evals[r] += 1;
@@ -116,7 +128,10 @@ impl<'r> Transaction<'r> {
                 self.profile.skips[r] += self.stats.prefilter_skips - before.prefilter_skips;
                 m
             } else {
-                self.eval_rule(program, ri)
+                match replay {
+                    Some(r) => self.replay_rule(program, ri, r),
+                    None => self.eval_rule(program, ri),
+                }
             };
             if matched {
                 if let Some(flow) = &program.rule(ri).flow {
@@ -199,6 +214,37 @@ impl<'r> Transaction<'r> {
             }
         }
         let rule = program.rule(ri);
+        for link in &rule.links {
+            self.after_match_actions(link);
+        }
+        self.full_match(rule, ri);
+        true
+    }
+
+    /// Evaluates a rule partial evaluation found to match on every request
+    /// reaching it (see `crate::fold`), from its known matched values: as
+    /// `eval_rule` and `eval_slot_direct` would, each value becomes
+    /// `MATCHED_VAR` and runs the per-match actions, then the rule's match
+    /// is recorded.
+    fn replay_rule(&mut self, program: &'r Program, ri: RuleIdx, replay: &Replay) -> bool {
+        self.stats.rules_evaluated += 1;
+        self.stats.rules_replayed += 1;
+        self.state.matched_vars.clear();
+        let rule = program.rule(ri);
+        let Some(link) = rule.links.first() else {
+            return false;
+        };
+        for hit in &replay.hits {
+            self.state.matched_var_name.clear();
+            self.state.matched_var_name.push_str(&hit.name);
+            self.state.matched_var.clear();
+            self.state.matched_var.extend_from_slice(&hit.value);
+            if replay.matched_vars {
+                self.record_match(link);
+            } else {
+                self.per_match_actions(link);
+            }
+        }
         for link in &rule.links {
             self.after_match_actions(link);
         }

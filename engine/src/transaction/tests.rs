@@ -660,6 +660,58 @@ fn removing_rules_the_analysis_left_undecided_keeps_partial_evaluation() {
 }
 
 #[test]
+fn rules_that_always_match_are_replayed_as_evaluated() {
+    // 2, 3 and 4 match on every request: replayed from the values the
+    // analysis found. 2 writes what it read, after reading it. 3 matches
+    // two values and reads MATCHED_VARS; 7 and 8 read what 4 left in
+    // MATCHED_VAR(_NAME). 9 writes what its second target reads, after
+    // its first match: evaluated.
+    let rs = ruleset(
+        "SecRuleEngine On\n\
+         SecAction \"id:1,phase:1,pass,nolog,setvar:tx.level=2,setvar:tx.mode=abc,setvar:tx.a=1,setvar:tx.b=1\"\n\
+         SecRule &TX:missing \"@eq 0\" \"id:2,phase:1,pass,log,msg:'%{MATCHED_VAR_NAME}=%{MATCHED_VAR}',setvar:tx.seen=%{MATCHED_VAR},setvar:tx.missing=1\"\n\
+         SecRule TX:LEVEL|TX:MODE \"!@eq 7\" \"id:3,phase:1,pass,log,logdata:'%{MATCHED_VARS_NAMES} %{MATCHED_VARS}'\"\n\
+         SecRule TX:Level \"@lt 3\" \"id:4,phase:1,pass,nolog,skipAfter:END\"\n\
+         SecRule REQUEST_URI \"@rx .\" \"id:5,phase:1,pass,log\"\n\
+         SecMarker END\n\
+         SecRule MATCHED_VAR_NAME \"@streq TX:level\" \"id:7,phase:1,pass,log,logdata:%{TX.seen}\"\n\
+         SecRule MATCHED_VAR \"@streq TX:level\" \"id:8,phase:1,pass,log\"\n\
+         SecRule TX:A|TX:B \"@eq 1\" \"id:9,phase:2,pass,log,setvar:tx.b=2,logdata:'%{MATCHED_VARS_NAMES}'\"\n",
+    );
+    let records = |tx: &crate::Transaction<'_>| -> Vec<(u64, String, String, String, String)> {
+        tx.matched_rules()
+            .iter()
+            .map(|m| {
+                let (name, var) = (m.matched_var_name.clone(), m.matched_var.clone());
+                (m.id, m.msg.clone(), m.logdata.clone(), name, var)
+            })
+            .collect()
+    };
+    let tx = get(&rs, "/", &[]);
+    assert_eq!(tx.stats().rules_replayed, 3);
+    let mut naive = rs.transaction_with(crate::EvalOptions::naive());
+    naive.process_uri(b"/", b"GET", b"HTTP/1.1");
+    naive.process_request_headers();
+    naive.process_request_body();
+    assert_eq!(naive.stats().rules_replayed, 0);
+    assert_eq!(records(&tx), records(&naive));
+    let s = |x: &str| x.to_string();
+    assert_eq!(
+        records(&tx),
+        [
+            (1, s(""), s(""), s(""), s("")),
+            (2, s("TX=0"), s(""), s("TX"), s("0")),
+            // A collection in a macro expands to its first value.
+            (3, s(""), s("TX:level 2"), s("TX:mode"), s("abc")),
+            (4, s(""), s(""), s("TX:level"), s("2")),
+            (7, s(""), s("0"), s("MATCHED_VAR_NAME"), s("TX:level")),
+            (8, s(""), s(""), s("MATCHED_VAR"), s("TX:level")),
+            (9, s(""), s("TX:a"), s("TX:a"), s("1")),
+        ]
+    );
+}
+
+#[test]
 fn phase_two_is_not_folded_without_a_complete_phase_one() {
     let rs = ruleset(FOLDED);
     let mut tx = rs.transaction();
