@@ -265,9 +265,14 @@ impl Memo {
     fn push_entry(&mut self, value: &[u8], inst: u32, node: usize) -> u32 {
         let start = self.arena.len();
         self.arena.extend_from_slice(value);
+        self.entry_at(start, inst, node)
+    }
+
+    /// A new entry for the bytes from `start` to the end of the arena.
+    fn entry_at(&mut self, start: usize, inst: u32, node: usize) -> u32 {
         self.entries.push(Entry {
             start,
-            len: value.len(),
+            len: self.arena.len() - start,
             scanned: false,
             mask: [0; 4],
             inst,
@@ -394,11 +399,10 @@ impl Memo {
                     if self.prof_on {
                         self.prof.xcache[node] += 1;
                     }
-                    let mut out = std::mem::take(&mut self.out);
-                    out.clear();
-                    out.extend_from_slice(self.x.bytes(start, len));
-                    let e = self.push_entry(&out, inst, node);
-                    self.out = out;
+                    // Copied once, from the cache's arena into the memo's.
+                    let at = self.arena.len();
+                    self.arena.extend_from_slice(self.x.bytes(start, len));
+                    let e = self.entry_at(at, inst, node);
                     self.load_gate(e, rec, node);
                     return e;
                 }
