@@ -398,12 +398,9 @@ fn decide(program: &Program, rule: &Rule, st: &TxState) -> Option<Outcome> {
         let Val::Known(v) = st.get(&key) else {
             return None;
         };
-        let name = |suffix: &[u8]| {
-            let mut n = String::from("TX");
-            if !suffix.is_empty() {
-                n.push(':');
-                n.push_str(&String::from_utf8_lossy(suffix));
-            }
+        let name = |key: &[u8]| {
+            let mut n = String::new();
+            crate::transaction::fmt::push_name(&mut n, V::Tx, key);
             n
         };
         match (target.count, v) {
@@ -466,7 +463,7 @@ fn decide(program: &Program, rule: &Rule, st: &TxState) -> Option<Outcome> {
     })))
 }
 
-/// Analyses the request phases of `program` (see the module documentation).
+/// Analyses the phases of `program` (see the module documentation).
 pub(crate) fn analyse(program: &Program) -> Folding {
     let mut never = vec![false; program.rules.len()];
     let mut decided = vec![false; program.rules.len()];

@@ -38,7 +38,7 @@
 
 mod cache;
 mod eval;
-mod fmt;
+pub(crate) mod fmt;
 mod inputs;
 mod memo;
 mod state;

@@ -1,6 +1,6 @@
 //! Rule evaluation: phases, links, operators on (memoized) values, actions.
 
-use super::fmt::push_i64;
+use super::fmt::{push_i64, push_lossy, push_name};
 use super::memo::{Inst, Origin};
 use super::state::{Allow, RuleSel};
 use super::vars::{for_each_stable, origin_key, selector_matches, Vars};
@@ -1089,24 +1089,4 @@ struct Arg_ {
 enum Source<'a> {
     Memo(u32),
     Bytes(&'a [u8]),
-}
-
-/// Appends `b` as text, invalid UTF-8 replaced by U+FFFD (as
-/// `String::from_utf8_lossy`, without its allocation).
-fn push_lossy(out: &mut String, b: &[u8]) {
-    for chunk in b.utf8_chunks() {
-        out.push_str(chunk.valid());
-        if !chunk.invalid().is_empty() {
-            out.push(char::REPLACEMENT_CHARACTER);
-        }
-    }
-}
-
-/// `VAR` or `VAR:key`, as ModSecurity names a matched value.
-fn push_name(out: &mut String, var: V, key: &[u8]) {
-    out.push_str(var.name());
-    if !key.is_empty() {
-        out.push(':');
-        push_lossy(out, key);
-    }
 }

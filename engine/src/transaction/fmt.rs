@@ -1,7 +1,8 @@
-//! Small text helpers of variables and actions: numbers and dates written
-//! into reused buffers without allocating.
+//! Small text helpers of variables and actions: numbers, dates and
+//! variable names written into reused buffers without allocating.
 
 use std::io::Write as _;
+use waf_compiler::names::Variable as V;
 
 /// Writes `n` in decimal into `buf`; returns the length.
 pub(super) fn write_u64(buf: &mut [u8; 20], n: u64) -> usize {
@@ -32,4 +33,24 @@ pub(super) fn civil(secs: u64) -> (u64, u64, u64, u64, u64, u64, u64) {
     let mo = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = if mo <= 2 { y + 1 } else { y };
     (y as u64, mo as u64, d as u64, h, m, s, wday)
+}
+
+/// Appends `b` as text, invalid UTF-8 replaced by U+FFFD (as
+/// `String::from_utf8_lossy`, without its allocation).
+pub(super) fn push_lossy(out: &mut String, b: &[u8]) {
+    for chunk in b.utf8_chunks() {
+        out.push_str(chunk.valid());
+        if !chunk.invalid().is_empty() {
+            out.push(char::REPLACEMENT_CHARACTER);
+        }
+    }
+}
+
+/// `VAR` or `VAR:key`, as ModSecurity names a matched value.
+pub(crate) fn push_name(out: &mut String, var: V, key: &[u8]) {
+    out.push_str(var.name());
+    if !key.is_empty() {
+        out.push(':');
+        push_lossy(out, key);
+    }
 }
