@@ -222,20 +222,15 @@ impl<'r> RuleState<'r> {
 
     /// Whether a `ctl:ruleRemove*` removed `rule`.
     pub(super) fn is_removed(&self, rule: &Rule) -> bool {
-        self.removed_ids
-            .iter()
-            .any(|&(a, b)| a <= rule.id && rule.id <= b)
+        RuleSel::Ids(&self.removed_ids).applies(rule)
             || self
                 .removed_tags
                 .iter()
-                .any(|t| rule.meta.tags.iter().any(|rt| rt == t))
-            || (!self.removed_msgs.is_empty()
-                && rule
-                    .meta
-                    .msg
-                    .as_ref()
-                    .and_then(|m| m.as_literal())
-                    .is_some_and(|m| self.removed_msgs.contains(&m)))
+                .any(|t| RuleSel::Tag(t).applies(rule))
+            || self
+                .removed_msgs
+                .iter()
+                .any(|m| RuleSel::Msg(m).applies(rule))
     }
 
     /// The writable collection `var` (`TX`, or one `initcol` opened).
