@@ -164,26 +164,78 @@ pub fn contains(hay: &[u8], needle: &[u8]) -> Option<usize> {
         return memchr::memmem::find(hay, needle);
     }
     let last = hay.len() - needle.len();
-    // The needle's second and last bytes are compared before the whole: a
-    // first byte that is common in the haystack (the `/` of every name in
-    // `/name/ /name/...` lists) would otherwise cost a full comparison at
-    // each of its occurrences.
-    let (second, end) = (needle.len().min(2) - 1, needle.len() - 1);
-    let mut from = 0;
+    // The search is anchored on the needle's least common byte: a common
+    // first byte (the `/` of every name in CRS's `/name/ /name/...` lists)
+    // would stop `memchr` at each of its occurrences, and each stop costs a
+    // call. Candidates come in increasing order, so the first one that
+    // verifies is the leftmost occurrence.
+    let k = rarest(needle);
+    let anchor = needle[k];
+    let mut from = k;
     while let Some(off) = hay
-        .get(from..=last)
-        .and_then(|h| memchr::memchr(needle[0], h))
+        .get(from..=last + k)
+        .and_then(|h| memchr::memchr(anchor, h))
     {
-        let at = from + off;
-        if hay.get(at + second) == needle.get(second)
-            && hay.get(at + end) == needle.get(end)
-            && hay.get(at..at + needle.len()) == Some(needle)
-        {
+        let at = from + off - k;
+        if hay.get(at..at + needle.len()) == Some(needle) {
             return Some(at);
         }
-        from = at + 1;
+        from = at + k + 1;
     }
     None
+}
+
+/// The position in `needle` of its least common byte by [`BYTE_RANK`]
+/// (the first of equals; only the first 32 bytes are looked at).
+fn rarest(needle: &[u8]) -> usize {
+    let mut best = 0;
+    for (i, &b) in needle.iter().enumerate().take(32) {
+        if BYTE_RANK[usize::from(b)] < BYTE_RANK[usize::from(needle[best])] {
+            best = i;
+        }
+    }
+    best
+}
+
+/// How common a byte is in what string operators search (header names,
+/// paths, parameter values, CRS's word lists): higher is more common. A
+/// coarse order by class, lower-case letters by their English frequency;
+/// it only steers [`contains`]'s anchor, never its answer.
+static BYTE_RANK: [u8; 256] = byte_rank();
+
+const fn byte_rank() -> [u8; 256] {
+    let mut r = [0u8; 256];
+    let mut b = 0x20;
+    while b < 0x7f {
+        // Printable punctuation.
+        r[b] = 60;
+        b += 1;
+    }
+    let mut d = b'0';
+    while d <= b'9' {
+        r[d as usize] = 100;
+        d += 1;
+    }
+    let mut u = b'A';
+    while u <= b'Z' {
+        r[u as usize] = 90;
+        u += 1;
+    }
+    // Most common last.
+    let letters = b"zqxjkvbpygfwmucldrhsnioate";
+    let mut i = 0;
+    while i < letters.len() {
+        r[letters[i] as usize] = 120 + i as u8 * 4;
+        i += 1;
+    }
+    r[b' ' as usize] = 250;
+    r[b'/' as usize] = 240;
+    r[b'-' as usize] = 150;
+    r[b'_' as usize] = 140;
+    r[b'.' as usize] = 130;
+    r[b'=' as usize] = 110;
+    r[b'&' as usize] = 110;
+    r
 }
 
 /// `@containsWord`: `needle` bounded by non-word characters (or the ends).
@@ -312,13 +364,25 @@ mod tests {
         let mut rng = waf_test_support::XorShift::new(7);
         // A small alphabet, so that needles occur, partially and overlapping.
         let text = |n: usize, rng: &mut waf_test_support::XorShift| -> Vec<u8> {
-            (0..n).map(|_| b"aab-"[rng.below(4)]).collect()
+            (0..n).map(|_| b"aab-/e"[rng.below(6)]).collect()
         };
-        for _ in 0..20_000 {
+        for round in 0..40_000 {
             let hay_len = rng.below(300);
-            let needle_len = rng.below(6);
+            // Long needles too: the anchor is chosen among the first 32.
+            let needle_len = if round % 4 == 0 {
+                rng.below(40)
+            } else {
+                rng.below(6)
+            };
             let hay = text(hay_len, &mut rng);
-            let needle = text(needle_len, &mut rng);
+            let needle = match round % 3 {
+                // A piece of the haystack: found, at its first occurrence.
+                0 if needle_len <= hay.len() => {
+                    let at = rng.below(hay.len() - needle_len + 1);
+                    hay[at..at + needle_len].to_vec()
+                }
+                _ => text(needle_len, &mut rng),
+            };
             let want = if needle.is_empty() {
                 Some(0)
             } else {
