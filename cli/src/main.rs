@@ -88,12 +88,13 @@ enum Command {
         "1 the rules do not compile"
     ))]
     Profile(profile::Args),
-    /// Run the WAF as a reverse proxy in front of an application: all five phases, bodies held until inspected, phase-4 blocks before any byte is sent, ModSecurity-style error log, SIGHUP reloads the rules.
+    /// Run the WAF as a reverse proxy in front of an application: all five phases, bodies held until inspected, phase-4 blocks before any byte is sent, ModSecurity-style error log, SIGHUP reloads the rules, SIGTERM drains.
     #[command(after_help = help!(
         "  waf serve --upstream http://127.0.0.1:9000             # the embedded default ruleset
   waf serve -c /tmp/crs-pl1.conf --listen 0.0.0.0:8080 --upstream http://10.0.0.5:80 --error-log waf.log
   waf serve --config waf.yaml                             # sites, TLS, exceptions: see docs/serve.md
-  kill -HUP <pid>                                         # reload the rules (errors keep the old ones)",
+  kill -HUP <pid>                                         # reload the rules (errors keep the old ones)
+  kill -TERM <pid>                                        # stop: requests in flight finish (--shutdown-timeout)",
         "1 the rules (or the manifest) do not compile"
     ))]
     Serve(serve::Args),

@@ -35,6 +35,10 @@ pub struct Args {
     /// Longest wait, in seconds, for the upstream's response headers [default: 30].
     #[arg(long, value_name = "SECONDS")]
     pub upstream_timeout: Option<u64>,
+    /// On SIGTERM or Ctrl-C, how long requests in flight may take to finish
+    /// (no new connection is accepted meanwhile) [default: 10].
+    #[arg(long, value_name = "SECONDS")]
+    pub shutdown_timeout: Option<u64>,
     /// Time every rule and export per-rule counters on `/metrics`, for
     /// `waf profile -c RULES --from-metrics FILE...` (costs engine time).
     #[arg(long)]
@@ -128,6 +132,7 @@ pub fn run(args: Args) -> CmdResult {
         .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 8080)));
     let mut config = Config::new(listen, upstream.clone());
     config.upstream_timeout = Duration::from_secs(args.upstream_timeout.unwrap_or(30));
+    config.shutdown_timeout = Duration::from_secs(args.shutdown_timeout.unwrap_or(10));
     config.admin = args.admin;
     config.profile = args.profile;
     config.workers = Some(args.workers.unwrap_or_else(default_workers));
@@ -149,6 +154,7 @@ fn run_manifest(path: &Path, args: &Args) -> CmdResult {
         ("--audit-log", args.audit_log.is_some()),
         ("--admin", args.admin.is_some()),
         ("--upstream-timeout", args.upstream_timeout.is_some()),
+        ("--shutdown-timeout", args.shutdown_timeout.is_some()),
         ("--tls-cert", args.tls_cert.is_some()),
         ("--profile", args.profile),
         ("--workers", args.workers.is_some()),

@@ -546,3 +546,109 @@ fn lint_shows_a_window_of_a_long_line() {
     let col = text.find("nosuchthing").expect("in text") + 1;
     assert!(out.contains(&format!("long.conf:1:{col}")), "{out}");
 }
+
+/// `waf serve` on SIGTERM: no new client, the request in flight answered,
+/// then a clean exit that says what it did.
+#[test]
+fn serve_drains_the_request_in_flight_on_sigterm() {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::time::{Duration, Instant};
+    // A backend that answers after a second.
+    let backend = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let upstream = backend.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        for conn in backend.incoming().take(16) {
+            let Ok(mut conn) = conn else { continue };
+            let mut req = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => req.extend_from_slice(&buf[..n]),
+                }
+            }
+            std::thread::sleep(Duration::from_secs(1));
+            let _ = conn.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\nConnection: close\r\n\r\nfinished\n",
+            );
+        }
+    });
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_waf"))
+        .args([
+            "serve",
+            "tests/fixtures/clean.conf",
+            "--listen",
+            &listen,
+            "--upstream",
+            &format!("http://{upstream}"),
+            "--workers",
+            "2",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start waf serve");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(&listen).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "waf serve did not start listening"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let client = {
+        let listen = listen.clone();
+        std::thread::spawn(move || {
+            let mut c = TcpStream::connect(&listen).expect("connect");
+            c.set_read_timeout(Some(Duration::from_secs(10)))
+                .expect("timeout");
+            c.write_all(b"GET /slow HTTP/1.1\r\nHost: example.com\r\n\r\n")
+                .expect("write");
+            let mut answer = String::new();
+            let _ = c.read_to_string(&mut answer);
+            answer
+        })
+    };
+    std::thread::sleep(Duration::from_millis(400));
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("waf serve did not exit within 10 s of SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let answer = client.join().expect("client");
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut stderr);
+    }
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}\n{stderr}");
+    assert!(answer.ends_with("finished\n"), "{answer}");
+    assert!(
+        stderr.contains(
+            "stopped: 1 connection(s) open at the signal, 1 closed after their requests, 0 cut"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        TcpStream::connect(&listen).is_err(),
+        "nothing listens after the exit"
+    );
+}

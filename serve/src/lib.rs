@@ -69,6 +69,9 @@ pub struct Config {
     pub body_timeout: Duration,
     /// Longest wait for the upstream's response headers.
     pub upstream_timeout: Duration,
+    /// On shutdown (SIGTERM, Ctrl-C), how long requests in flight may take
+    /// to finish before their connections are cut.
+    pub shutdown_timeout: Duration,
     /// Where to serve `/healthz` and `/metrics` (Prometheus), if anywhere.
     pub admin: Option<SocketAddr>,
     /// The most request body bytes held (inspected or not) before the request
@@ -110,6 +113,7 @@ impl Config {
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
             upstream_timeout: Duration::from_secs(30),
+            shutdown_timeout: Duration::from_secs(10),
             max_request_body: 64 << 20,
             admin: None,
             on_error: OnError::Closed,
@@ -321,9 +325,75 @@ impl Server {
         }
     }
 
+    /// Shuts down without losing a request: stops accepting (new clients
+    /// are refused, `/healthz` answers 503), asks every open connection to
+    /// close once its request in flight is answered (idle keep-alive
+    /// connections close at once, HTTP/2 ones get GOAWAY), waits up to
+    /// `grace` for them, then for the logs to be written. Connections still
+    /// open after `grace` are cut when the caller drops the runtime or
+    /// exits.
+    pub async fn shutdown(self, grace: Duration) -> Shutdown {
+        let start = tokio::time::Instant::now();
+        self.task.abort();
+        // The listener goes with the accept task; wait for it to be dropped
+        // so that nobody connects to a proxy that no longer accepts.
+        let _ = self.task.await;
+        self.state.begin_shutdown();
+        let open_at_start = self.metrics.connections_open();
+        let deadline = start + grace;
+        while self.metrics.connections_open() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let cut = self.metrics.connections_open();
+        if let Some(t) = self.admin_task {
+            t.abort();
+        }
+        let (log, audit) = self.state.logs();
+        let mut logs_written = log.flush(LOG_FLUSH).await;
+        if let Some(a) = audit {
+            logs_written &= a.flush(LOG_FLUSH).await;
+        }
+        Shutdown {
+            open_at_start,
+            cut,
+            logs_written,
+            took: start.elapsed(),
+        }
+    }
+
     /// Waits until the accept loop ends (it runs until stopped).
     pub async fn wait(self) {
         let _ = self.task.await;
+    }
+}
+
+/// How long a shutdown waits for the logs' last lines to be written.
+const LOG_FLUSH: Duration = Duration::from_secs(5);
+
+/// What a [`Server::shutdown`] did.
+#[derive(Clone, Copy, Debug)]
+pub struct Shutdown {
+    /// Client connections open when it began.
+    pub open_at_start: u64,
+    /// Connections still open when the grace period ended (cut).
+    pub cut: u64,
+    /// Whether the error and audit logs' queued lines were all written.
+    pub logs_written: bool,
+    /// From the call to the end.
+    pub took: Duration,
+}
+
+impl std::fmt::Display for Shutdown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} connection(s) open at the signal, {} closed after their requests, {} cut at the grace period; logs {}; {:.1} s",
+            self.open_at_start,
+            self.open_at_start.saturating_sub(self.cut),
+            self.cut,
+            if self.logs_written { "written" } else { "NOT all written" },
+            self.took.as_secs_f64()
+        )
     }
 }
 
@@ -420,6 +490,7 @@ pub fn run_sites(
             .build()
     }
     .map_err(ServeError::Runtime)?;
+    let grace = config.shutdown_timeout;
     runtime.block_on(async move {
         let server = Server::start_sites(config, sites, source, tls, logs).await?;
         report(&format!("listening on {}", server.addr()));
@@ -430,7 +501,13 @@ pub fn run_sites(
             &report,
         )
         .await;
-        server.stop();
+        report(&format!(
+            "stopping: no new connections; {} open, waiting up to {} s for their requests",
+            server.metrics().connections_open(),
+            grace.as_secs_f64()
+        ));
+        let outcome = server.shutdown(grace).await;
+        report(&format!("stopped: {outcome}"));
         Ok(())
     })
 }

@@ -156,6 +156,28 @@ impl ErrorLog {
         }
     }
 
+    /// Waits until every line queued so far is written, for up to
+    /// `limit` (a full queue is waited on too, unlike
+    /// [`ErrorLog::wait_written`]: this is for shutdown, where nothing is
+    /// held but the exit). Whether they were.
+    pub async fn flush(&self, limit: Duration) -> bool {
+        let Some(tx) = &self.tx else { return true };
+        let deadline = tokio::time::Instant::now() + limit;
+        let (done, written) = tokio::sync::oneshot::channel();
+        let mut barrier = Item::Barrier(done);
+        loop {
+            match tx.try_send(barrier) {
+                Ok(()) => break,
+                Err(TrySendError::Full(back)) if tokio::time::Instant::now() < deadline => {
+                    barrier = back;
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                Err(_) => return false,
+            }
+        }
+        matches!(tokio::time::timeout_at(deadline, written).await, Ok(Ok(())))
+    }
+
     /// Lines dropped because the writer fell behind.
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)

@@ -56,6 +56,7 @@ struct TimeoutsFile {
     header: Option<u64>,
     body: Option<u64>,
     upstream: Option<u64>,
+    shutdown: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -321,6 +322,9 @@ impl Manifest {
         }
         if let Some(s) = file.timeouts.upstream {
             config.upstream_timeout = Duration::from_secs(s);
+        }
+        if let Some(s) = file.timeouts.shutdown {
+            config.shutdown_timeout = Duration::from_secs(s);
         }
         if let Some(m) = file.max_request_body {
             config.max_request_body = m;

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Upper bounds of the WAF-time histogram buckets, in microseconds.
@@ -81,6 +81,11 @@ pub struct Metrics {
     malformed: AtomicU64,
     header_timeouts: AtomicU64,
     tls_handshake_failures: AtomicU64,
+    /// Client connections open now.
+    connections_open: AtomicU64,
+    /// Set once a shutdown has begun: `/healthz` answers 503 from then on,
+    /// so that a load balancer stops sending new clients.
+    draining: AtomicBool,
     /// (custom rule, action) → requests.
     custom: Mutex<BTreeMap<(String, &'static str), u64>>,
     /// Per-rule counters, with profiling on.
@@ -135,6 +140,27 @@ impl Metrics {
 
     pub(crate) fn tls_handshake_failure(&self) {
         self.tls_handshake_failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a client connection as open until the returned guard drops
+    /// (however its task ends: closed, failed or cancelled).
+    pub(crate) fn connection_open(self: &Arc<Self>) -> OpenConnection {
+        self.connections_open.fetch_add(1, Ordering::Relaxed);
+        OpenConnection(self.clone())
+    }
+
+    /// Client connections open now.
+    pub fn connections_open(&self) -> u64 {
+        self.connections_open.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_draining(&self) {
+        self.draining.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether a shutdown has begun.
+    pub fn draining(&self) -> bool {
+        self.draining.load(Ordering::Relaxed)
     }
 
     pub(crate) fn no_site(&self) {
@@ -264,6 +290,16 @@ impl Metrics {
         );
         let _ = writeln!(
             s,
+            "# HELP waf_connections_open Client connections open.\n# TYPE waf_connections_open gauge\nwaf_connections_open {}",
+            self.connections_open()
+        );
+        let _ = writeln!(
+            s,
+            "# HELP waf_draining 1 once a shutdown has begun (no new connections; open ones finish).\n# TYPE waf_draining gauge\nwaf_draining {}",
+            u8::from(self.draining())
+        );
+        let _ = writeln!(
+            s,
             "# HELP waf_interventions_total Interventions by rule and status.\n# TYPE waf_interventions_total counter"
         );
         if let Ok(m) = self.interventions.lock() {
@@ -303,5 +339,15 @@ impl Metrics {
             h.render(&mut s, "waf_phase_seconds", &format!("phase=\"{}\"", i + 1));
         }
         s
+    }
+}
+
+/// An open client connection, counted in [`Metrics::connections_open`]
+/// while this lives.
+pub(crate) struct OpenConnection(Arc<Metrics>);
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.connections_open.fetch_sub(1, Ordering::Relaxed);
     }
 }

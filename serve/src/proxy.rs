@@ -87,6 +87,9 @@ pub(crate) struct State {
     log: ErrorLog,
     audit: Option<ErrorLog>,
     metrics: Arc<Metrics>,
+    /// Set to `true` when a shutdown begins: every connection then finishes
+    /// the request it is serving and closes (HTTP/2: GOAWAY).
+    shutdown: tokio::sync::watch::Sender<bool>,
 }
 
 impl State {
@@ -103,7 +106,20 @@ impl State {
             log,
             audit,
             metrics,
+            shutdown: tokio::sync::watch::Sender::new(false),
         }
+    }
+
+    /// Asks every open connection to close once its request in flight, if
+    /// any, is answered; connections accepted after this close the same way.
+    pub(crate) fn begin_shutdown(&self) {
+        self.metrics.set_draining();
+        self.shutdown.send_replace(true);
+    }
+
+    /// The logs, to flush on shutdown.
+    pub(crate) fn logs(&self) -> (&ErrorLog, Option<&ErrorLog>) {
+        (&self.log, self.audit.as_ref())
     }
 }
 
@@ -137,6 +153,11 @@ pub(crate) async fn admin_loop(
                 let audit_dropped = audit.as_ref().map_or(0, ErrorLog::dropped);
                 async move {
                     let r = match req.uri().path() {
+                        // Draining: a load balancer's health check takes
+                        // this instance out while its connections finish.
+                        "/healthz" if metrics.draining() => {
+                            local_response(StatusCode::SERVICE_UNAVAILABLE, "draining\n")
+                        }
                         "/healthz" => local_response(StatusCode::OK, "ok\n"),
                         "/metrics" => {
                             let mut r = Response::new(
@@ -216,6 +237,8 @@ async fn serve_connection(
     client: UpstreamClient,
     tls: Option<crate::tls::TlsAcceptor>,
 ) {
+    let _open = state.metrics.connection_open();
+    let mut stopping = state.shutdown.subscribe();
     let _ = stream.set_nodelay(true);
     let local = stream.local_addr().unwrap_or(remote);
     let header_timeout = state.config.header_timeout;
@@ -247,9 +270,8 @@ async fn serve_connection(
     let outcome = match tls {
         None => {
             let stream = FirstByte::new(stream, header_timeout);
-            builder
-                .serve_connection(TokioIo::new(stream), service)
-                .await
+            let conn = builder.serve_connection(TokioIo::new(stream), service);
+            until_closed(conn, &mut stopping).await
         }
         Some(acceptor) => {
             // The handshake counts against the header timeout.
@@ -260,13 +282,57 @@ async fn serve_connection(
                 return;
             };
             let stream = FirstByte::new(stream, header_timeout);
-            builder
-                .serve_connection(TokioIo::new(stream), service)
-                .await
+            let conn = builder.serve_connection(TokioIo::new(stream), service);
+            until_closed(conn, &mut stopping).await
         }
     };
     if let Err(e) = outcome {
         connection_error(&errors, remote, e.as_ref());
+    }
+}
+
+/// Serves a connection until it closes; once a shutdown begins, it is asked
+/// to close gracefully (hyper finishes the request in flight, then closes;
+/// an idle connection closes at once), and served until it has.
+async fn until_closed<C, E>(
+    conn: C,
+    stopping: &mut tokio::sync::watch::Receiver<bool>,
+) -> Result<(), E>
+where
+    C: std::future::Future<Output = Result<(), E>> + GracefulConnection,
+{
+    let mut conn = std::pin::pin!(conn);
+    tokio::select! {
+        // The connection is polled first: bytes of a request that already
+        // arrived are read (and that request answered) before the shutdown
+        // is seen, so only a connection that has sent nothing is closed
+        // without an answer.
+        biased;
+        outcome = conn.as_mut() => return outcome,
+        // An error means the state is gone: the server was dropped.
+        _ = stopping.wait_for(|stop| *stop) => {}
+    }
+    conn.as_mut().shut_down();
+    conn.await
+}
+
+/// A connection that can be asked to close gracefully.
+trait GracefulConnection {
+    fn shut_down(self: std::pin::Pin<&mut Self>);
+}
+
+impl<I, S, E, B> GracefulConnection for hyper_util::server::conn::auto::Connection<'_, I, S, E>
+where
+    S: hyper::service::Service<Request<Incoming>, Response = Response<B>>,
+    S::Future: 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: hyper::body::Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + 'static,
+    E: hyper::rt::bounds::Http2ServerConnExec<S::Future, B>,
+{
+    fn shut_down(self: std::pin::Pin<&mut Self>) {
+        self.graceful_shutdown();
     }
 }
 

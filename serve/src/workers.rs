@@ -31,7 +31,7 @@ struct Worker {
 }
 
 /// Running worker threads (they stop once this is dropped and their
-/// connections have closed).
+/// connections have closed: a shutdown's requests in flight are answered).
 pub(crate) struct Workers {
     workers: Vec<Worker>,
 }
@@ -73,6 +73,12 @@ impl Workers {
                             tokio::spawn(serve(stream, remote).map(move |()| {
                                 counter.fetch_sub(1, Ordering::Relaxed);
                             }));
+                        }
+                        // The dispatcher is gone (the server stopped or is
+                        // shutting down): the connections this worker serves
+                        // finish first, as the runtime's end would cancel them.
+                        while counter.load(Ordering::Relaxed) > 0 {
+                            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
                         }
                     });
                 })?;

@@ -35,6 +35,7 @@ fn manifest_text(upstream: SocketAddr, block_admin: &str) -> String {
         r#"
 listen: 127.0.0.1:0
 workers: 2
+timeouts: {{ upstream: 5, shutdown: 3 }}
 upstreams:
   app: http://{upstream}
 sites:
@@ -80,6 +81,13 @@ async fn start(dir: &Path, block_admin: &str) -> Running {
     let manifest = dir.join("waf.yaml");
     std::fs::write(&manifest, manifest_text(up, block_admin)).expect("write manifest");
     let m = Manifest::load(&manifest).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        (m.config.upstream_timeout, m.config.shutdown_timeout),
+        (
+            std::time::Duration::from_secs(5),
+            std::time::Duration::from_secs(3)
+        )
+    );
     let log = Shared::default();
     let logs = Logs {
         error: ErrorLog::to_writer(Box::new(log.clone())),

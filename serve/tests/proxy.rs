@@ -814,3 +814,70 @@ async fn connections_that_never_send_a_byte_are_closed_at_the_header_timeout() {
         .expect("response");
     assert_eq!(status, StatusCode::OK);
 }
+
+#[tokio::test]
+async fn shutdown_answers_requests_in_flight_and_accepts_no_new_client() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let s = setup_with(text_rules(), None, |c| {
+        c.upstream_timeout = Duration::from_secs(10);
+        c.admin = Some("127.0.0.1:0".parse().expect("addr"));
+    })
+    .await;
+    let (addr, admin) = (s.server.addr(), s.server.admin_addr().expect("admin"));
+    // In flight when the shutdown begins: the backend answers /slow after 3 s.
+    let slow = tokio::spawn(send(addr, "GET", "/slow", ""));
+    // An idle keep-alive connection, one request answered.
+    let mut idle = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    idle.write_all(b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n")
+        .await
+        .expect("write");
+    let mut buf = [0u8; 1024];
+    let n = idle.read(&mut buf).await.expect("read");
+    assert!(
+        buf[..n].starts_with(b"HTTP/1.1 200"),
+        "{:?}",
+        String::from_utf8_lossy(&buf[..n])
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(s.server.metrics().connections_open(), 2);
+
+    let started = std::time::Instant::now();
+    let shutdown = tokio::spawn(s.server.shutdown(Duration::from_secs(10)));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // No new client: the listening socket is closed.
+    assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+    // Health checks say so while the requests finish.
+    let (status, _, body) = send(admin, "GET", "/healthz", "").await.expect("health");
+    assert_eq!(
+        (status, body.as_str()),
+        (StatusCode::SERVICE_UNAVAILABLE, "draining\n")
+    );
+    let (_, _, metrics) = send(admin, "GET", "/metrics", "").await.expect("metrics");
+    assert!(metrics.contains("waf_draining 1\n"), "{metrics}");
+    // The idle connection is closed at once.
+    let (_, closed) = read_until_closed(&mut idle, Duration::from_secs(1)).await;
+    assert!(closed, "the idle keep-alive connection is closed");
+    // The request in flight is answered.
+    let (status, _, body) = slow.await.expect("task").expect("response");
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, "hello from backend");
+    let outcome = shutdown.await.expect("shutdown");
+    assert_eq!((outcome.open_at_start, outcome.cut), (2, 0), "{outcome}");
+    assert!(outcome.logs_written, "{outcome}");
+    assert!(started.elapsed() < Duration::from_secs(6), "{outcome}");
+}
+
+#[tokio::test]
+async fn shutdown_leaves_what_outlasts_the_grace_period() {
+    let s = setup_with(text_rules(), None, |c| {
+        c.upstream_timeout = Duration::from_secs(10)
+    })
+    .await;
+    let addr = s.server.addr();
+    let _slow = tokio::spawn(send(addr, "GET", "/slow", ""));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = std::time::Instant::now();
+    let outcome = s.server.shutdown(Duration::from_millis(300)).await;
+    assert_eq!((outcome.open_at_start, outcome.cut), (1, 1), "{outcome}");
+    assert!(started.elapsed() < Duration::from_secs(2), "{outcome}");
+}
