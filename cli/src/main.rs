@@ -97,7 +97,7 @@ enum Command {
   kill -TERM <pid>                                        # stop: requests in flight finish (--shutdown-timeout)",
         "1 the rules (or the manifest) do not compile"
     ))]
-    Serve(serve::Args),
+    Serve(Box<serve::Args>),
     /// Run the WAF as an HAProxy SPOE agent: HAProxy sends each request (line, headers, buffered body), the agent runs phases 1, 2 and 5 and answers with txn.waf.* variables that HAProxy's rules act on (see connectors/haproxy/).
     #[command(after_help = help!(
         "  waf spoa -c /tmp/crs-pl1.conf --listen 127.0.0.1:12345 --error-log waf.log
@@ -117,7 +117,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => ("bench", bench::run(a)),
         Command::Suggest(a) => ("suggest", suggest::run(a)),
         Command::Profile(a) => ("profile", profile::run(a)),
-        Command::Serve(a) => ("serve", serve::run(a)),
+        Command::Serve(a) => ("serve", serve::run(*a)),
         Command::Spoa(a) => ("spoa", spoa::run(a)),
     };
     match result {

@@ -39,6 +39,11 @@ pub struct Args {
     /// (no new connection is accepted meanwhile) [default: 10].
     #[arg(long, value_name = "SECONDS")]
     pub shutdown_timeout: Option<u64>,
+    /// A proxy in front of this one (address or network, repeatable) whose
+    /// `X-Forwarded-For` names the client: the rules then see that client as
+    /// `REMOTE_ADDR` [default: none trusted].
+    #[arg(long = "trusted-proxy", value_name = "CIDR")]
+    pub trusted_proxies: Vec<String>,
     /// Time every rule and export per-rule counters on `/metrics`, for
     /// `waf profile -c RULES --from-metrics FILE...` (costs engine time).
     #[arg(long)]
@@ -135,6 +140,8 @@ pub fn run(args: Args) -> CmdResult {
     config.shutdown_timeout = Duration::from_secs(args.shutdown_timeout.unwrap_or(10));
     config.admin = args.admin;
     config.profile = args.profile;
+    config.trusted_proxies =
+        waf_serve::TrustedProxies::parse(&args.trusted_proxies).map_err(CliError::usage)?;
     config.workers = Some(args.workers.unwrap_or_else(default_workers));
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(c), Some(k)) => Some(waf_serve::tls::acceptor(c, k).map_err(CliError::usage)?),
@@ -158,6 +165,7 @@ fn run_manifest(path: &Path, args: &Args) -> CmdResult {
         ("--tls-cert", args.tls_cert.is_some()),
         ("--profile", args.profile),
         ("--workers", args.workers.is_some()),
+        ("--trusted-proxy", !args.trusted_proxies.is_empty()),
     ];
     if let Some((flag, _)) = flags.iter().find(|f| f.1) {
         return Err(CliError::usage(format!(

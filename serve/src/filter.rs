@@ -22,6 +22,7 @@
 //! networks. Every field, operator and value is type-checked when the
 //! manifest is read, and every error names its line and column.
 
+use crate::net::{canonical, Net};
 use pest::Parser;
 use regex::bytes::Regex;
 use std::net::IpAddr;
@@ -196,42 +197,6 @@ impl Cmp {
             Cmp::Gt => a > b,
             Cmp::Ge => a >= b,
         }
-    }
-}
-
-/// A network: an address and a prefix length.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Net {
-    addr: IpAddr,
-    prefix: u8,
-}
-
-impl Net {
-    fn contains(&self, ip: IpAddr) -> bool {
-        match (self.addr, canonical(ip)) {
-            (IpAddr::V4(n), IpAddr::V4(a)) => {
-                let mask = u32::MAX
-                    .checked_shl(32 - u32::from(self.prefix))
-                    .unwrap_or(0);
-                u32::from(n) & mask == u32::from(a) & mask
-            }
-            (IpAddr::V6(n), IpAddr::V6(a)) => {
-                let mask = u128::MAX
-                    .checked_shl(128 - u32::from(self.prefix))
-                    .unwrap_or(0);
-                u128::from(n) & mask == u128::from(a) & mask
-            }
-            _ => false,
-        }
-    }
-}
-
-/// IPv4-mapped IPv6 addresses (`::ffff:10.0.0.1`, what a dual-stack socket
-/// reports) compare as the IPv4 address.
-fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
     }
 }
 
@@ -522,19 +487,7 @@ fn ip(p: &Pair<'_>) -> Result<IpAddr, FilterError> {
 }
 
 fn net(p: &Pair<'_>) -> Result<Net, FilterError> {
-    let s = p.as_str();
-    let (a, len) = s.split_once('/').unwrap_or((s, ""));
-    let addr = a
-        .parse::<IpAddr>()
-        .map(canonical)
-        .map_err(|_| error_at(p, format!("`{a}` is not an IP address")))?;
-    let max = if addr.is_ipv4() { 32 } else { 128 };
-    let prefix = len
-        .parse::<u8>()
-        .ok()
-        .filter(|&l| l <= max)
-        .ok_or_else(|| error_at(p, format!("`/{len}`: the prefix length is 0 to {max}")))?;
-    Ok(Net { addr, prefix })
+    Net::parse(p.as_str()).map_err(|m| error_at(p, m))
 }
 
 fn int(p: &Pair<'_>) -> Result<i64, FilterError> {
@@ -624,11 +577,7 @@ fn comparison(p: Pair<'_>) -> Result<Node, FilterError> {
             for item in v.into_inner().filter_map(|i| i.into_inner().next()) {
                 match item.as_rule() {
                     Rule::cidr => nets.push(net(&item)?),
-                    Rule::ip => {
-                        let addr = ip(&item)?;
-                        let prefix = if addr.is_ipv4() { 32 } else { 128 };
-                        nets.push(Net { addr, prefix });
-                    }
+                    Rule::ip => nets.push(Net::host(ip(&item)?)),
                     _ => return Err(mismatch("a set member that is not an address or a network")),
                 }
             }

@@ -32,9 +32,11 @@
 mod audit;
 pub mod filter;
 mod first_byte;
+mod forwarded;
 mod log;
 mod manifest;
 mod metrics;
+mod net;
 pub mod profile;
 mod proxy;
 mod rules;
@@ -43,6 +45,7 @@ pub mod spoa;
 pub mod tls;
 mod workers;
 
+pub use forwarded::TrustedProxies;
 pub use hyper::Uri;
 pub use log::ErrorLog;
 pub use manifest::{Manifest, ManifestError};
@@ -72,6 +75,9 @@ pub struct Config {
     /// On shutdown (SIGTERM, Ctrl-C), how long requests in flight may take
     /// to finish before their connections are cut.
     pub shutdown_timeout: Duration,
+    /// Proxies in front of this one whose `X-Forwarded-For` names the
+    /// client (see `forwarded.rs`); none by default.
+    pub trusted_proxies: TrustedProxies,
     /// Where to serve `/healthz` and `/metrics` (Prometheus), if anywhere.
     pub admin: Option<SocketAddr>,
     /// The most request body bytes held (inspected or not) before the request
@@ -114,6 +120,7 @@ impl Config {
             body_timeout: Duration::from_secs(30),
             upstream_timeout: Duration::from_secs(30),
             shutdown_timeout: Duration::from_secs(10),
+            trusted_proxies: TrustedProxies::default(),
             max_request_body: 64 << 20,
             admin: None,
             on_error: OnError::Closed,

@@ -39,6 +39,8 @@ struct File {
     profile: bool,
     #[serde(default)]
     workers: Option<usize>,
+    #[serde(default)]
+    trusted_proxies: Vec<String>,
     upstreams: BTreeMap<String, String>,
     sites: Vec<SiteFile>,
 }
@@ -326,6 +328,8 @@ impl Manifest {
         if let Some(s) = file.timeouts.shutdown {
             config.shutdown_timeout = Duration::from_secs(s);
         }
+        config.trusted_proxies = crate::TrustedProxies::parse(&file.trusted_proxies)
+            .map_err(|e| invalid("trusted_proxies", e))?;
         if let Some(m) = file.max_request_body {
             config.max_request_body = m;
         }

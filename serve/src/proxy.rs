@@ -595,6 +595,17 @@ async fn handle(
     state.metrics.request();
     let Conn { remote, local, tls } = conn;
     let (parts, mut body) = req.into_parts();
+    // The connection's peer, and the client: the same unless the peer is a
+    // trusted proxy that says whom it forwards (`X-Forwarded-For`). The
+    // client is what the rules, the filters and the logs see.
+    let peer = remote;
+    let remote = SocketAddr::new(
+        state
+            .config
+            .trusted_proxies
+            .client(peer.ip(), &parts.headers),
+        peer.port(),
+    );
     let path_and_query = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     // The request target as the client sent it: an HTTP/1 absolute-form
     // target (`GET http://host/path`) stays whole, as Apache hands it to
@@ -825,6 +836,10 @@ async fn handle(
     let headers = up.headers_mut();
     headers.clone_from(&parts.headers);
     headers.retain_hop_by_hop();
+    state
+        .config
+        .trusted_proxies
+        .set_forwarded(headers, peer.ip(), tls);
     let response =
         match tokio::time::timeout(state.config.upstream_timeout, client.request(up)).await {
             Err(_) => {

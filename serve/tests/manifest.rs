@@ -36,6 +36,7 @@ fn manifest_text(upstream: SocketAddr, block_admin: &str) -> String {
 listen: 127.0.0.1:0
 workers: 2
 timeouts: {{ upstream: 5, shutdown: 3 }}
+trusted_proxies: [10.0.0.0/8, "192.0.2.10"]
 upstreams:
   app: http://{upstream}
 sites:
@@ -235,6 +236,7 @@ fn broken_manifests_say_where_and_why() {
         ("sites:\n  - name: a\n    upstream: app\n    rules: [broken.conf]\n", "site a: "),
         ("sites:\n  - name: a\n    upstream: app\n    rules: [missing.conf]\n", "site a: "),
         ("sites: []\n", "name at least one site"),
+        ("trusted_proxies: [10.0.0.0/33]\nsites:\n  - name: a\n    upstream: app\n", "trusted_proxies: trusted proxy `10.0.0.0/33`: `/33`: the prefix length is 0 to 32"),
     ];
     for (sites, want) in cases {
         let e = load_err(&dir, &format!("{base}{sites}"));

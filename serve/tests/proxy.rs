@@ -881,3 +881,64 @@ async fn shutdown_leaves_what_outlasts_the_grace_period() {
     assert_eq!((outcome.open_at_start, outcome.cut), (1, 1), "{outcome}");
     assert!(started.elapsed() < Duration::from_secs(2), "{outcome}");
 }
+
+/// Sends `request` as is on a new connection; what came back until the
+/// proxy closed it.
+async fn raw_exchange(addr: SocketAddr, request: &str) -> String {
+    use tokio::io::AsyncWriteExt;
+    let mut c = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    c.write_all(request.as_bytes()).await.expect("write");
+    let (answer, closed) = read_until_closed(&mut c, Duration::from_secs(5)).await;
+    assert!(closed, "{answer}");
+    answer
+}
+
+#[tokio::test]
+async fn the_client_behind_trusted_proxies_and_what_the_application_is_told() {
+    let rules = || {
+        RuleSource::Text {
+        name: "forwarded.conf".into(),
+        text: format!(
+            "{RULES}\nSecRule REMOTE_ADDR \"@ipMatch 203.0.113.0/24\" \"id:20,phase:1,deny,status:403,log,msg:'listed client'\"\n"
+        ),
+    }
+    };
+    let request = |xff: &str| {
+        format!(
+            "GET /headers HTTP/1.1\r\nHost: example.com\r\nX-Forwarded-For: {xff}\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Host: shop.example\r\nConnection: close\r\n\r\n"
+        )
+    };
+    // No proxy trusted: the headers a client sends are not believed, neither
+    // by the rules nor passed on.
+    let s = setup(rules(), None).await;
+    let answer = raw_exchange(s.server.addr(), &request("203.0.113.7")).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("x-forwarded-for: 127.0.0.1\n"), "{answer}");
+    assert!(answer.contains("x-forwarded-proto: http\n"), "{answer}");
+    assert!(
+        answer.contains("x-forwarded-host: example.com\n"),
+        "{answer}"
+    );
+    assert_eq!(answer.matches("x-forwarded-for:").count(), 1, "{answer}");
+
+    // Loopback trusted: the address it forwards for is the client.
+    let s = setup_with(rules(), None, |c| {
+        c.trusted_proxies = waf_serve::TrustedProxies::parse(&["127.0.0.1/32"]).expect("cidr")
+    })
+    .await;
+    let answer = raw_exchange(s.server.addr(), &request("203.0.113.7")).await;
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    let log = s.log.text();
+    assert!(log.contains("[id \"20\"]"), "{log}");
+    let answer = raw_exchange(s.server.addr(), &request("1.1.1.1, 198.51.100.9")).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        answer.contains("x-forwarded-for: 1.1.1.1, 198.51.100.9, 127.0.0.1\n"),
+        "{answer}"
+    );
+    assert!(answer.contains("x-forwarded-proto: https\n"), "{answer}");
+    assert!(
+        answer.contains("x-forwarded-host: shop.example\n"),
+        "{answer}"
+    );
+}

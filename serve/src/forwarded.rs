@@ -1,0 +1,261 @@
+//! Who the client is when `waf serve` sits behind other proxies (a load
+//! balancer, a CDN), and what the application behind it is told.
+//!
+//! The address a connection comes from is the client's unless that peer is
+//! a trusted proxy: then `X-Forwarded-For` is read from the right (each
+//! proxy appends the address it was connected from) past every trusted
+//! address, and the first address that is not trusted is the client, as
+//! nginx's `set_real_ip_from` + `real_ip_recursive on` do. That address is
+//! what the rules see as `REMOTE_ADDR`, what `ip.src` in filter expressions
+//! tests, and what the logs name. A peer that is not trusted cannot choose
+//! its address this way: its `X-Forwarded-*` headers are not believed.
+//!
+//! Upstream, the application gets `X-Forwarded-For` (the incoming list with
+//! the peer appended when the peer is trusted, else the peer alone),
+//! `X-Forwarded-Proto` and `X-Forwarded-Host` (kept from a trusted peer,
+//! else set from this connection), as Caddy does: headers a client made up
+//! never reach the application as if a proxy had written them.
+
+use crate::net::Net;
+use hyper::header::{HeaderMap, HeaderName, HeaderValue, HOST};
+use std::net::IpAddr;
+
+const XFF: HeaderName = HeaderName::from_static("x-forwarded-for");
+const XF_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+const XF_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+
+/// The proxies in front of `waf serve` whose `X-Forwarded-For` is believed
+/// (none by default).
+#[derive(Clone, Debug, Default)]
+pub struct TrustedProxies {
+    nets: Vec<Net>,
+}
+
+impl TrustedProxies {
+    /// Networks (`10.0.0.0/8`) or addresses; the error names the bad one.
+    pub fn parse<S: AsRef<str>>(items: &[S]) -> Result<TrustedProxies, String> {
+        let nets = items
+            .iter()
+            .map(|s| {
+                let s = s.as_ref().trim();
+                Net::parse(s).map_err(|e| format!("trusted proxy `{s}`: {e}"))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(TrustedProxies { nets })
+    }
+
+    /// Whether `ip` is one of the trusted proxies.
+    pub fn trusts(&self, ip: IpAddr) -> bool {
+        self.nets.iter().any(|n| n.contains(ip))
+    }
+
+    /// The client's address: `peer`, or when `peer` is trusted, the nearest
+    /// address in `X-Forwarded-For` (all its lines, in order) that is not
+    /// trusted; the leftmost when all are. An entry that is not an address
+    /// (`unknown`, garbage) ends the walk at the address before it.
+    pub fn client(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
+        if self.nets.is_empty() || !self.trusts(peer) {
+            return peer;
+        }
+        let mut client = peer;
+        let lines: Vec<&[u8]> = headers
+            .get_all(&XFF)
+            .iter()
+            .map(HeaderValue::as_bytes)
+            .collect();
+        for entry in lines
+            .iter()
+            .rev()
+            .flat_map(|line| line.split(|&b| b == b',').rev())
+        {
+            match parse_entry(entry) {
+                Some(ip) => client = ip,
+                None => break,
+            }
+            if !self.trusts(client) {
+                break;
+            }
+        }
+        client
+    }
+
+    /// Sets the `X-Forwarded-*` headers of the request sent upstream
+    /// (`headers`, a copy of the client's): see the module's comment.
+    pub fn set_forwarded(&self, headers: &mut HeaderMap, peer: IpAddr, tls: bool) {
+        let trusted = self.trusts(peer);
+        let peer_text = crate::net::canonical(peer).to_string();
+        let xff = if trusted && headers.contains_key(&XFF) {
+            let mut list = Vec::new();
+            for line in headers.get_all(&XFF) {
+                if !list.is_empty() {
+                    list.extend_from_slice(b", ");
+                }
+                list.extend_from_slice(line.as_bytes());
+            }
+            list.extend_from_slice(b", ");
+            list.extend_from_slice(peer_text.as_bytes());
+            HeaderValue::from_bytes(&list).ok()
+        } else {
+            None
+        };
+        let xff = xff.or_else(|| HeaderValue::from_str(&peer_text).ok());
+        if let Some(v) = xff {
+            headers.insert(XFF, v);
+        }
+        if !(trusted && headers.contains_key(&XF_PROTO)) {
+            headers.insert(
+                XF_PROTO,
+                HeaderValue::from_static(if tls { "https" } else { "http" }),
+            );
+        }
+        if !(trusted && headers.contains_key(&XF_HOST)) {
+            match headers.get(HOST).cloned() {
+                Some(h) => {
+                    headers.insert(XF_HOST, h);
+                }
+                None => {
+                    headers.remove(&XF_HOST);
+                }
+            }
+        }
+    }
+}
+
+/// One `X-Forwarded-For` entry: `1.2.3.4`, `1.2.3.4:5678`, `2001:db8::1`,
+/// `[2001:db8::1]`, `[2001:db8::1]:5678` (spaces around ignored).
+fn parse_entry(entry: &[u8]) -> Option<IpAddr> {
+    let s = std::str::from_utf8(entry).ok()?.trim();
+    if let Ok(ip) = s.parse::<IpAddr>() {
+        return Some(crate::net::canonical(ip));
+    }
+    if let Some(rest) = s.strip_prefix('[') {
+        let (inner, after) = rest.split_once(']')?;
+        if !(after.is_empty() || after.strip_prefix(':').is_some_and(is_port)) {
+            return None;
+        }
+        return inner.parse::<IpAddr>().ok().map(crate::net::canonical);
+    }
+    let (host, port) = s.rsplit_once(':')?;
+    if !is_port(port) {
+        return None;
+    }
+    host.parse::<std::net::Ipv4Addr>().ok().map(IpAddr::V4)
+}
+
+fn is_port(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 5 && s.bytes().all(|b| b.is_ascii_digit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().expect("address")
+    }
+
+    fn xff(lines: &[&str]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for l in lines {
+            h.append(XFF, HeaderValue::from_str(l).expect("value"));
+        }
+        h
+    }
+
+    fn trusted(items: &[&str]) -> TrustedProxies {
+        TrustedProxies::parse(items).expect("trusted proxies")
+    }
+
+    #[test]
+    fn a_peer_that_is_not_trusted_is_the_client() {
+        let t = trusted(&["10.0.0.0/8"]);
+        assert_eq!(
+            t.client(ip("198.51.100.1"), &xff(&["203.0.113.7"])),
+            ip("198.51.100.1")
+        );
+        // Nothing trusted: never read.
+        let none = TrustedProxies::default();
+        assert_eq!(
+            none.client(ip("10.0.0.1"), &xff(&["203.0.113.7"])),
+            ip("10.0.0.1")
+        );
+    }
+
+    #[test]
+    fn the_nearest_untrusted_address_is_the_client() {
+        let t = trusted(&["10.0.0.0/8", "192.0.2.1"]);
+        // The client made up the first entry; the load balancer appended
+        // the client's real address.
+        let h = xff(&["1.1.1.1, 203.0.113.7, 192.0.2.1"]);
+        assert_eq!(t.client(ip("10.0.0.5"), &h), ip("203.0.113.7"));
+        // Several header lines are one list, in order.
+        let h = xff(&["1.1.1.1", "203.0.113.7", "192.0.2.1"]);
+        assert_eq!(t.client(ip("10.0.0.5"), &h), ip("203.0.113.7"));
+        // All trusted: the leftmost.
+        let h = xff(&["10.1.1.1, 192.0.2.1"]);
+        assert_eq!(t.client(ip("10.0.0.5"), &h), ip("10.1.1.1"));
+        // No header: the peer.
+        assert_eq!(t.client(ip("10.0.0.5"), &HeaderMap::new()), ip("10.0.0.5"));
+    }
+
+    #[test]
+    fn garbage_ends_the_walk() {
+        let t = trusted(&["10.0.0.0/8"]);
+        let h = xff(&["203.0.113.7, unknown, 10.9.9.9"]);
+        assert_eq!(t.client(ip("10.0.0.5"), &h), ip("10.9.9.9"));
+        let h = xff(&["203.0.113.7, "]);
+        assert_eq!(t.client(ip("10.0.0.5"), &h), ip("10.0.0.5"));
+    }
+
+    #[test]
+    fn entries_with_ports_and_brackets() {
+        for (e, want) in [
+            ("203.0.113.7:4711", Some("203.0.113.7")),
+            ("2001:db8::1", Some("2001:db8::1")),
+            ("[2001:db8::1]", Some("2001:db8::1")),
+            ("[2001:db8::1]:443", Some("2001:db8::1")),
+            (" ::ffff:203.0.113.7 ", Some("203.0.113.7")),
+            ("[2001:db8::1]x", None),
+            ("203.0.113.7:http", None),
+            ("example.com", None),
+            ("", None),
+        ] {
+            assert_eq!(parse_entry(e.as_bytes()), want.map(ip), "{e:?}");
+        }
+    }
+
+    #[test]
+    fn upstream_headers_believe_only_trusted_peers() {
+        let t = trusted(&["10.0.0.0/8"]);
+        let mut h = xff(&["203.0.113.7"]);
+        h.insert(XF_PROTO, HeaderValue::from_static("https"));
+        h.insert(XF_HOST, HeaderValue::from_static("shop.example"));
+        h.insert(HOST, HeaderValue::from_static("internal:8080"));
+        // From a trusted proxy: appended to, kept.
+        let mut from_lb = h.clone();
+        t.set_forwarded(&mut from_lb, ip("10.0.0.5"), false);
+        assert_eq!(from_lb[&XFF], "203.0.113.7, 10.0.0.5");
+        assert_eq!(from_lb[&XF_PROTO], "https");
+        assert_eq!(from_lb[&XF_HOST], "shop.example");
+        // From anyone else: replaced.
+        let mut spoofed = h.clone();
+        t.set_forwarded(&mut spoofed, ip("198.51.100.1"), true);
+        assert_eq!(spoofed[&XFF], "198.51.100.1");
+        assert_eq!(spoofed[&XF_PROTO], "https");
+        assert_eq!(spoofed[&XF_HOST], "internal:8080");
+        assert_eq!(spoofed.get_all(&XFF).iter().count(), 1);
+        let mut plain = HeaderMap::new();
+        t.set_forwarded(&mut plain, ip("::ffff:198.51.100.1"), false);
+        assert_eq!(plain[&XFF], "198.51.100.1");
+        assert_eq!(plain[&XF_PROTO], "http");
+        assert!(!plain.contains_key(&XF_HOST));
+    }
+
+    #[test]
+    fn bad_entries_are_named() {
+        assert_eq!(
+            TrustedProxies::parse(&["10.0.0.0/8", "lb.internal"]).unwrap_err(),
+            "trusted proxy `lb.internal`: `lb.internal` is not an IP address"
+        );
+    }
+}
