@@ -442,6 +442,14 @@ impl<'r> Transaction<'r> {
         self.run_phase(3);
     }
 
+    /// Whether response bodies may be inspected at all (the engine is not
+    /// `Off` and `SecResponseBodyAccess` is on, as `ctl` left it): a proxy
+    /// can then ask the application for encodings it can decode before the
+    /// response's type is known.
+    pub fn response_body_access(&self) -> bool {
+        self.state.mode != EngineMode::Off && self.state.response_body_access
+    }
+
     /// Whether phase 4 will inspect the response body: response body access
     /// is on and the response's MIME type is one of
     /// `SecResponseBodyMimeType`. Ask after
@@ -487,6 +495,14 @@ impl<'r> Transaction<'r> {
         }
         self.inputs.response_body.extend_from_slice(chunk);
         true
+    }
+
+    /// The response body as phase 4 reads it: the bytes fed to
+    /// [`Transaction::append_response_body`], up to `SecResponseBodyLimit`
+    /// (a proxy that decodes a compressed body feeds the decoded bytes; its
+    /// audit log shows these).
+    pub fn response_body(&self) -> &[u8] {
+        &self.inputs.response_body
     }
 
     /// Phase 4: the response body is complete. Runs only when

@@ -30,6 +30,7 @@
 #![warn(missing_docs)]
 
 mod audit;
+mod encoding;
 pub mod filter;
 mod first_byte;
 mod forwarded;

@@ -83,6 +83,8 @@ pub struct Metrics {
     tls_handshake_failures: AtomicU64,
     /// Client connections open now.
     connections_open: AtomicU64,
+    /// Response bodies phase 4 could not read (see encoding.rs).
+    responses_not_decoded: AtomicU64,
     /// Set once a shutdown has begun: `/healthz` answers 503 from then on,
     /// so that a load balancer stops sending new clients.
     draining: AtomicBool,
@@ -147,6 +149,10 @@ impl Metrics {
     pub(crate) fn connection_open(self: &Arc<Self>) -> OpenConnection {
         self.connections_open.fetch_add(1, Ordering::Relaxed);
         OpenConnection(self.clone())
+    }
+
+    pub(crate) fn response_not_decoded(&self) {
+        self.responses_not_decoded.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Client connections open now.
@@ -282,6 +288,11 @@ impl Metrics {
             "waf_tls_handshake_failures_total",
             "TLS handshakes that failed or timed out.",
             self.tls_handshake_failures.load(Ordering::Relaxed),
+        );
+        counter(
+            "waf_response_bodies_not_decoded_total",
+            "Response bodies of an inspected type sent uninspected: a coding other than gzip/deflate, or one that did not decode.",
+            self.responses_not_decoded.load(Ordering::Relaxed),
         );
         counter(
             "waf_no_site_total",

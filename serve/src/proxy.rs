@@ -840,6 +840,10 @@ async fn handle(
         .config
         .trusted_proxies
         .set_forwarded(headers, peer.ip(), tls);
+    if tx.response_body_access() {
+        // Only codings phase 4 can read (see encoding.rs).
+        crate::encoding::restrict_accept_encoding(headers);
+    }
     let response =
         match tokio::time::timeout(state.config.upstream_timeout, client.request(up)).await {
             Err(_) => {
@@ -893,7 +897,18 @@ async fn handle(
     }
     rparts.headers.retain_hop_by_hop();
 
-    if guard.open || !tx.inspects_response_body() {
+    let coding = crate::encoding::coding(&rparts.headers);
+    let inspect = !guard.open && tx.inspects_response_body();
+    if inspect && coding == crate::encoding::Coding::Other {
+        not_decoded(
+            &state,
+            &rparts.headers,
+            &remote,
+            &target,
+            "its coding is not gzip or deflate",
+        );
+    }
+    if !inspect || coding == crate::encoding::Coding::Other {
         // Streamed untouched: SSE, downloads, anything not inspected.
         let _ = guard.run(5, || tx.process_logging());
         log_transaction(
@@ -909,26 +924,81 @@ async fn handle(
         return Ok(Response::from_parts(rparts, body));
     }
 
-    // Phase 4: buffer what the engine inspects, decide before sending.
+    // Phase 4: buffer what the engine inspects, decide before sending. A
+    // compressed body is decoded for the engine; the client gets it as it
+    // came.
     let mut rbody = rbody;
     let mut buffered = Vec::new();
     let mut wanted = true;
+    let mut decoder = crate::encoding::Decoder::new(coding);
+    let mut decoded = Vec::new();
     while wanted {
         match rbody.frame().await {
-            None => break,
+            None => {
+                if let Some(d) = decoder.as_mut() {
+                    decoded.clear();
+                    if let Err(e) = d.finish(&mut decoded) {
+                        not_decoded(&state, &rparts.headers, &remote, &target, &e.to_string());
+                    }
+                    if !decoded.is_empty() {
+                        if let Err(f) = guard.run(4, || tx.append_response_body(&decoded)) {
+                            return Ok(fault_response(&state, &mut tx, f, &target));
+                        }
+                    }
+                }
+                break;
+            }
             Some(Err(e)) => return Err(ProxyError::Http(e)),
             Some(Ok(frame)) => {
                 let Ok(data) = frame.into_data() else {
                     continue;
                 };
-                wanted = match guard.run(4, || tx.append_response_body(&data)) {
-                    Ok(w) => w.unwrap_or(false),
-                    Err(f) => return Ok(fault_response(&state, &mut tx, f, &target)),
-                };
+                match decoder.as_mut() {
+                    None => {
+                        wanted = match guard.run(4, || tx.append_response_body(&data)) {
+                            Ok(w) => w.unwrap_or(false),
+                            Err(f) => return Ok(fault_response(&state, &mut tx, f, &target)),
+                        };
+                    }
+                    // Decoded a little at a time (deflate inflates up to
+                    // ~1000:1): what a small piece yields goes to the engine
+                    // before the next is decoded, and decoding stops when
+                    // the engine wants no more (its limit counts decoded
+                    // bytes), so a decompression bomb costs the limit.
+                    Some(d) => {
+                        for piece in data.chunks(DECODE_PIECE) {
+                            decoded.clear();
+                            let failed = d.push(piece, &mut decoded).err();
+                            if !decoded.is_empty() {
+                                wanted = match guard.run(4, || tx.append_response_body(&decoded)) {
+                                    Ok(w) => w.unwrap_or(false),
+                                    Err(f) => {
+                                        return Ok(fault_response(&state, &mut tx, f, &target))
+                                    }
+                                };
+                            }
+                            if let Some(e) = failed {
+                                // Inspected as far as it decoded; the rest passes.
+                                not_decoded(
+                                    &state,
+                                    &rparts.headers,
+                                    &remote,
+                                    &target,
+                                    &e.to_string(),
+                                );
+                                wanted = false;
+                            }
+                            if !wanted {
+                                break;
+                            }
+                        }
+                    }
+                }
                 buffered.extend_from_slice(&data);
                 if tx.intervention().is_some() {
+                    let read = decoded_body(&tx, decoder.is_some());
                     let x = Exchange {
-                        response_body: &buffered,
+                        response_body: read.as_deref().unwrap_or(&buffered),
                         ..exchange
                     };
                     return finish_with_intervention(&state, &mut tx, &x);
@@ -939,10 +1009,11 @@ async fn handle(
     if let Err(f) = guard.run(4, || tx.process_response_body()) {
         return Ok(fault_response(&state, &mut tx, f, &target));
     }
+    let read = decoded_body(&tx, decoder.is_some());
     let x = Exchange {
         status: rparts.status.as_u16(),
         response_headers: Some(&rparts.headers),
-        response_body: &buffered,
+        response_body: read.as_deref().unwrap_or(&buffered),
         ..exchange
     };
     if tx.intervention().is_some() {
@@ -964,6 +1035,38 @@ async fn handle(
         .boxed()
     };
     Ok(Response::from_parts(rparts, body))
+}
+
+/// For the audit log, the body as phase 4 read it when that is not the
+/// bytes received (a compressed body, decoded): a copy, as the log record
+/// is written while the transaction is still in use.
+fn decoded_body(tx: &waf_engine::Transaction<'_>, decoding: bool) -> Option<Vec<u8>> {
+    decoding.then(|| tx.response_body().to_vec())
+}
+
+/// Compressed bytes decoded at a time for phase 4: at deflate's largest
+/// ratio (~1032:1) about 512 KiB of output, the default response body limit.
+const DECODE_PIECE: usize = 512;
+
+/// A response body phase 4 should have read but cannot (an unknown coding,
+/// or one that does not decode): counted and logged, then sent as it is.
+fn not_decoded(
+    state: &State,
+    headers: &hyper::HeaderMap,
+    remote: &SocketAddr,
+    target: &str,
+    why: &str,
+) {
+    state.metrics.response_not_decoded();
+    let coding = headers
+        .get(hyper::header::CONTENT_ENCODING)
+        .map_or("", |v| v.to_str().unwrap_or("?"));
+    state.log.write(format!(
+        "waf serve: response body not inspected: {why} [content-encoding \"{}\"] [client \"{}\"] [uri \"{}\"]",
+        coding.escape_debug(),
+        remote.ip(),
+        target.escape_debug(),
+    ));
 }
 
 trait RetainHopByHop {

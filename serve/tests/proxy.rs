@@ -942,3 +942,76 @@ async fn the_client_behind_trusted_proxies_and_what_the_application_is_told() {
         "{answer}"
     );
 }
+
+fn gunzip(data: &[u8]) -> String {
+    use std::io::Read;
+    let mut out = String::new();
+    flate2::read::GzDecoder::new(data)
+        .read_to_string(&mut out)
+        .expect("the client gets a gzip body that decodes");
+    out
+}
+
+#[tokio::test]
+async fn compressed_responses_are_read_by_phase_4_and_sent_as_they_came() {
+    let s = setup(text_rules(), None).await;
+    let addr = s.server.addr();
+    // The application is asked only for codings phase 4 can read.
+    let answer = raw_exchange(
+        addr,
+        "GET /headers HTTP/1.1\r\nHost: example.com\r\nAccept-Encoding: br, gzip;q=0.9, zstd\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(answer.contains("accept-encoding: gzip;q=0.9\n"), "{answer}");
+    // A leak in a gzip-compressed page is seen and blocked.
+    let (status, _, body) = send(addr, "GET", "/gzip/leak", "").await.expect("response");
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(!body.contains("SECRET"), "{body}");
+    // A clean one reaches the client compressed, as the application sent it.
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<http_body_util::Full<bytes::Bytes>>();
+    let r = client
+        .get(format!("http://{addr}/gzip/page").parse().expect("uri"))
+        .await
+        .expect("response");
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.headers()["content-encoding"], "gzip");
+    let bytes = http_body_util::BodyExt::collect(r.into_body())
+        .await
+        .expect("body")
+        .to_bytes();
+    assert_eq!(gunzip(&bytes), "hello from backend");
+    // 20 MB inflated from ~20 KB: the limit counts decoded bytes (Reject: 500).
+    let started = std::time::Instant::now();
+    let (status, _, _) = send(addr, "GET", "/gzip/bomb", "").await.expect("response");
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    // What phase 4 cannot read passes, counted and logged.
+    let (status, _, body) = send(addr, "GET", "/br/leak", "").await.expect("response");
+    assert_eq!(
+        (status, body.as_str()),
+        (StatusCode::OK, "<p>SECRET-LEAK</p>")
+    );
+    let (status, _, _) = send(addr, "GET", "/gzip/broken", "")
+        .await
+        .expect("response");
+    assert_eq!(status, StatusCode::OK);
+    let log = s.log.text();
+    assert!(
+        log.contains("response body not inspected: its coding is not gzip or deflate [content-encoding \"br\"]"),
+        "{log}"
+    );
+    assert!(
+        log.contains("response body not inspected: ") && log.contains("[uri \"/gzip/broken\"]"),
+        "{log}"
+    );
+    let metrics = s.server.metrics().render(waf_serve::LogCounts::default());
+    assert!(
+        metrics.contains("waf_response_bodies_not_decoded_total 2\n"),
+        "{metrics}"
+    );
+}

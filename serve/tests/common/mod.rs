@@ -14,7 +14,9 @@ use std::time::Duration;
 
 /// The backend: counts requests; `/leak` answers a secret in HTML, `/events`
 /// an event stream, `/headers` the request's header lines as it got them,
-/// anything else echoes the request body.
+/// `/bomb` 20 MB of HTML, anything else echoes the request body. Under
+/// `/gzip/...` the same answers come gzip-compressed (`/gzip/broken`: cut
+/// short), under `/br/...` labelled `br` (not really compressed).
 pub async fn backend(hits: Arc<AtomicUsize>) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -49,7 +51,17 @@ pub async fn backend(hits: Arc<AtomicUsize>) -> SocketAddr {
                                 .await
                                 .map(|b| b.to_bytes())
                                 .unwrap_or_default();
+                            let (coding, path) = match path.split_once('/') {
+                                Some(("", rest)) if rest.starts_with("gzip/") => {
+                                    ("gzip", rest["gzip".len()..].to_string())
+                                }
+                                Some(("", rest)) if rest.starts_with("br/") => {
+                                    ("br", rest["br".len()..].to_string())
+                                }
+                                _ => ("", path),
+                            };
                             let (ctype, text) = match path.as_str() {
+                                "/bomb" => ("text/html", Bytes::from(vec![b'a'; 20 << 20])),
                                 "/leak" => ("text/html", Bytes::from_static(b"<p>SECRET-LEAK</p>")),
                                 "/events" => (
                                     "text/event-stream",
@@ -65,9 +77,28 @@ pub async fn backend(hits: Arc<AtomicUsize>) -> SocketAddr {
                                     },
                                 ),
                             };
+                            let text = if coding == "gzip" {
+                                use std::io::Write;
+                                let mut e = flate2::write::GzEncoder::new(
+                                    Vec::new(),
+                                    flate2::Compression::default(),
+                                );
+                                e.write_all(&text).expect("compress");
+                                let mut z = e.finish().expect("compress");
+                                if path == "/broken" {
+                                    z.truncate(z.len() / 2);
+                                }
+                                Bytes::from(z)
+                            } else {
+                                text
+                            };
                             let mut r = Response::new(Full::new(text));
                             r.headers_mut()
                                 .insert("content-type", ctype.parse().expect("header"));
+                            if !coding.is_empty() {
+                                r.headers_mut()
+                                    .insert("content-encoding", coding.parse().expect("header"));
+                            }
                             Ok::<_, std::convert::Infallible>(r)
                         }
                     });

@@ -1,0 +1,274 @@
+//! Compressed responses and phase 4.
+//!
+//! Response-body rules read a page as the browser renders it, not as it
+//! travels: to them a gzip-compressed HTML page is noise, and a leak in it
+//! goes through unseen. So while response bodies may be inspected, the
+//! application is asked (by the request's `Accept-Encoding`) only for the
+//! codings the proxy decodes, gzip and deflate; a response in one of them is
+//! decoded for the engine while the client gets its original bytes (the
+//! compression is kept). `SecResponseBodyLimit` counts decoded bytes, so a
+//! small compressed body that inflates to gigabytes (a decompression bomb)
+//! costs at most the limit. A response in another coding (the application
+//! ignored `Accept-Encoding`), or one that does not decode, cannot be
+//! inspected: it is counted and logged, and passes as it is.
+
+use flate2::write::{DeflateDecoder, GzDecoder, ZlibDecoder};
+use hyper::header::{HeaderMap, HeaderValue, ACCEPT_ENCODING, CONTENT_ENCODING};
+use std::io::Write;
+
+/// The codings a response body can be decoded from for inspection.
+const DECODED: [&str; 4] = ["gzip", "x-gzip", "deflate", "identity"];
+
+/// Keeps only the codings the proxy decodes in the request's
+/// `Accept-Encoding` (their q-values as given); with none left the header
+/// goes, which asks for the body as it is.
+pub(crate) fn restrict_accept_encoding(headers: &mut HeaderMap) {
+    let mut kept = Vec::new();
+    for value in headers.get_all(ACCEPT_ENCODING) {
+        let Ok(text) = value.to_str() else { continue };
+        for item in text.split(',') {
+            let coding = item.split(';').next().unwrap_or("").trim();
+            if DECODED.iter().any(|d| coding.eq_ignore_ascii_case(d)) {
+                kept.push(item.trim().to_string());
+            }
+        }
+    }
+    headers.remove(ACCEPT_ENCODING);
+    if !kept.is_empty() {
+        if let Ok(v) = HeaderValue::from_str(&kept.join(", ")) {
+            headers.insert(ACCEPT_ENCODING, v);
+        }
+    }
+}
+
+/// A response body's coding, from `Content-Encoding`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Coding {
+    Identity,
+    Gzip,
+    Deflate,
+    /// Anything else (`br`, `zstd`, several codings stacked): not decoded.
+    Other,
+}
+
+pub(crate) fn coding(headers: &HeaderMap) -> Coding {
+    let mut codings = headers
+        .get_all(CONTENT_ENCODING)
+        .iter()
+        .flat_map(|v| v.to_str().unwrap_or("\u{0}").split(','))
+        .map(str::trim)
+        .filter(|c| !c.is_empty() && !c.eq_ignore_ascii_case("identity"));
+    let first = codings.next();
+    if codings.next().is_some() {
+        return Coding::Other;
+    }
+    match first {
+        None => Coding::Identity,
+        Some(c) if c.eq_ignore_ascii_case("gzip") || c.eq_ignore_ascii_case("x-gzip") => {
+            Coding::Gzip
+        }
+        Some(c) if c.eq_ignore_ascii_case("deflate") => Coding::Deflate,
+        Some(_) => Coding::Other,
+    }
+}
+
+/// Why a body could not be decoded.
+#[derive(Debug)]
+pub(crate) struct DecodeError(std::io::Error);
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+enum Inner {
+    Gzip(GzDecoder<Vec<u8>>),
+    Zlib(ZlibDecoder<Vec<u8>>),
+    Raw(DeflateDecoder<Vec<u8>>),
+    /// `deflate` before its first two bytes: RFC 9110 means zlib, but some
+    /// servers send raw deflate; the header tells them apart.
+    Undecided(Vec<u8>),
+}
+
+/// Decodes a body chunk by chunk.
+pub(crate) struct Decoder {
+    inner: Inner,
+    fed: bool,
+}
+
+impl Decoder {
+    /// A decoder for `coding`; `None` for a body sent as it is (or one that
+    /// cannot be decoded).
+    pub(crate) fn new(coding: Coding) -> Option<Decoder> {
+        let inner = match coding {
+            Coding::Gzip => Inner::Gzip(GzDecoder::new(Vec::new())),
+            Coding::Deflate => Inner::Undecided(Vec::new()),
+            Coding::Identity | Coding::Other => return None,
+        };
+        Some(Decoder { inner, fed: false })
+    }
+
+    /// Decodes `input`, appending what it yields to `out`.
+    pub(crate) fn push(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), DecodeError> {
+        if input.is_empty() {
+            return Ok(());
+        }
+        self.fed = true;
+        if let Inner::Undecided(head) = &mut self.inner {
+            head.extend_from_slice(input);
+            if head.len() < 2 {
+                return Ok(());
+            }
+            let head = std::mem::take(head);
+            let zlib =
+                head[0] & 0x0f == 8 && (u16::from(head[0]) << 8 | u16::from(head[1])) % 31 == 0;
+            self.inner = if zlib {
+                Inner::Zlib(ZlibDecoder::new(Vec::new()))
+            } else {
+                Inner::Raw(DeflateDecoder::new(Vec::new()))
+            };
+            return self.push(&head, out);
+        }
+        let result = match &mut self.inner {
+            Inner::Gzip(d) => d.write_all(input),
+            Inner::Zlib(d) => d.write_all(input),
+            Inner::Raw(d) => d.write_all(input),
+            Inner::Undecided(_) => Ok(()),
+        };
+        self.drain(out);
+        result.map_err(DecodeError)
+    }
+
+    /// The end of the body: what the decoder still holds goes to `out`; a
+    /// body cut short is an error.
+    pub(crate) fn finish(&mut self, out: &mut Vec<u8>) -> Result<(), DecodeError> {
+        if !self.fed {
+            return Ok(());
+        }
+        let result = match &mut self.inner {
+            Inner::Gzip(d) => d.try_finish(),
+            Inner::Zlib(d) => d.try_finish(),
+            Inner::Raw(d) => d.try_finish(),
+            Inner::Undecided(_) => Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "a deflate body of one byte",
+            )),
+        };
+        self.drain(out);
+        result.map_err(DecodeError)
+    }
+
+    fn drain(&mut self, out: &mut Vec<u8>) {
+        let buf = match &mut self.inner {
+            Inner::Gzip(d) => d.get_mut(),
+            Inner::Zlib(d) => d.get_mut(),
+            Inner::Raw(d) => d.get_mut(),
+            Inner::Undecided(_) => return,
+        };
+        out.append(buf);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flate2::write::{DeflateEncoder, GzEncoder, ZlibEncoder};
+    use flate2::Compression;
+
+    fn gzip(data: &[u8]) -> Vec<u8> {
+        let mut e = GzEncoder::new(Vec::new(), Compression::default());
+        e.write_all(data).expect("compress");
+        e.finish().expect("compress")
+    }
+
+    /// Decodes `body` fed `chunk` bytes at a time.
+    fn decode(c: Coding, body: &[u8], chunk: usize) -> Result<Vec<u8>, DecodeError> {
+        let mut d = Decoder::new(c).expect("a decoder");
+        let mut out = Vec::new();
+        for piece in body.chunks(chunk.max(1)) {
+            d.push(piece, &mut out)?;
+        }
+        d.finish(&mut out)?;
+        Ok(out)
+    }
+
+    #[test]
+    fn gzip_zlib_and_raw_deflate_decode_in_any_chunking() {
+        let page = b"<html><p>SECRET-LEAK</p></html>".repeat(200);
+        let zlib = {
+            let mut e = ZlibEncoder::new(Vec::new(), Compression::default());
+            e.write_all(&page).expect("compress");
+            e.finish().expect("compress")
+        };
+        let raw = {
+            let mut e = DeflateEncoder::new(Vec::new(), Compression::default());
+            e.write_all(&page).expect("compress");
+            e.finish().expect("compress")
+        };
+        for chunk in [1, 2, 7, 100, 100_000] {
+            assert_eq!(
+                decode(Coding::Gzip, &gzip(&page), chunk).expect("gzip"),
+                page
+            );
+            assert_eq!(decode(Coding::Deflate, &zlib, chunk).expect("zlib"), page);
+            assert_eq!(decode(Coding::Deflate, &raw, chunk).expect("raw"), page);
+        }
+    }
+
+    #[test]
+    fn damaged_and_truncated_bodies_are_errors() {
+        let body = gzip(&b"hello ".repeat(1000));
+        assert!(decode(Coding::Gzip, &body[..body.len() / 2], 64).is_err());
+        let mut bad = body.clone();
+        bad[20] ^= 0xff;
+        bad[30] ^= 0xff;
+        assert!(decode(Coding::Gzip, &bad, 64).is_err());
+        assert!(decode(Coding::Gzip, b"not gzip at all", 4).is_err());
+        // No body at all (a HEAD, a 304): nothing to decode, no error.
+        let mut d = Decoder::new(Coding::Gzip).expect("decoder");
+        assert!(d.finish(&mut Vec::new()).is_ok());
+    }
+
+    #[test]
+    fn content_encoding_names() {
+        let with = |v: &[&str]| {
+            let mut h = HeaderMap::new();
+            for x in v {
+                h.append(CONTENT_ENCODING, HeaderValue::from_str(x).expect("value"));
+            }
+            coding(&h)
+        };
+        assert_eq!(with(&[]), Coding::Identity);
+        assert_eq!(with(&["identity"]), Coding::Identity);
+        assert_eq!(with(&["GZIP"]), Coding::Gzip);
+        assert_eq!(with(&["x-gzip"]), Coding::Gzip);
+        assert_eq!(with(&["deflate"]), Coding::Deflate);
+        assert_eq!(with(&["br"]), Coding::Other);
+        assert_eq!(with(&["gzip, br"]), Coding::Other);
+        assert_eq!(with(&["gzip", "gzip"]), Coding::Other);
+    }
+
+    #[test]
+    fn accept_encoding_keeps_what_can_be_decoded() {
+        let restricted = |v: Option<&str>| {
+            let mut h = HeaderMap::new();
+            if let Some(v) = v {
+                h.insert(ACCEPT_ENCODING, HeaderValue::from_str(v).expect("value"));
+            }
+            restrict_accept_encoding(&mut h);
+            h.get(ACCEPT_ENCODING)
+                .map(|v| v.to_str().expect("text").to_string())
+        };
+        assert_eq!(
+            restricted(Some("gzip, deflate, br, zstd")).as_deref(),
+            Some("gzip, deflate")
+        );
+        assert_eq!(
+            restricted(Some("br;q=1.0, gzip;q=0.8, *;q=0.1")).as_deref(),
+            Some("gzip;q=0.8")
+        );
+        assert_eq!(restricted(Some("br")), None);
+        assert_eq!(restricted(None), None);
+    }
+}
