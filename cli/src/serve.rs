@@ -29,6 +29,10 @@ pub struct Args {
     /// transactions the rules' `SecAuditEngine` selects.
     #[arg(long, value_name = "FILE")]
     pub audit_log: Option<PathBuf>,
+    /// Access log: one JSON line per request, with what the WAF did to it
+    /// (docs/serve.md, *Logs*).
+    #[arg(long, value_name = "FILE")]
+    pub access_log: Option<PathBuf>,
     /// Serve `/healthz` and `/metrics` (Prometheus text) on this address.
     #[arg(long, value_name = "ADDR")]
     pub admin: Option<SocketAddr>,
@@ -131,6 +135,7 @@ pub fn run(args: Args) -> CmdResult {
     let logs = Logs {
         error: error_log(args.error_log.as_deref())?,
         audit: args.audit_log.as_deref().map(open_log).transpose()?,
+        access: args.access_log.as_deref().map(open_log).transpose()?,
     };
     let listen = args
         .listen
@@ -159,6 +164,7 @@ fn run_manifest(path: &Path, args: &Args) -> CmdResult {
         ("--upstream", args.upstream.is_some()),
         ("--error-log", args.error_log.is_some()),
         ("--audit-log", args.audit_log.is_some()),
+        ("--access-log", args.access_log.is_some()),
         ("--admin", args.admin.is_some()),
         ("--upstream-timeout", args.upstream_timeout.is_some()),
         ("--shutdown-timeout", args.shutdown_timeout.is_some()),
@@ -186,6 +192,7 @@ fn run_manifest(path: &Path, args: &Args) -> CmdResult {
     let logs = Logs {
         error: error_log(m.error_log.as_deref())?,
         audit: m.audit_log.as_deref().map(open_log).transpose()?,
+        access: m.access_log.as_deref().map(open_log).transpose()?,
     };
     let tls = match &m.tls {
         Some((c, k)) => Some(waf_serve::tls::acceptor(c, k).map_err(CliError::usage)?),

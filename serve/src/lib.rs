@@ -29,6 +29,7 @@
 
 #![warn(missing_docs)]
 
+mod access;
 mod audit;
 mod encoding;
 pub mod filter;
@@ -168,6 +169,8 @@ pub struct Logs {
     pub error: ErrorLog,
     /// One JSON record per transaction `SecAuditEngine` selects.
     pub audit: Option<ErrorLog>,
+    /// One JSON line per request (see `access.rs`), if wanted.
+    pub access: Option<ErrorLog>,
 }
 
 /// Pending connections the kernel may queue for the accept loop (capped by
@@ -252,7 +255,11 @@ impl Server {
         tls: Option<tls::TlsAcceptor>,
         logs: Logs,
     ) -> Result<Server, ServeError> {
-        let Logs { error: log, audit } = logs;
+        let Logs {
+            error: log,
+            audit,
+            access,
+        } = logs;
         let listener = listen(config.listen).map_err(ServeError::Listen)?;
         let addr = listener.local_addr().map_err(ServeError::Listen)?;
         let metrics = Arc::new(Metrics::default());
@@ -260,12 +267,15 @@ impl Server {
             Some(a) => {
                 let l = TcpListener::bind(a).await.map_err(ServeError::Listen)?;
                 let at = l.local_addr().map_err(ServeError::Listen)?;
-                let task = tokio::spawn(proxy::admin_loop(
-                    l,
-                    metrics.clone(),
-                    log.clone(),
-                    audit.clone(),
-                ));
+                let (log, audit, access) = (log.clone(), audit.clone(), access.clone());
+                let dropped = |l: &Option<ErrorLog>| l.as_ref().map_or(0, ErrorLog::dropped);
+                let counts = Arc::new(move || LogCounts {
+                    error_dropped: log.dropped(),
+                    error_late: log.late(),
+                    audit_dropped: dropped(&audit),
+                    access_dropped: dropped(&access),
+                });
+                let task = tokio::spawn(proxy::admin_loop(l, metrics.clone(), counts));
                 (Some(at), Some(task))
             }
             None => (None, None),
@@ -276,6 +286,7 @@ impl Server {
             sites,
             log,
             audit,
+            access,
             metrics.clone(),
         ));
         let task = match workers {
@@ -356,10 +367,9 @@ impl Server {
         if let Some(t) = self.admin_task {
             t.abort();
         }
-        let (log, audit) = self.state.logs();
-        let mut logs_written = log.flush(LOG_FLUSH).await;
-        if let Some(a) = audit {
-            logs_written &= a.flush(LOG_FLUSH).await;
+        let mut logs_written = true;
+        for log in self.state.logs() {
+            logs_written &= log.flush(LOG_FLUSH).await;
         }
         Shutdown {
             open_at_start,

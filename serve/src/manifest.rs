@@ -28,6 +28,8 @@ struct File {
     #[serde(default)]
     audit_log: Option<PathBuf>,
     #[serde(default)]
+    access_log: Option<PathBuf>,
+    #[serde(default)]
     timeouts: TimeoutsFile,
     #[serde(default)]
     max_request_body: Option<usize>,
@@ -156,6 +158,8 @@ pub struct Manifest {
     pub error_log: Option<PathBuf>,
     /// `audit_log`.
     pub audit_log: Option<PathBuf>,
+    /// `access_log`.
+    pub access_log: Option<PathBuf>,
     /// `tls`: certificate chain and key files (PEM).
     pub tls: Option<(PathBuf, PathBuf)>,
 }
@@ -355,6 +359,7 @@ impl Manifest {
             sites: Sites { list: sites },
             error_log: file.error_log.as_deref().map(resolve),
             audit_log: file.audit_log.as_deref().map(resolve),
+            access_log: file.access_log.as_deref().map(resolve),
             tls: file.tls.map(|t| (resolve(&t.cert), resolve(&t.key))),
         })
     }

@@ -59,6 +59,8 @@ pub struct LogCounts {
     pub error_late: u64,
     /// Audit-log records dropped.
     pub audit_dropped: u64,
+    /// Access-log lines dropped.
+    pub access_dropped: u64,
 }
 
 /// What the proxy counts. Cheap to update from every request: atomics, and
@@ -258,6 +260,11 @@ impl Metrics {
             "waf_audit_log_dropped_total",
             "Audit-log records dropped because the writer fell behind.",
             logs.audit_dropped,
+        );
+        counter(
+            "waf_access_log_dropped_total",
+            "Access-log lines dropped because the writer fell behind.",
+            logs.access_dropped,
         );
         counter(
             "waf_over_budget_total",

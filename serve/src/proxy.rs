@@ -1,5 +1,6 @@
 //! One request through the five phases, and the accept loop.
 
+use crate::access;
 use crate::audit::{self, Exchange};
 use crate::filter::RequestView;
 use crate::first_byte::FirstByte;
@@ -86,6 +87,7 @@ pub(crate) struct State {
     pub(crate) sites: ArcSwap<Sites>,
     log: ErrorLog,
     audit: Option<ErrorLog>,
+    access: Option<ErrorLog>,
     metrics: Arc<Metrics>,
     /// Set to `true` when a shutdown begins: every connection then finishes
     /// the request it is serving and closes (HTTP/2: GOAWAY).
@@ -98,6 +100,7 @@ impl State {
         sites: Sites,
         log: ErrorLog,
         audit: Option<ErrorLog>,
+        access: Option<ErrorLog>,
         metrics: Arc<Metrics>,
     ) -> State {
         State {
@@ -105,6 +108,7 @@ impl State {
             sites: ArcSwap::from_pointee(sites),
             log,
             audit,
+            access,
             metrics,
             shutdown: tokio::sync::watch::Sender::new(false),
         }
@@ -118,8 +122,10 @@ impl State {
     }
 
     /// The logs, to flush on shutdown.
-    pub(crate) fn logs(&self) -> (&ErrorLog, Option<&ErrorLog>) {
-        (&self.log, self.audit.as_ref())
+    pub(crate) fn logs(&self) -> impl Iterator<Item = &ErrorLog> {
+        std::iter::once(&self.log)
+            .chain(self.audit.as_ref())
+            .chain(self.access.as_ref())
     }
 }
 
@@ -139,18 +145,17 @@ pub(crate) fn upstream_client(config: &Config) -> UpstreamClient {
 pub(crate) async fn admin_loop(
     listener: TcpListener,
     metrics: Arc<Metrics>,
-    log: ErrorLog,
-    audit: Option<ErrorLog>,
+    log_counts: Arc<dyn Fn() -> LogCounts + Send + Sync>,
 ) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
-        let (metrics, log, audit) = (metrics.clone(), log.clone(), audit.clone());
+        let (metrics, log_counts) = (metrics.clone(), log_counts.clone());
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-                let (metrics, log) = (metrics.clone(), log.clone());
-                let audit_dropped = audit.as_ref().map_or(0, ErrorLog::dropped);
+                let metrics = metrics.clone();
+                let counts = log_counts();
                 async move {
                     let r = match req.uri().path() {
                         // Draining: a load balancer's health check takes
@@ -161,13 +166,9 @@ pub(crate) async fn admin_loop(
                         "/healthz" => local_response(StatusCode::OK, "ok\n"),
                         "/metrics" => {
                             let mut r = Response::new(
-                                Full::new(Bytes::from(metrics.render(LogCounts {
-                                    error_dropped: log.dropped(),
-                                    error_late: log.late(),
-                                    audit_dropped,
-                                })))
-                                .map_err(|never| match never {})
-                                .boxed(),
+                                Full::new(Bytes::from(metrics.render(counts)))
+                                    .map_err(|never| match never {})
+                                    .boxed(),
                             );
                             r.headers_mut().insert(
                                 hyper::header::CONTENT_TYPE,
@@ -249,17 +250,21 @@ async fn serve_connection(
         async move {
             // A response goes out after its log lines are written.
             let log = state.log.clone();
-            log.written_before(handle(
-                state,
-                &client,
-                req,
-                Conn {
-                    remote,
-                    local,
-                    tls: secure,
-                },
-            ))
-            .await
+            let conn = Conn {
+                remote,
+                local,
+                tls: secure,
+            };
+            let Some(access) = state.access.clone() else {
+                return log.written_before(handle(state, &client, req, conn)).await;
+            };
+            let seen = access::Seen::of(&req, remote.ip());
+            let start = Instant::now();
+            let (out, note) =
+                access::noted(log.written_before(handle(state, &client, req, conn))).await;
+            let status = out.as_ref().map_or(0, |r| r.status().as_u16());
+            access.write(access::line(&seen, &note, status, start.elapsed()));
+            out
         }
     });
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
@@ -468,6 +473,7 @@ fn finish_with_intervention(
     log_transaction(state, tx, &Exchange { status, ..*x });
     match tx.intervention() {
         Some(i) => {
+            access::note(|n| n.rule_id = Some(i.rule_id));
             state.metrics.intervention(i.rule_id, i.status);
             intervention_response(i)
         }
@@ -493,6 +499,8 @@ struct Guard<'a> {
 
 impl Drop for Guard<'_> {
     fn drop(&mut self) {
+        let spent = self.spent;
+        access::note(|n| n.waf_time += spent);
         for (i, t) in self.per_phase.iter().enumerate() {
             if let Some(t) = t {
                 self.state.metrics.phase_time(i as u8 + 1, *t);
@@ -606,6 +614,7 @@ async fn handle(
             .client(peer.ip(), &parts.headers),
         peer.port(),
     );
+    access::note(|n| n.client = Some(remote.ip()));
     let path_and_query = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     // The request target as the client sent it: an HTTP/1 absolute-form
     // target (`GET http://host/path`) stays whole, as Apache hands it to
@@ -647,6 +656,7 @@ async fn handle(
             "no site for this request\n",
         ));
     };
+    access::note(|n| n.site = Some(site.name.clone()));
     let log_custom = |c: &crate::site::CustomRule, what: &str| {
         state.log.write(format!(
             "waf serve: custom rule \"{}\" {what} [when \"{}\"] [client \"{}\"] [uri \"{}\"]",
@@ -664,6 +674,7 @@ async fn handle(
     if let Some(c) = custom {
         match c.action {
             CustomAction::Block(status) => {
+                access::note(|n| n.custom_rule = Some(c.name.clone()));
                 state.metrics.custom(&c.name, "block");
                 state.metrics.intervention(0, status);
                 log_custom(c, &format!("blocked with {status}"));
@@ -671,6 +682,7 @@ async fn handle(
                 return Ok(local_response(status, "request blocked\n"));
             }
             CustomAction::Allow => {
+                access::note(|n| n.custom_rule = Some(c.name.clone()));
                 state.metrics.custom(&c.name, "allow");
                 allow_all = true;
             }
@@ -687,6 +699,7 @@ async fn handle(
         rs.transaction()
     };
     site.apply_exceptions(&view, &mut tx);
+    access::note(|n| n.unique_id = Some(tx.unique_id().to_string()));
     if allow_all {
         tx.remove_rules_by_id(0, u64::MAX);
     }

@@ -93,6 +93,7 @@ async fn start(dir: &Path, block_admin: &str) -> Running {
     let logs = Logs {
         error: ErrorLog::to_writer(Box::new(log.clone())),
         audit: None,
+        access: None,
     };
     let server = Server::start_sites(
         m.config,
@@ -319,6 +320,7 @@ async fn tls_listener_serves_http1_and_http2_and_ssl_is_true() {
         Logs {
             error: ErrorLog::to_writer(Box::new(std::io::sink())),
             audit: None,
+            access: None,
         },
     )
     .await

@@ -31,6 +31,7 @@ struct Setup {
     hits: Arc<AtomicUsize>,
     log: Shared,
     audit: Shared,
+    access: Shared,
 }
 
 async fn setup(source: RuleSource, upstream: Option<SocketAddr>) -> Setup {
@@ -50,6 +51,7 @@ async fn setup_with(
     let rules = Arc::new(Rules::load(source).expect("rules compile"));
     let log = Shared::default();
     let audit = Shared::default();
+    let access = Shared::default();
     let mut config = Config::new(
         "127.0.0.1:0".parse().expect("addr"),
         format!("http://{up}").parse().expect("uri"),
@@ -62,6 +64,7 @@ async fn setup_with(
     let logs = Logs {
         error: ErrorLog::to_writer(Box::new(log.clone())),
         audit: Some(ErrorLog::to_writer(Box::new(audit.clone()))),
+        access: Some(ErrorLog::to_writer(Box::new(access.clone()))),
     };
     let server = Server::start(config, rules, logs).await.expect("start");
     Setup {
@@ -69,6 +72,7 @@ async fn setup_with(
         hits,
         log,
         audit,
+        access,
     }
 }
 
@@ -1014,4 +1018,75 @@ async fn compressed_responses_are_read_by_phase_4_and_sent_as_they_came() {
         metrics.contains("waf_response_bodies_not_decoded_total 2\n"),
         "{metrics}"
     );
+}
+
+#[tokio::test]
+async fn every_request_gets_an_access_log_line_with_what_the_waf_did() {
+    let s = setup_with(text_rules(), None, |c| {
+        c.trusted_proxies = waf_serve::TrustedProxies::parse(&["127.0.0.1"]).expect("cidr")
+    })
+    .await;
+    let addr = s.server.addr();
+    send(addr, "GET", "/page?x=1", "").await.expect("response");
+    send(addr, "GET", "/?x=attack", "").await.expect("response");
+    send(addr, "POST", "/", &"a".repeat(2000))
+        .await
+        .expect("response");
+    raw_exchange(
+        addr,
+        "GET /fwd HTTP/1.1\r\nHost: example.com\r\nX-Forwarded-For: 203.0.113.7\r\nUser-Agent: probe/1\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    // The writer is a thread: wait (bounded) for the four lines.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let lines = loop {
+        let text = s.access.text();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect();
+        if lines.len() >= 4 || std::time::Instant::now() > deadline {
+            break lines;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    let by_uri = |uri: &str| {
+        lines
+            .iter()
+            .find(|l| l["uri"] == uri)
+            .unwrap_or_else(|| panic!("no line for {uri}: {lines:?}"))
+    };
+    let ok = by_uri("/page?x=1");
+    assert_eq!(
+        (ok["status"].as_u64(), ok["method"].as_str()),
+        (Some(200), Some("GET"))
+    );
+    assert_eq!(ok["client_ip"], "127.0.0.1");
+    assert!(
+        ok.get("peer_ip").is_none() && ok.get("rule_id").is_none(),
+        "{ok}"
+    );
+    assert!(
+        ok["unique_id"].as_str().is_some_and(|u| !u.is_empty()),
+        "{ok}"
+    );
+    assert!(ok["waf_time"].as_f64().is_some_and(|t| t > 0.0), "{ok}");
+    let blocked = by_uri("/?x=attack");
+    assert_eq!(
+        (blocked["status"].as_u64(), blocked["rule_id"].as_u64()),
+        (Some(403), Some(1))
+    );
+    // Refused by a body limit (before any rule): a line all the same.
+    let too_big = lines
+        .iter()
+        .find(|l| l["method"] == "POST")
+        .expect("the POST");
+    assert_eq!(too_big["status"], 413);
+    let fwd = by_uri("/fwd");
+    assert_eq!(
+        (fwd["client_ip"].as_str(), fwd["peer_ip"].as_str()),
+        (Some("203.0.113.7"), Some("127.0.0.1"))
+    );
+    assert_eq!(fwd["user_agent"], "probe/1");
 }

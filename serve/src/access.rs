@@ -1,0 +1,247 @@
+//! The access log (`--access-log FILE`): one JSON object per request, every
+//! request, blocked or not, with what the WAF did to it, for the tools that
+//! read a proxy's access log (Loki, Elasticsearch, GoAccess's JSON mode).
+//! Written as the error log is (a thread of its own, a bounded queue; lines
+//! dropped when it falls behind are counted).
+//!
+//! Fields, in this order: `ts` (seconds since the epoch, as Caddy's JSON
+//! logs), `client_ip` (after the trusted proxies), `peer_ip` (only when it
+//! differs: the trusted proxy it came through), `method`, `host`, `uri`,
+//! `proto`, `status` (0 when no response was made: the connection failed),
+//! `duration` (seconds, until the response headers were ready), `waf_time`
+//! (the engine's seconds on it), `unique_id`, `site` (manifest), `rule_id`
+//! (the rule whose intervention answered), `custom_rule` (the manifest
+//! custom rule that answered or allowed it), `user_agent`, `referer`.
+//!
+//! The request handler fills a note as it learns these (which site, which
+//! transaction, which rule), through a task-local: no signature in the
+//! request path carries it.
+
+use std::cell::RefCell;
+use std::net::IpAddr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// What the handler learnt about a request, for its access-log line.
+#[derive(Default)]
+pub(crate) struct Note {
+    pub client: Option<IpAddr>,
+    pub site: Option<String>,
+    pub unique_id: Option<String>,
+    pub waf_time: Duration,
+    pub rule_id: Option<u64>,
+    pub custom_rule: Option<String>,
+}
+
+tokio::task_local! {
+    static NOTE: RefCell<Note>;
+}
+
+/// Updates the note of the request running on this task (nothing outside
+/// [`noted`]).
+pub(crate) fn note(f: impl FnOnce(&mut Note)) {
+    let _ = NOTE.try_with(|n| f(&mut n.borrow_mut()));
+}
+
+/// Runs `request` with a note to fill; its output and the note.
+pub(crate) async fn noted<F: std::future::Future>(request: F) -> (F::Output, Note) {
+    NOTE.scope(RefCell::new(Note::default()), async {
+        let out = request.await;
+        let note = NOTE.with(|n| std::mem::take(&mut *n.borrow_mut()));
+        (out, note)
+    })
+    .await
+}
+
+/// The request line and headers the line needs, taken before the request
+/// is handed over.
+pub(crate) struct Seen {
+    pub peer: IpAddr,
+    pub method: String,
+    pub host: String,
+    pub uri: String,
+    pub proto: &'static str,
+    pub user_agent: String,
+    pub referer: String,
+}
+
+impl Seen {
+    pub(crate) fn of<B>(req: &hyper::Request<B>, peer: IpAddr) -> Seen {
+        let header = |name: hyper::header::HeaderName| {
+            req.headers()
+                .get(name)
+                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+                .unwrap_or_default()
+        };
+        let host = req
+            .headers()
+            .get(hyper::header::HOST)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .or_else(|| req.uri().authority().map(|a| a.as_str().to_string()))
+            .unwrap_or_default();
+        Seen {
+            peer,
+            method: req.method().as_str().to_string(),
+            host,
+            uri: req
+                .uri()
+                .path_and_query()
+                .map_or_else(|| req.uri().to_string(), |p| p.as_str().to_string()),
+            proto: match req.version() {
+                hyper::Version::HTTP_09 => "HTTP/0.9",
+                hyper::Version::HTTP_10 => "HTTP/1.0",
+                hyper::Version::HTTP_2 => "HTTP/2.0",
+                hyper::Version::HTTP_3 => "HTTP/3.0",
+                _ => "HTTP/1.1",
+            },
+            user_agent: header(hyper::header::USER_AGENT),
+            referer: header(hyper::header::REFERER),
+        }
+    }
+}
+
+/// The access-log line of a request: one JSON object, its fields in the
+/// documented order.
+pub(crate) fn line(seen: &Seen, note: &Note, status: u16, duration: Duration) -> String {
+    use serde_json::Value;
+    let ts = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as f64
+        / 1e3;
+    let client = note.client.unwrap_or(seen.peer);
+    let text = |s: &str| Value::from(s);
+    let mut fields: Vec<(&str, Value)> =
+        vec![("ts", ts.into()), ("client_ip", text(&client.to_string()))];
+    if client != seen.peer {
+        fields.push(("peer_ip", text(&seen.peer.to_string())));
+    }
+    fields.extend([
+        ("method", text(&seen.method)),
+        ("host", text(&seen.host)),
+        ("uri", text(&seen.uri)),
+        ("proto", text(seen.proto)),
+        ("status", status.into()),
+        ("duration", seconds(duration).into()),
+        ("waf_time", seconds(note.waf_time).into()),
+    ]);
+    if let Some(v) = &note.unique_id {
+        fields.push(("unique_id", text(v)));
+    }
+    if let Some(v) = &note.site {
+        fields.push(("site", text(v)));
+    }
+    if let Some(id) = note.rule_id {
+        fields.push(("rule_id", id.into()));
+    }
+    if let Some(v) = &note.custom_rule {
+        fields.push(("custom_rule", text(v)));
+    }
+    fields.push(("user_agent", text(&seen.user_agent)));
+    fields.push(("referer", text(&seen.referer)));
+    let mut out = String::from("{");
+    for (i, (k, v)) in fields.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&Value::from(*k).to_string());
+        out.push(':');
+        out.push_str(&v.to_string());
+    }
+    out.push('}');
+    out
+}
+
+/// Seconds, to the microsecond.
+fn seconds(d: Duration) -> f64 {
+    d.as_micros() as f64 / 1e6
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_note_is_filled_inside_the_scope_only() {
+        note(|n| n.rule_id = Some(1));
+        let ((), n) = noted(async {
+            note(|n| n.rule_id = Some(942100));
+            tokio::task::yield_now().await;
+            note(|n| n.site = Some("shop".into()));
+        })
+        .await;
+        assert_eq!((n.rule_id, n.site.as_deref()), (Some(942100), Some("shop")));
+    }
+
+    #[test]
+    fn a_line_is_one_json_object_with_the_documented_fields() {
+        let req = hyper::Request::builder()
+            .uri("/search?q=%27%22")
+            .header("host", "shop.example")
+            .header("user-agent", "curl/8 \"quoted\"")
+            .body(())
+            .expect("request");
+        let seen = Seen::of(&req, "10.0.0.5".parse().expect("ip"));
+        let note = Note {
+            client: Some("203.0.113.7".parse().expect("ip")),
+            unique_id: Some("abc".into()),
+            rule_id: Some(949110),
+            waf_time: Duration::from_micros(1234),
+            ..Note::default()
+        };
+        let line = line(&seen, &note, 403, Duration::from_millis(3));
+        assert!(!line.contains('\n'));
+        let v: serde_json::Value = serde_json::from_str(&line).expect("JSON");
+        // In the documented order (a JSON map would sort them).
+        let mut at = 0;
+        let keys: Vec<&str> = [
+            "ts",
+            "client_ip",
+            "peer_ip",
+            "method",
+            "host",
+            "uri",
+            "proto",
+            "status",
+            "duration",
+            "waf_time",
+            "unique_id",
+            "rule_id",
+            "user_agent",
+            "referer",
+        ]
+        .into_iter()
+        .filter(|k| {
+            let found = line[at..].find(&format!("\"{k}\":"));
+            if let Some(f) = found {
+                at += f;
+            }
+            found.is_some()
+        })
+        .collect();
+        assert_eq!(
+            keys,
+            [
+                "ts",
+                "client_ip",
+                "peer_ip",
+                "method",
+                "host",
+                "uri",
+                "proto",
+                "status",
+                "duration",
+                "waf_time",
+                "unique_id",
+                "rule_id",
+                "user_agent",
+                "referer"
+            ]
+        );
+        assert_eq!(v["client_ip"], "203.0.113.7");
+        assert_eq!(v["peer_ip"], "10.0.0.5");
+        assert_eq!(v["uri"], "/search?q=%27%22");
+        assert_eq!(v["status"], 403);
+        assert_eq!(v["waf_time"], 0.001234);
+        assert_eq!(v["user_agent"], "curl/8 \"quoted\"");
+    }
+}
