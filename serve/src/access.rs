@@ -70,31 +70,21 @@ impl Seen {
             req.headers()
                 .get(name)
                 .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-                .unwrap_or_default()
         };
-        let host = req
-            .headers()
-            .get(hyper::header::HOST)
-            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-            .or_else(|| req.uri().authority().map(|a| a.as_str().to_string()))
-            .unwrap_or_default();
         Seen {
             peer,
             method: req.method().as_str().to_string(),
-            host,
+            // HTTP/2 carries the host in `:authority`.
+            host: header(hyper::header::HOST)
+                .or_else(|| req.uri().authority().map(|a| a.as_str().to_string()))
+                .unwrap_or_default(),
             uri: req
                 .uri()
                 .path_and_query()
                 .map_or_else(|| req.uri().to_string(), |p| p.as_str().to_string()),
-            proto: match req.version() {
-                hyper::Version::HTTP_09 => "HTTP/0.9",
-                hyper::Version::HTTP_10 => "HTTP/1.0",
-                hyper::Version::HTTP_2 => "HTTP/2.0",
-                hyper::Version::HTTP_3 => "HTTP/3.0",
-                _ => "HTTP/1.1",
-            },
-            user_agent: header(hyper::header::USER_AGENT),
-            referer: header(hyper::header::REFERER),
+            proto: std::str::from_utf8(crate::proxy::version_bytes(req.version())).unwrap_or(""),
+            user_agent: header(hyper::header::USER_AGENT).unwrap_or_default(),
+            referer: header(hyper::header::REFERER).unwrap_or_default(),
         }
     }
 }

@@ -58,15 +58,11 @@ impl TrustedProxies {
             return peer;
         }
         let mut client = peer;
-        let lines: Vec<&[u8]> = headers
+        for entry in headers
             .get_all(&XFF)
             .iter()
-            .map(HeaderValue::as_bytes)
-            .collect();
-        for entry in lines
-            .iter()
             .rev()
-            .flat_map(|line| line.split(|&b| b == b',').rev())
+            .flat_map(|line| line.as_bytes().split(|&b| b == b',').rev())
         {
             match parse_entry(entry) {
                 Some(ip) => client = ip,

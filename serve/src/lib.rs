@@ -349,16 +349,17 @@ impl Server {
     /// close once its request in flight is answered (idle keep-alive
     /// connections close at once, HTTP/2 ones get GOAWAY), waits up to
     /// `grace` for them, then for the logs to be written. Connections still
-    /// open after `grace` are cut when the caller drops the runtime or
-    /// exits.
+    /// open after `grace` are left to the process's exit (`waf serve` exits
+    /// right after) to cut.
     pub async fn shutdown(self, grace: Duration) -> Shutdown {
         let start = tokio::time::Instant::now();
         self.task.abort();
         // The listener goes with the accept task; wait for it to be dropped
         // so that nobody connects to a proxy that no longer accepts.
         let _ = self.task.await;
-        self.state.begin_shutdown();
+        // Counted before the idle ones are told to close.
         let open_at_start = self.metrics.connections_open();
+        self.state.begin_shutdown();
         let deadline = start + grace;
         while self.metrics.connections_open() > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -395,7 +396,8 @@ pub struct Shutdown {
     pub open_at_start: u64,
     /// Connections still open when the grace period ended (cut).
     pub cut: u64,
-    /// Whether the error and audit logs' queued lines were all written.
+    /// Whether the error, audit and access logs' queued lines were all
+    /// written.
     pub logs_written: bool,
     /// From the call to the end.
     pub took: Duration,

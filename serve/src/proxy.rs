@@ -427,7 +427,7 @@ fn intervention_response(i: &Intervention) -> Result<Response<ProxyBody>, BoxErr
     }
 }
 
-fn version_bytes(v: Version) -> &'static [u8] {
+pub(crate) fn version_bytes(v: Version) -> &'static [u8] {
     match v {
         Version::HTTP_09 => b"",
         Version::HTTP_10 => b"HTTP/1.0",
@@ -957,10 +957,8 @@ async fn handle(
                     if let Err(e) = d.finish(&mut decoded) {
                         not_decoded(&state, &rparts.headers, &remote, &target, &e.to_string());
                     }
-                    if !decoded.is_empty() {
-                        if let Err(f) = guard.run(4, || tx.append_response_body(&decoded)) {
-                            return Ok(fault_response(&state, &mut tx, f, &target));
-                        }
+                    if let Err(f) = feed_response_body(&mut guard, &mut tx, &decoded) {
+                        return Ok(fault_response(&state, &mut tx, f, &target));
                     }
                 }
                 break;
@@ -972,8 +970,8 @@ async fn handle(
                 };
                 match decoder.as_mut() {
                     None => {
-                        wanted = match guard.run(4, || tx.append_response_body(&data)) {
-                            Ok(w) => w.unwrap_or(false),
+                        wanted = match feed_response_body(&mut guard, &mut tx, &data) {
+                            Ok(w) => w,
                             Err(f) => return Ok(fault_response(&state, &mut tx, f, &target)),
                         };
                     }
@@ -986,14 +984,10 @@ async fn handle(
                         for piece in data.chunks(DECODE_PIECE) {
                             decoded.clear();
                             let failed = d.push(piece, &mut decoded).err();
-                            if !decoded.is_empty() {
-                                wanted = match guard.run(4, || tx.append_response_body(&decoded)) {
-                                    Ok(w) => w.unwrap_or(false),
-                                    Err(f) => {
-                                        return Ok(fault_response(&state, &mut tx, f, &target))
-                                    }
-                                };
-                            }
+                            wanted = match feed_response_body(&mut guard, &mut tx, &decoded) {
+                                Ok(w) => w,
+                                Err(f) => return Ok(fault_response(&state, &mut tx, f, &target)),
+                            };
                             if let Some(e) = failed {
                                 // Inspected as far as it decoded; the rest passes.
                                 not_decoded(
@@ -1052,6 +1046,22 @@ async fn handle(
         .boxed()
     };
     Ok(Response::from_parts(rparts, body))
+}
+
+/// Feeds response body bytes to phase 4, timed; whether the engine wants
+/// more. Nothing to feed (a compressed piece that decoded to nothing yet)
+/// leaves it wanting.
+fn feed_response_body(
+    guard: &mut Guard<'_>,
+    tx: &mut Transaction<'_>,
+    bytes: &[u8],
+) -> Result<bool, Fault> {
+    if bytes.is_empty() {
+        return Ok(true);
+    }
+    Ok(guard
+        .run(4, || tx.append_response_body(bytes))?
+        .unwrap_or(false))
 }
 
 /// For the audit log, the body as phase 4 read it when that is not the
