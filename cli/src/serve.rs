@@ -43,6 +43,10 @@ pub struct Args {
     /// (no new connection is accepted meanwhile) [default: 10].
     #[arg(long, value_name = "SECONDS")]
     pub shutdown_timeout: Option<u64>,
+    /// How long a WebSocket (or other protocol switch) stays open with
+    /// nothing passing either way [default: 60].
+    #[arg(long, value_name = "SECONDS")]
+    pub tunnel_idle_timeout: Option<u64>,
     /// A proxy in front of this one (address or network, repeatable) whose
     /// `X-Forwarded-For` names the client: the rules then see that client as
     /// `REMOTE_ADDR` [default: none trusted].
@@ -143,6 +147,7 @@ pub fn run(args: Args) -> CmdResult {
     let mut config = Config::new(listen, upstream.clone());
     config.upstream_timeout = Duration::from_secs(args.upstream_timeout.unwrap_or(30));
     config.shutdown_timeout = Duration::from_secs(args.shutdown_timeout.unwrap_or(10));
+    config.tunnel_idle_timeout = Duration::from_secs(args.tunnel_idle_timeout.unwrap_or(60));
     config.admin = args.admin;
     config.profile = args.profile;
     config.trusted_proxies =
@@ -168,6 +173,7 @@ fn run_manifest(path: &Path, args: &Args) -> CmdResult {
         ("--admin", args.admin.is_some()),
         ("--upstream-timeout", args.upstream_timeout.is_some()),
         ("--shutdown-timeout", args.shutdown_timeout.is_some()),
+        ("--tunnel-idle-timeout", args.tunnel_idle_timeout.is_some()),
         ("--tls-cert", args.tls_cert.is_some()),
         ("--profile", args.profile),
         ("--workers", args.workers.is_some()),

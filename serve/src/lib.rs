@@ -45,6 +45,7 @@ mod rules;
 mod site;
 pub mod spoa;
 pub mod tls;
+mod upgrade;
 mod workers;
 
 pub use forwarded::TrustedProxies;
@@ -77,6 +78,9 @@ pub struct Config {
     /// On shutdown (SIGTERM, Ctrl-C), how long requests in flight may take
     /// to finish before their connections are cut.
     pub shutdown_timeout: Duration,
+    /// How long a tunnel (a protocol switch such as WebSocket) stays open
+    /// with nothing passing either way.
+    pub tunnel_idle_timeout: Duration,
     /// Proxies in front of this one whose `X-Forwarded-For` names the
     /// client (see `forwarded.rs`); none by default.
     pub trusted_proxies: TrustedProxies,
@@ -122,6 +126,7 @@ impl Config {
             body_timeout: Duration::from_secs(30),
             upstream_timeout: Duration::from_secs(30),
             shutdown_timeout: Duration::from_secs(10),
+            tunnel_idle_timeout: Duration::from_secs(60),
             trusted_proxies: TrustedProxies::default(),
             max_request_body: 64 << 20,
             admin: None,

@@ -61,6 +61,7 @@ struct TimeoutsFile {
     body: Option<u64>,
     upstream: Option<u64>,
     shutdown: Option<u64>,
+    tunnel_idle: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -331,6 +332,9 @@ impl Manifest {
         }
         if let Some(s) = file.timeouts.shutdown {
             config.shutdown_timeout = Duration::from_secs(s);
+        }
+        if let Some(s) = file.timeouts.tunnel_idle {
+            config.tunnel_idle_timeout = Duration::from_secs(s);
         }
         config.trusted_proxies = crate::TrustedProxies::parse(&file.trusted_proxies)
             .map_err(|e| invalid("trusted_proxies", e))?;

@@ -87,6 +87,12 @@ pub struct Metrics {
     connections_open: AtomicU64,
     /// Response bodies phase 4 could not read (see encoding.rs).
     responses_not_decoded: AtomicU64,
+    /// Protocol switches (WebSocket...) joined into tunnels, and how many
+    /// are open now (see upgrade.rs).
+    tunnels: AtomicU64,
+    tunnels_open: AtomicU64,
+    /// Tunnels closed because nothing passed for the idle timeout.
+    tunnels_idle: AtomicU64,
     /// Set once a shutdown has begun: `/healthz` answers 503 from then on,
     /// so that a load balancer stops sending new clients.
     draining: AtomicBool,
@@ -151,6 +157,23 @@ impl Metrics {
     pub(crate) fn connection_open(self: &Arc<Self>) -> OpenConnection {
         self.connections_open.fetch_add(1, Ordering::Relaxed);
         OpenConnection(self.clone())
+    }
+
+    /// Counts a tunnel (a protocol switch) as open, and as a client
+    /// connection, until the returned guard drops.
+    pub(crate) fn tunnel_open(self: &Arc<Self>) -> OpenTunnel {
+        self.tunnels.fetch_add(1, Ordering::Relaxed);
+        self.tunnels_open.fetch_add(1, Ordering::Relaxed);
+        OpenTunnel(self.connection_open())
+    }
+
+    pub(crate) fn tunnel_idle(&self) {
+        self.tunnels_idle.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Tunnels open now.
+    pub fn tunnels_open(&self) -> u64 {
+        self.tunnels_open.load(Ordering::Relaxed)
     }
 
     pub(crate) fn response_not_decoded(&self) {
@@ -302,6 +325,16 @@ impl Metrics {
             self.responses_not_decoded.load(Ordering::Relaxed),
         );
         counter(
+            "waf_tunnels_total",
+            "Protocol switches (101, e.g. WebSocket) whose connections were joined, uninspected after the handshake.",
+            self.tunnels.load(Ordering::Relaxed),
+        );
+        counter(
+            "waf_tunnels_idle_closed_total",
+            "Tunnels closed because nothing passed either way for the idle timeout.",
+            self.tunnels_idle.load(Ordering::Relaxed),
+        );
+        counter(
             "waf_no_site_total",
             "Requests no site of the manifest takes (404).",
             self.no_site.load(Ordering::Relaxed),
@@ -310,6 +343,11 @@ impl Metrics {
             s,
             "# HELP waf_connections_open Client connections open.\n# TYPE waf_connections_open gauge\nwaf_connections_open {}",
             self.connections_open()
+        );
+        let _ = writeln!(
+            s,
+            "# HELP waf_tunnels_open Tunnels (protocol switches) open; counted in waf_connections_open too.\n# TYPE waf_tunnels_open gauge\nwaf_tunnels_open {}",
+            self.tunnels_open()
         );
         let _ = writeln!(
             s,
@@ -367,5 +405,15 @@ pub(crate) struct OpenConnection(Arc<Metrics>);
 impl Drop for OpenConnection {
     fn drop(&mut self) {
         self.0.connections_open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// An open tunnel, counted in [`Metrics::tunnels_open`] and as a client
+/// connection while this lives.
+pub(crate) struct OpenTunnel(OpenConnection);
+
+impl Drop for OpenTunnel {
+    fn drop(&mut self) {
+        (self.0).0.tunnels_open.fetch_sub(1, Ordering::Relaxed);
     }
 }

@@ -10,7 +10,7 @@ use crate::site::{CustomAction, Sites};
 use crate::{Config, OnError};
 use arc_swap::ArcSwap;
 use bytes::Bytes;
-use http_body_util::{combinators::BoxBody, BodyExt, Full};
+use http_body_util::{combinators::BoxBody, BodyExt, Empty, Full};
 use hyper::body::{Body, Incoming};
 use hyper::header::{HeaderName, HeaderValue, HOST, LOCATION};
 use hyper::{Request, Response, StatusCode, Uri, Version};
@@ -275,7 +275,9 @@ async fn serve_connection(
     let outcome = match tls {
         None => {
             let stream = FirstByte::new(stream, header_timeout);
-            let conn = std::pin::pin!(builder.serve_connection(TokioIo::new(stream), service));
+            let conn = std::pin::pin!(
+                builder.serve_connection_with_upgrades(TokioIo::new(stream), service)
+            );
             until_closed(conn, &mut stopping).await
         }
         Some(acceptor) => {
@@ -287,7 +289,9 @@ async fn serve_connection(
                 return;
             };
             let stream = FirstByte::new(stream, header_timeout);
-            let conn = std::pin::pin!(builder.serve_connection(TokioIo::new(stream), service));
+            let conn = std::pin::pin!(
+                builder.serve_connection_with_upgrades(TokioIo::new(stream), service)
+            );
             until_closed(conn, &mut stopping).await
         }
     };
@@ -330,14 +334,15 @@ trait GracefulConnection {
     fn shut_down(self: std::pin::Pin<&mut Self>);
 }
 
-impl<I, S, E, B> GracefulConnection for hyper_util::server::conn::auto::Connection<'_, I, S, E>
+impl<I, S, E, B> GracefulConnection
+    for hyper_util::server::conn::auto::UpgradeableConnection<'_, I, S, E>
 where
     S: hyper::service::Service<Request<Incoming>, Response = Response<B>>,
     S::Future: 'static,
     S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     B: hyper::body::Body + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    I: hyper::rt::Read + hyper::rt::Write + Unpin + 'static,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     E: hyper::rt::bounds::Http2ServerConnExec<S::Future, B>,
 {
     fn shut_down(self: std::pin::Pin<&mut Self>) {
@@ -606,7 +611,13 @@ async fn handle(
 ) -> Result<Response<ProxyBody>, BoxError> {
     state.metrics.request();
     let Conn { remote, local, tls } = conn;
-    let (parts, mut body) = req.into_parts();
+    let (mut parts, mut body) = req.into_parts();
+    // A protocol switch (WebSocket...): the client's side of the tunnel,
+    // handed over by hyper once the `101` is sent.
+    let switch = crate::upgrade::requested(parts.version, &parts.headers);
+    let client_side = switch
+        .as_ref()
+        .and_then(|_| parts.extensions.remove::<hyper::upgrade::OnUpgrade>());
     // The connection's peer, and the client: the same unless the peer is a
     // trusted proxy that says whom it forwards (`X-Forwarded-For`). The
     // client is what the rules, the filters and the logs see.
@@ -857,6 +868,9 @@ async fn handle(
         .config
         .trusted_proxies
         .set_forwarded(headers, peer.ip(), tls);
+    if let Some(protocol) = &switch {
+        crate::upgrade::mark(headers, protocol.clone());
+    }
     if tx.response_body_access() {
         // Only codings phase 4 can read (see encoding.rs).
         crate::encoding::restrict_accept_encoding(headers);
@@ -911,6 +925,16 @@ async fn handle(
     }
     if tx.intervention().is_some() {
         return finish_with_intervention(&state, &mut tx, &exchange);
+    }
+    if rparts.status == StatusCode::SWITCHING_PROTOCOLS {
+        return Ok(switch_protocols(
+            &state,
+            &mut guard,
+            &mut tx,
+            exchange,
+            rparts,
+            client_side,
+        ));
     }
     rparts.headers.retain_hop_by_hop();
 
@@ -1046,6 +1070,69 @@ async fn handle(
         .boxed()
     };
     Ok(Response::from_parts(rparts, body))
+}
+
+/// The application agreed to switch protocols (`101`): the logging phase
+/// runs, the client gets the `101`, and a task joins the two connections
+/// once hyper hands them over (see upgrade.rs). A `101` the client did not
+/// ask for is a broken upstream: 502.
+fn switch_protocols(
+    state: &Arc<State>,
+    guard: &mut Guard<'_>,
+    tx: &mut Transaction<'_>,
+    exchange: Exchange<'_>,
+    mut rparts: hyper::http::response::Parts,
+    client_side: Option<hyper::upgrade::OnUpgrade>,
+) -> Response<ProxyBody> {
+    let protocol = rparts.headers.get(hyper::header::UPGRADE).cloned();
+    let upstream_side = rparts.extensions.remove::<hyper::upgrade::OnUpgrade>();
+    let (Some(client_side), Some(upstream_side), Some(protocol)) =
+        (client_side, upstream_side, protocol)
+    else {
+        state.metrics.upstream_error();
+        let _ = guard.run(5, || tx.process_logging());
+        log_transaction(
+            state,
+            tx,
+            &Exchange {
+                status: 502,
+                ..exchange
+            },
+        );
+        return local_response(
+            StatusCode::BAD_GATEWAY,
+            "the upstream switched protocols unasked\n",
+        );
+    };
+    rparts.headers.retain_hop_by_hop();
+    crate::upgrade::mark(&mut rparts.headers, protocol);
+    let _ = guard.run(5, || tx.process_logging());
+    log_transaction(
+        state,
+        tx,
+        &Exchange {
+            status: 101,
+            response_headers: Some(&rparts.headers),
+            ..exchange
+        },
+    );
+    let open = state.metrics.tunnel_open();
+    let (metrics, idle) = (state.metrics.clone(), state.config.tunnel_idle_timeout);
+    tokio::spawn(async move {
+        let _open = open;
+        // Either side failing to hand over (the client left) drops the
+        // other, which closes it.
+        let Ok((client, upstream)) = tokio::try_join!(client_side, upstream_side) else {
+            return;
+        };
+        let (end, _, _) =
+            crate::upgrade::copy_both_ways(TokioIo::new(client), TokioIo::new(upstream), idle)
+                .await;
+        if matches!(end, Ok(crate::upgrade::End::Idle)) {
+            metrics.tunnel_idle();
+        }
+    });
+    Response::from_parts(rparts, Empty::new().map_err(|never| match never {}).boxed())
 }
 
 /// Feeds response body bytes to phase 4, timed; whether the engine wants

@@ -35,7 +35,7 @@ fn manifest_text(upstream: SocketAddr, block_admin: &str) -> String {
         r#"
 listen: 127.0.0.1:0
 workers: 2
-timeouts: {{ upstream: 5, shutdown: 3 }}
+timeouts: {{ upstream: 5, shutdown: 3, tunnel_idle: 120 }}
 trusted_proxies: [10.0.0.0/8, "192.0.2.10"]
 upstreams:
   app: http://{upstream}
@@ -83,10 +83,15 @@ async fn start(dir: &Path, block_admin: &str) -> Running {
     std::fs::write(&manifest, manifest_text(up, block_admin)).expect("write manifest");
     let m = Manifest::load(&manifest).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
-        (m.config.upstream_timeout, m.config.shutdown_timeout),
+        (
+            m.config.upstream_timeout,
+            m.config.shutdown_timeout,
+            m.config.tunnel_idle_timeout
+        ),
         (
             std::time::Duration::from_secs(5),
-            std::time::Duration::from_secs(3)
+            std::time::Duration::from_secs(3),
+            std::time::Duration::from_secs(120)
         )
     );
     let log = Shared::default();

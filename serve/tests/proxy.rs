@@ -1090,3 +1090,101 @@ async fn every_request_gets_an_access_log_line_with_what_the_waf_did() {
     );
     assert_eq!(fwd["user_agent"], "probe/1");
 }
+
+/// Reads an HTTP/1.1 response head (to the blank line).
+async fn read_head(stream: &mut tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match tokio::time::timeout(Duration::from_secs(5), stream.read(&mut byte)).await {
+            Ok(Ok(1)) => head.push(byte[0]),
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&head).to_ascii_lowercase()
+}
+
+/// A protocol switch (WebSocket and the like): the handshake goes through
+/// the phases, so a rule can deny it before the application sees it; after
+/// the `101`, bytes pass both ways uninspected until a side closes, and a
+/// tunnel where nothing moves is closed at the idle timeout.
+#[tokio::test]
+async fn protocol_switches_are_inspected_then_tunnelled() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let s = setup_with(text_rules(), None, |c| {
+        c.tunnel_idle_timeout = Duration::from_millis(500)
+    })
+    .await;
+    let addr = s.server.addr();
+    let handshake = |target: &str| {
+        format!(
+            "GET {target} HTTP/1.1\r\nHost: example.com\r\nConnection: keep-alive, Upgrade\r\n\
+             Upgrade: echo\r\n\r\n"
+        )
+    };
+
+    let mut c = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    c.write_all(handshake("/ws?room=garden").as_bytes())
+        .await
+        .expect("write");
+    let head = read_head(&mut c).await;
+    assert!(head.starts_with("http/1.1 101"), "{head}");
+    assert!(head.contains("\r\nupgrade: echo\r\n"), "{head}");
+    assert!(head.contains("\r\nconnection: upgrade\r\n"), "{head}");
+    // What the rules would deny in a request passes: it is not HTTP.
+    let message = b"attack SECRET-LEAK, twice: attack SECRET-LEAK";
+    for _ in 0..2 {
+        c.write_all(message).await.expect("write");
+        let mut back = vec![0u8; message.len()];
+        tokio::time::timeout(Duration::from_secs(5), c.read_exact(&mut back))
+            .await
+            .expect("echoed in time")
+            .expect("read");
+        assert_eq!(back, message);
+    }
+    assert_eq!(s.server.metrics().tunnels_open(), 1);
+    // The client's close reaches the application, whose close comes back.
+    c.shutdown().await.expect("shutdown");
+    let (rest, closed) = read_until_closed(&mut c, Duration::from_secs(5)).await;
+    assert!(closed && rest.is_empty(), "{rest:?}");
+
+    // Denied in phase 1 or 2: an answer instead of the switch, and the
+    // application never sees it.
+    let hits = s.hits.load(Ordering::SeqCst);
+    let mut c = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    c.write_all(handshake("/ws?x=attack").as_bytes())
+        .await
+        .expect("write");
+    let head = read_head(&mut c).await;
+    assert!(head.starts_with("http/1.1 403"), "{head}");
+    assert_eq!(s.hits.load(Ordering::SeqCst), hits);
+
+    // Idle: closed by the proxy once nothing moved for the timeout.
+    let mut c = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    c.write_all(handshake("/ws").as_bytes())
+        .await
+        .expect("write");
+    assert!(read_head(&mut c).await.starts_with("http/1.1 101"));
+    let (_, closed) = read_until_closed(&mut c, Duration::from_secs(5)).await;
+    assert!(closed, "an idle tunnel is closed");
+    let metrics = s.server.metrics().render(Default::default());
+    assert!(metrics.contains("waf_tunnels_total 2\n"), "{metrics}");
+    assert!(
+        metrics.contains("waf_tunnels_idle_closed_total 1\n"),
+        "{metrics}"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while s.server.metrics().tunnels_open() > 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(s.server.metrics().tunnels_open(), 0);
+
+    // HTTP/1.0 has no switch: the request goes as a plain one.
+    let answer = raw_exchange(
+        addr,
+        "GET /ws HTTP/1.0\r\nHost: example.com\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n",
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.0 200"), "{answer}");
+}

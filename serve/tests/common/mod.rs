@@ -14,7 +14,9 @@ use std::time::Duration;
 
 /// The backend: counts requests; `/leak` answers a secret in HTML, `/events`
 /// an event stream, `/headers` the request's header lines as it got them,
-/// `/bomb` 20 MB of HTML, anything else echoes the request body. Under
+/// `/bomb` 20 MB of HTML, `/ws` switches to the `echo` protocol when asked
+/// (`101`, then every byte sent back until the client closes), anything
+/// else echoes the request body. Under
 /// `/gzip/...` the same answers come gzip-compressed (`/gzip/broken`: cut
 /// short), under `/br/...` labelled `br` (not really compressed).
 pub async fn backend(hits: Arc<AtomicUsize>) -> SocketAddr {
@@ -30,11 +32,33 @@ pub async fn backend(hits: Arc<AtomicUsize>) -> SocketAddr {
             let hits = hits.clone();
             tokio::spawn(async move {
                 let service =
-                    hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                    hyper::service::service_fn(move |mut req: Request<hyper::body::Incoming>| {
                         let hits = hits.clone();
                         async move {
                             hits.fetch_add(1, Ordering::SeqCst);
                             let path = req.uri().path().to_string();
+                            if path == "/ws" && req.headers().contains_key("upgrade") {
+                                let on = hyper::upgrade::on(&mut req);
+                                tokio::spawn(async move {
+                                    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                                    let Ok(io) = on.await else { return };
+                                    let mut io = TokioIo::new(io);
+                                    let mut buf = [0u8; 1024];
+                                    while let Ok(n) = io.read(&mut buf).await {
+                                        if n == 0 || io.write_all(&buf[..n]).await.is_err() {
+                                            break;
+                                        }
+                                    }
+                                    let _ = io.shutdown().await;
+                                });
+                                let mut r = Response::new(Full::new(Bytes::new()));
+                                *r.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+                                r.headers_mut()
+                                    .insert("connection", "upgrade".parse().expect("header"));
+                                r.headers_mut()
+                                    .insert("upgrade", "echo".parse().expect("header"));
+                                return Ok::<_, std::convert::Infallible>(r);
+                            }
                             let header_lines: String = req
                                 .headers()
                                 .iter()
@@ -104,6 +128,7 @@ pub async fn backend(hits: Arc<AtomicUsize>) -> SocketAddr {
                     });
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), service)
+                    .with_upgrades()
                     .await;
             });
         }
