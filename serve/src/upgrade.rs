@@ -73,8 +73,10 @@ where
 {
     let (mut a_read, mut a_write) = tokio::io::split(a);
     let (mut b_read, mut b_write) = tokio::io::split(b);
-    let mut a_buf = vec![0u8; 16 << 10];
-    let mut b_buf = vec![0u8; 16 << 10];
+    // Small: a server may hold tens of thousands of mostly idle WebSockets
+    // (nginx's default proxy buffer is 4 or 8 KiB).
+    let mut a_buf = vec![0u8; 4 << 10];
+    let mut b_buf = vec![0u8; 4 << 10];
     let (mut a_open, mut b_open) = (true, true);
     let (mut a_to_b, mut b_to_a) = (0u64, 0u64);
     let end = loop {
@@ -85,27 +87,12 @@ where
         let step = tokio::time::timeout(idle, async {
             tokio::select! {
                 r = a_read.read(&mut a_buf), if a_open => {
-                    let n = r?;
-                    if n == 0 {
-                        a_open = false;
-                        b_write.shutdown().await?;
-                    } else {
-                        b_write.write_all(&a_buf[..n]).await?;
-                        a_to_b += n as u64;
-                    }
+                    pass_on(r?, &a_buf, &mut b_write, &mut a_open, &mut a_to_b).await
                 }
                 r = b_read.read(&mut b_buf), if b_open => {
-                    let n = r?;
-                    if n == 0 {
-                        b_open = false;
-                        a_write.shutdown().await?;
-                    } else {
-                        a_write.write_all(&b_buf[..n]).await?;
-                        b_to_a += n as u64;
-                    }
+                    pass_on(r?, &b_buf, &mut a_write, &mut b_open, &mut b_to_a).await
                 }
             }
-            Ok::<(), std::io::Error>(())
         })
         .await;
         match step {
@@ -115,6 +102,24 @@ where
         }
     };
     (end, a_to_b, b_to_a)
+}
+
+/// Passes what one side's read gave (`n` bytes of `buf`; 0: it closed its
+/// sending side) on to the other side.
+async fn pass_on<W: AsyncWrite + Unpin>(
+    n: usize,
+    buf: &[u8],
+    to: &mut W,
+    open: &mut bool,
+    copied: &mut u64,
+) -> std::io::Result<()> {
+    if n == 0 {
+        *open = false;
+        return to.shutdown().await;
+    }
+    to.write_all(&buf[..n]).await?;
+    *copied += n as u64;
+    Ok(())
 }
 
 #[cfg(test)]
