@@ -47,6 +47,11 @@ pub struct Args {
     /// nothing passing either way [default: 60].
     #[arg(long, value_name = "SECONDS")]
     pub tunnel_idle_timeout: Option<u64>,
+    /// How often to look at the rule files (and what they include) for
+    /// changes, which reload the rules as SIGHUP does; 0: only on SIGHUP
+    /// [default: 2].
+    #[arg(long, value_name = "SECONDS")]
+    pub watch_interval: Option<f64>,
     /// A proxy in front of this one (address or network, repeatable) whose
     /// `X-Forwarded-For` names the client: the rules then see that client as
     /// `REMOTE_ADDR` [default: none trusted].
@@ -148,6 +153,10 @@ pub fn run(args: Args) -> CmdResult {
     config.upstream_timeout = Duration::from_secs(args.upstream_timeout.unwrap_or(30));
     config.shutdown_timeout = Duration::from_secs(args.shutdown_timeout.unwrap_or(10));
     config.tunnel_idle_timeout = Duration::from_secs(args.tunnel_idle_timeout.unwrap_or(60));
+    if let Some(s) = args.watch_interval {
+        config.watch_interval = waf_serve::watch_interval(s)
+            .map_err(|m| CliError::usage(format!("--watch-interval: {m}")))?;
+    }
     config.admin = args.admin;
     config.profile = args.profile;
     config.trusted_proxies =
@@ -174,6 +183,7 @@ fn run_manifest(path: &Path, args: &Args) -> CmdResult {
         ("--upstream-timeout", args.upstream_timeout.is_some()),
         ("--shutdown-timeout", args.shutdown_timeout.is_some()),
         ("--tunnel-idle-timeout", args.tunnel_idle_timeout.is_some()),
+        ("--watch-interval", args.watch_interval.is_some()),
         ("--tls-cert", args.tls_cert.is_some()),
         ("--profile", args.profile),
         ("--workers", args.workers.is_some()),

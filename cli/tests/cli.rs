@@ -652,3 +652,140 @@ fn serve_drains_the_request_in_flight_on_sigterm() {
         "nothing listens after the exit"
     );
 }
+
+/// `waf serve` reloads when a rule file, or a file its `Include` glob
+/// matches, changes on disk; an edit that does not compile keeps the
+/// running rules, and fixing it reloads again.
+#[test]
+fn serve_reloads_when_the_rule_files_change() {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::time::{Duration, Instant};
+    let backend = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let upstream = backend.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        for conn in backend.incoming().take(500) {
+            let Ok(mut conn) = conn else { continue };
+            let mut req = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => req.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = conn.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n",
+            );
+        }
+    });
+    let dir = std::env::temp_dir().join(format!("waf-cli-watch-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("extra")).expect("dir");
+    let rule = |id: u32, word: &str| {
+        format!("SecRule ARGS \"@contains {word}\" \"id:{id},phase:1,deny,status:403\"\n")
+    };
+    let main = dir.join("main.conf");
+    std::fs::write(
+        &main,
+        format!("SecRuleEngine On\nInclude {}/extra/*.conf\n", dir.display()),
+    )
+    .expect("write");
+    std::fs::write(dir.join("extra/a.conf"), rule(10, "alpha")).expect("write");
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let main_arg = main.display().to_string();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_waf"))
+        .args([
+            "serve",
+            &main_arg,
+            "--listen",
+            &listen,
+            "--upstream",
+            &format!("http://{upstream}"),
+            "--workers",
+            "1",
+            "--watch-interval",
+            "0.2",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start waf serve");
+    let status_of = |word: &str| -> u16 {
+        let Ok(mut c) = TcpStream::connect(&listen) else {
+            return 0;
+        };
+        let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
+        let _ = c.write_all(
+            format!("GET /?q={word} HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        );
+        let mut answer = String::new();
+        let _ = c.read_to_string(&mut answer);
+        answer.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0)
+    };
+    // Polls (bounded) until `word` gets `want`.
+    let wait_for = |word: &str, want: u16| {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let got = status_of(word);
+            if got == want {
+                return true;
+            }
+            if Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let steps = [
+        wait_for("alpha", 403) && status_of("beta") == 200,
+        // The included file changes.
+        {
+            std::fs::write(dir.join("extra/a.conf"), rule(10, "beta")).expect("write");
+            wait_for("beta", 403) && status_of("alpha") == 200
+        },
+        // A new file matches the glob.
+        {
+            std::fs::write(dir.join("extra/b.conf"), rule(11, "gamma")).expect("write");
+            wait_for("gamma", 403)
+        },
+        // A broken edit: the running rules stay...
+        {
+            std::fs::write(dir.join("extra/b.conf"), "SecRule ARGS\n").expect("write");
+            std::thread::sleep(Duration::from_millis(1500));
+            status_of("gamma") == 403 && status_of("beta") == 403
+        },
+        // ...until it is fixed.
+        {
+            std::fs::write(dir.join("extra/b.conf"), rule(11, "delta")).expect("write");
+            wait_for("delta", 403) && status_of("gamma") == 200
+        },
+    ];
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut stderr);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(steps, [true; 5], "{stderr}");
+    assert!(
+        stderr.contains("a.conf changed: reloading"),
+        "the report names the file: {stderr}"
+    );
+    assert!(
+        stderr.contains("reload refused, the running rules stay"),
+        "{stderr}"
+    );
+}

@@ -23,9 +23,10 @@
 //! `ModSecurity: Warning. ...` line per matched rule that logs, then the
 //! `Access denied ...` line), by a writer thread that never blocks traffic.
 //!
-//! The ruleset is swapped atomically on reload ([`Server::reload`], SIGHUP
-//! for `waf serve`): requests in flight finish on the ruleset they started
-//! with; rules that do not compile leave the running ones in place.
+//! The ruleset is swapped atomically on reload ([`Server::reload`]; for
+//! `waf serve`, SIGHUP or a change to the rules' files, see `watch.rs`):
+//! requests in flight finish on the ruleset they started with; rules that
+//! do not compile leave the running ones in place.
 
 #![warn(missing_docs)]
 
@@ -46,6 +47,7 @@ mod site;
 pub mod spoa;
 pub mod tls;
 mod upgrade;
+mod watch;
 mod workers;
 
 pub use forwarded::TrustedProxies;
@@ -81,6 +83,10 @@ pub struct Config {
     /// How long a tunnel (a protocol switch such as WebSocket) stays open
     /// with nothing passing either way.
     pub tunnel_idle_timeout: Duration,
+    /// How often `run`/`run_sites` look at the files the rules (and the
+    /// manifest) were read from, to reload when they change; `None`: only
+    /// on SIGHUP (see watch.rs).
+    pub watch_interval: Option<Duration>,
     /// Proxies in front of this one whose `X-Forwarded-For` names the
     /// client (see `forwarded.rs`); none by default.
     pub trusted_proxies: TrustedProxies,
@@ -127,6 +133,7 @@ impl Config {
             upstream_timeout: Duration::from_secs(30),
             shutdown_timeout: Duration::from_secs(10),
             tunnel_idle_timeout: Duration::from_secs(60),
+            watch_interval: Some(Duration::from_secs(2)),
             trusted_proxies: TrustedProxies::default(),
             max_request_body: 64 << 20,
             admin: None,
@@ -422,6 +429,23 @@ impl std::fmt::Display for Shutdown {
     }
 }
 
+/// What the running sites were compiled from (and the manifest).
+fn inputs(source: &SitesSource, state: &proxy::State) -> watch::Inputs {
+    match source {
+        SitesSource::Single(rules) => rules.inputs(),
+        SitesSource::Manifest(path) => {
+            let mut inputs = watch::Inputs {
+                files: vec![path.clone()],
+                globs: vec![],
+            };
+            for site in &state.sites.load().list {
+                inputs.extend(site.rules.inputs());
+            }
+            inputs
+        }
+    }
+}
+
 fn reload(source: &SitesSource, state: &proxy::State) -> Result<(), ReloadError> {
     match source {
         SitesSource::Single(rules) => rules.reload().map_err(ReloadError::Rules),
@@ -433,12 +457,31 @@ fn reload(source: &SitesSource, state: &proxy::State) -> Result<(), ReloadError>
     }
 }
 
-/// Waits for Ctrl-C or SIGTERM. On SIGHUP, runs `reload` off the runtime
-/// (compiling CRS takes about a second), tells `on_reload` whether it
-/// worked and `report` what happened: what `waf serve` and `waf spoa` do.
+/// `watch_interval` from seconds (a flag, the manifest): 0 turns watching
+/// off.
+pub fn watch_interval(seconds: f64) -> Result<Option<Duration>, &'static str> {
+    match Duration::try_from_secs_f64(seconds) {
+        Ok(d) if d.is_zero() => Ok(None),
+        Ok(d) if d >= Duration::from_millis(100) => Ok(Some(d)),
+        _ => Err("seconds between looks at the rule files: 0 (off) or at least 0.1"),
+    }
+}
+
+/// Reloading when the rules' files change: how often to look, and what
+/// the running rules were read from.
+pub(crate) struct Watch<F: Fn() -> watch::Inputs> {
+    interval: Duration,
+    inputs: F,
+}
+
+/// Waits for Ctrl-C or SIGTERM. On SIGHUP, or when `watch` sees the rules'
+/// files change, runs `reload` off the runtime (compiling CRS takes about a
+/// second), tells `on_reload` whether it worked and `report` what happened:
+/// what `waf serve` and `waf spoa` do.
 pub(crate) async fn until_stopped<E: std::fmt::Display + Send + 'static>(
     reload: impl Fn() -> Result<(), E> + Clone + Send + 'static,
     on_reload: impl Fn(bool),
+    watch: Option<Watch<impl Fn() -> watch::Inputs>>,
     report: &impl Fn(&str),
 ) {
     #[cfg(unix)]
@@ -451,25 +494,43 @@ pub(crate) async fn until_stopped<E: std::fmt::Display + Send + 'static>(
             let _ = tokio::signal::ctrl_c().await;
             return;
         };
+        let started = std::time::SystemTime::now();
+        let (period, inputs) = match &watch {
+            Some(w) => (w.interval, Some(&w.inputs)),
+            None => (Duration::from_secs(3600), None),
+        };
+        let mut watcher = inputs.map(|f| watch::Watcher::new(f(), started));
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
-                _ = hup.recv() => {
-                    let outcome = tokio::task::spawn_blocking(reload.clone()).await;
-                    on_reload(matches!(outcome, Ok(Ok(()))));
-                    match outcome {
-                        Ok(Ok(())) => report("rules reloaded"),
-                        Ok(Err(e)) => report(&format!("reload refused, the running rules stay:\n{e}")),
-                        Err(e) => report(&format!("reload failed: {e}")),
+                _ = hup.recv() => {}
+                _ = tick.tick(), if watcher.is_some() => {
+                    match watcher.as_mut().and_then(watch::Watcher::poll) {
+                        Some(what) => report(&format!("{what} changed: reloading")),
+                        None => continue,
                     }
                 }
                 _ = term.recv() => break,
                 _ = tokio::signal::ctrl_c() => break,
             }
+            let started = std::time::SystemTime::now();
+            let outcome = tokio::task::spawn_blocking(reload.clone()).await;
+            on_reload(matches!(outcome, Ok(Ok(()))));
+            match outcome {
+                Ok(Ok(())) => report("rules reloaded"),
+                Ok(Err(e)) => report(&format!("reload refused, the running rules stay:\n{e}")),
+                Err(e) => report(&format!("reload failed: {e}")),
+            }
+            // Watched anew from what this compilation read, refused or not.
+            if let Some(f) = inputs {
+                watcher = Some(watch::Watcher::new(f(), started));
+            }
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = (reload, on_reload, report);
+        let _ = (reload, on_reload, watch, report);
         let _ = tokio::signal::ctrl_c().await;
     }
 }
@@ -516,13 +577,22 @@ pub fn run_sites(
     }
     .map_err(ServeError::Runtime)?;
     let grace = config.shutdown_timeout;
+    let watch_interval = config.watch_interval;
     runtime.block_on(async move {
         let server = Server::start_sites(config, sites, source, tls, logs).await?;
         report(&format!("listening on {}", server.addr()));
         let (source, state) = server.reloader();
+        let watch = watch_interval.map(|interval| Watch {
+            interval,
+            inputs: {
+                let (source, state) = (source.clone(), state.clone());
+                move || inputs(&source, &state)
+            },
+        });
         until_stopped(
             move || reload(&source, &state),
             |ok| server.metrics().reload(ok),
+            watch,
             &report,
         )
         .await;

@@ -43,6 +43,8 @@ struct File {
     workers: Option<usize>,
     #[serde(default)]
     trusted_proxies: Vec<String>,
+    #[serde(default)]
+    watch_interval: Option<f64>,
     upstreams: BTreeMap<String, String>,
     sites: Vec<SiteFile>,
 }
@@ -335,6 +337,10 @@ impl Manifest {
         }
         if let Some(s) = file.timeouts.tunnel_idle {
             config.tunnel_idle_timeout = Duration::from_secs(s);
+        }
+        if let Some(s) = file.watch_interval {
+            config.watch_interval =
+                crate::watch_interval(s).map_err(|m| invalid("watch_interval", m.to_string()))?;
         }
         config.trusted_proxies = crate::TrustedProxies::parse(&file.trusted_proxies)
             .map_err(|e| invalid("trusted_proxies", e))?;

@@ -1,8 +1,10 @@
 //! The ruleset the proxy runs, swapped atomically on reload.
 
+use crate::watch::Inputs;
 use arc_swap::ArcSwap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use waf_compiler::files::Files;
 use waf_compiler::CompileError;
 use waf_engine::Ruleset;
 
@@ -23,12 +25,31 @@ pub enum RuleSource {
 }
 
 impl RuleSource {
-    fn compile(&self) -> Result<Ruleset, CompileError> {
-        match self {
-            RuleSource::Default => Ruleset::default_rules(),
-            RuleSource::Files(files) => Ruleset::from_files(files),
-            RuleSource::Text { name, text } => Ruleset::from_str(name, text),
+    /// Compiles the rules, and says what the compilation read (whether it
+    /// succeeded or not: a fix to a broken include must be seen too).
+    fn compile(&self) -> (Result<Ruleset, CompileError>, Inputs) {
+        let files = Files::recording();
+        let opts = waf_compiler::Options {
+            files: files.clone(),
+            ..Ruleset::compile_options()
+        };
+        let compiled = match self {
+            RuleSource::Default => return (Ruleset::default_rules(), Inputs::default()),
+            RuleSource::Files(paths) => waf_compiler::compile_files(paths, &opts),
+            RuleSource::Text { name, text } => waf_compiler::compile_str(name, text, &opts),
+        };
+        let mut inputs = Inputs::default();
+        if let RuleSource::Files(paths) = self {
+            // A compiled artifact is read outside the recording.
+            inputs.files.extend(paths.iter().cloned());
         }
+        if let Some(read) = files.recorded() {
+            inputs.extend(Inputs {
+                files: read.reads.into_keys().collect(),
+                globs: read.globs.into_iter().collect(),
+            });
+        }
+        (Ruleset::from_compiled(compiled), inputs)
     }
 }
 
@@ -38,15 +59,18 @@ impl RuleSource {
 pub struct Rules {
     source: RuleSource,
     current: ArcSwap<Ruleset>,
+    /// What the last compilation (refused or not) read.
+    inputs: Mutex<Inputs>,
 }
 
 impl Rules {
     /// Compiles `source`.
     pub fn load(source: RuleSource) -> Result<Rules, CompileError> {
-        let rs = source.compile()?;
+        let (rs, inputs) = source.compile();
         Ok(Rules {
             source,
-            current: ArcSwap::from_pointee(rs),
+            current: ArcSwap::from_pointee(rs?),
+            inputs: Mutex::new(inputs),
         })
     }
 
@@ -58,8 +82,16 @@ impl Rules {
     /// Compiles the source again and swaps the result in; on error the
     /// running ruleset stays.
     pub fn reload(&self) -> Result<(), CompileError> {
-        let rs = self.source.compile()?;
-        self.current.store(Arc::new(rs));
+        let (rs, inputs) = self.source.compile();
+        if let Ok(mut i) = self.inputs.lock() {
+            *i = inputs;
+        }
+        self.current.store(Arc::new(rs?));
         Ok(())
+    }
+
+    /// What the last compilation read (see watch.rs).
+    pub(crate) fn inputs(&self) -> Inputs {
+        self.inputs.lock().map(|i| i.clone()).unwrap_or_default()
     }
 }

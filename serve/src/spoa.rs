@@ -300,7 +300,8 @@ pub fn run(
             .map_err(crate::ServeError::Listen)?;
         report(&format!("listening on {listen}"));
         let agent = tokio::spawn(serve(listener, rules.clone(), log));
-        crate::until_stopped(move || rules.reload(), |_| {}, &report).await;
+        let watch = None::<crate::Watch<fn() -> crate::watch::Inputs>>;
+        crate::until_stopped(move || rules.reload(), |_| {}, watch, &report).await;
         agent.abort();
         Ok(())
     })

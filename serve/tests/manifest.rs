@@ -36,6 +36,7 @@ fn manifest_text(upstream: SocketAddr, block_admin: &str) -> String {
 listen: 127.0.0.1:0
 workers: 2
 timeouts: {{ upstream: 5, shutdown: 3, tunnel_idle: 120 }}
+watch_interval: 0.5
 trusted_proxies: [10.0.0.0/8, "192.0.2.10"]
 upstreams:
   app: http://{upstream}
@@ -93,6 +94,10 @@ async fn start(dir: &Path, block_admin: &str) -> Running {
             std::time::Duration::from_secs(3),
             std::time::Duration::from_secs(120)
         )
+    );
+    assert_eq!(
+        m.config.watch_interval,
+        Some(std::time::Duration::from_millis(500))
     );
     let log = Shared::default();
     let logs = Logs {
@@ -243,6 +248,7 @@ fn broken_manifests_say_where_and_why() {
         ("sites:\n  - name: a\n    upstream: app\n    rules: [missing.conf]\n", "site a: "),
         ("sites: []\n", "name at least one site"),
         ("trusted_proxies: [10.0.0.0/33]\nsites:\n  - name: a\n    upstream: app\n", "trusted_proxies: trusted proxy `10.0.0.0/33`: `/33`: the prefix length is 0 to 32"),
+        ("watch_interval: -1\nsites:\n  - name: a\n    upstream: app\n", "watch_interval: seconds between looks at the rule files: 0 (off) or at least 0.1"),
     ];
     for (sites, want) in cases {
         let e = load_err(&dir, &format!("{base}{sites}"));
