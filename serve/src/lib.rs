@@ -434,8 +434,9 @@ fn inputs(source: &SitesSource, state: &proxy::State) -> watch::Inputs {
     match source {
         SitesSource::Single(rules) => rules.inputs(),
         SitesSource::Manifest(path) => {
+            // The manifest itself is read outside the compiler.
             let mut inputs = watch::Inputs {
-                files: vec![path.clone()],
+                files: vec![(path.clone(), None)],
                 globs: vec![],
             };
             for site in &state.sites.load().list {
@@ -494,12 +495,11 @@ pub(crate) async fn until_stopped<E: std::fmt::Display + Send + 'static>(
             let _ = tokio::signal::ctrl_c().await;
             return;
         };
-        let started = std::time::SystemTime::now();
         let (period, inputs) = match &watch {
             Some(w) => (w.interval, Some(&w.inputs)),
             None => (Duration::from_secs(3600), None),
         };
-        let mut watcher = inputs.map(|f| watch::Watcher::new(f(), started));
+        let mut watcher = inputs.map(|f| watch::Watcher::new(f()));
         let mut tick = tokio::time::interval(period);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -514,7 +514,6 @@ pub(crate) async fn until_stopped<E: std::fmt::Display + Send + 'static>(
                 _ = term.recv() => break,
                 _ = tokio::signal::ctrl_c() => break,
             }
-            let started = std::time::SystemTime::now();
             let outcome = tokio::task::spawn_blocking(reload.clone()).await;
             on_reload(matches!(outcome, Ok(Ok(()))));
             match outcome {
@@ -524,7 +523,7 @@ pub(crate) async fn until_stopped<E: std::fmt::Display + Send + 'static>(
             }
             // Watched anew from what this compilation read, refused or not.
             if let Some(f) = inputs {
-                watcher = Some(watch::Watcher::new(f(), started));
+                watcher = Some(watch::Watcher::new(f()));
             }
         }
     }

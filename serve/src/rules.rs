@@ -39,14 +39,21 @@ impl RuleSource {
             RuleSource::Text { name, text } => waf_compiler::compile_str(name, text, &opts),
         };
         let mut inputs = Inputs::default();
-        if let RuleSource::Files(paths) = self {
-            // A compiled artifact is read outside the recording.
-            inputs.files.extend(paths.iter().cloned());
-        }
         if let Some(read) = files.recorded() {
             inputs.extend(Inputs {
-                files: read.reads.into_keys().collect(),
+                files: read
+                    .reads
+                    .iter()
+                    .map(|(path, bytes)| (path.clone(), Some(crate::watch::digest(bytes))))
+                    .collect(),
                 globs: read.globs.into_iter().collect(),
+            });
+        }
+        if let RuleSource::Files(paths) = self {
+            // A compiled artifact is read outside the recording.
+            inputs.extend(Inputs {
+                files: paths.iter().map(|p| (p.clone(), None)).collect(),
+                globs: vec![],
             });
         }
         (Ruleset::from_compiled(compiled), inputs)

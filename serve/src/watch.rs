@@ -14,31 +14,43 @@
 //! A change triggers a reload only once the inputs have stayed the same for
 //! one more interval, so a file still being written is not compiled half
 //! way. After each reload (from a change or a SIGHUP, refused or not) the
-//! watcher starts again from what that compilation read; a file modified
-//! while it compiled counts as changed.
+//! watcher starts again from what that compilation read. A file that no
+//! longer holds what the compiler read (it changed while the rules
+//! compiled) counts as changed: the contents are compared, not times,
+//! which some file systems keep to the second.
 
-use std::path::PathBuf;
-use std::time::{Duration, SystemTime};
-
-/// See [`Stamp::modified_since`].
-const MTIME_MARGIN: Duration = Duration::from_secs(2);
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 /// What a compilation read: the files, and the `Include` globs with what
 /// they matched then.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Inputs {
-    /// Paths as the compiler read them.
-    pub files: Vec<PathBuf>,
+    /// Paths as the compiler read them, with a digest of what it read when
+    /// known (a compiled artifact is read outside the recording).
+    pub files: Vec<(PathBuf, Option<u64>)>,
     /// Glob patterns and the paths they matched, sorted.
     pub globs: Vec<(String, Vec<PathBuf>)>,
+}
+
+/// A digest of a file's contents, to tell whether it still holds what was
+/// read.
+pub(crate) fn digest(bytes: &[u8]) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut h);
+    h.finish()
 }
 
 impl Inputs {
     /// Adds `other`'s inputs (duplicates dropped).
     pub(crate) fn extend(&mut self, other: Inputs) {
         for f in other.files {
-            if !self.files.contains(&f) {
-                self.files.push(f);
+            match self.files.iter_mut().find(|(p, _)| *p == f.0) {
+                Some(known) => {
+                    known.1 = known.1.or(f.1);
+                }
+                None => self.files.push(f),
             }
         }
         for g in other.globs {
@@ -55,7 +67,7 @@ impl Inputs {
 struct Stamp(Option<(u64, Option<SystemTime>, u64)>);
 
 impl Stamp {
-    fn of(path: &std::path::Path) -> Stamp {
+    fn of(path: &Path) -> Stamp {
         Stamp(std::fs::metadata(path).ok().map(|m| {
             #[cfg(unix)]
             let ino = std::os::unix::fs::MetadataExt::ino(&m);
@@ -63,15 +75,6 @@ impl Stamp {
             let ino = 0;
             (m.len(), m.modified().ok(), ino)
         }))
-    }
-
-    /// Whether it may have been written at `t` or after. Some file systems
-    /// keep modification times to the second or two, and Linux takes them
-    /// from a clock a tick behind: a margin makes a write just after `t`
-    /// count (at worst, a reload right after an edit runs once more).
-    fn modified_since(&self, t: SystemTime) -> bool {
-        let t = t.checked_sub(MTIME_MARGIN).unwrap_or(t);
-        self.0.as_ref().and_then(|s| s.1).is_some_and(|m| m >= t)
     }
 }
 
@@ -86,7 +89,7 @@ impl Snapshot {
     fn take(inputs: &Inputs) -> Snapshot {
         let disk = waf_compiler::files::Files::disk();
         Snapshot {
-            files: inputs.files.iter().map(|f| Stamp::of(f)).collect(),
+            files: inputs.files.iter().map(|(f, _)| Stamp::of(f)).collect(),
             globs: inputs
                 .globs
                 .iter()
@@ -103,22 +106,28 @@ pub(crate) struct Watcher {
     /// A change seen at the last poll, waiting to stay the same for one
     /// more.
     pending: Option<Snapshot>,
-    /// Something changed while the last compilation ran.
-    stale: bool,
+    /// What changed between the last compilation's reads and the first
+    /// snapshot.
+    stale: Option<String>,
 }
 
 impl Watcher {
-    /// Watches `inputs`, as read by a compilation that started at `started`.
-    pub(crate) fn new(inputs: Inputs, started: SystemTime) -> Watcher {
+    /// Watches `inputs`, as the compilation read them.
+    pub(crate) fn new(inputs: Inputs) -> Watcher {
+        // Stamped first, then compared with what was compiled: a change
+        // after the stamp is seen by the polls, one before it here.
         let seen = Snapshot::take(&inputs);
-        // A glob whose matches differ from the compilation's is a change
-        // too (a file added while it ran).
-        let stale = seen.files.iter().any(|s| s.modified_since(started))
-            || seen
-                .globs
+        let file = inputs.files.iter().find(|(path, read)| {
+            read.is_some_and(|d| std::fs::read(path).map(|b| digest(&b)).ok() != Some(d))
+        });
+        let glob = || {
+            seen.globs
                 .iter()
                 .zip(&inputs.globs)
-                .any(|(now, (_, then))| now != then);
+                .find(|(now, (_, then))| *now != then)
+                .map(|(_, (pattern, _))| format!("the files matching {pattern}"))
+        };
+        let stale = file.map(|(f, _)| f.display().to_string()).or_else(glob);
         Watcher {
             inputs,
             seen,
@@ -131,7 +140,7 @@ impl Watcher {
     /// what was compiled and have stayed the same since the last poll.
     pub(crate) fn poll(&mut self) -> Option<String> {
         let now = Snapshot::take(&self.inputs);
-        if now == self.seen && !self.stale {
+        if now == self.seen && self.stale.is_none() {
             self.pending = None;
             return None;
         }
@@ -145,13 +154,16 @@ impl Watcher {
 
     /// The first input that differs from what was compiled.
     fn describe(&self, now: &Snapshot) -> String {
+        if let Some(stale) = &self.stale {
+            return stale.clone();
+        }
         let file = self
             .inputs
             .files
             .iter()
             .zip(self.seen.files.iter().zip(&now.files))
             .find(|(_, (then, now))| then != now)
-            .map(|(f, _)| f.display().to_string());
+            .map(|((f, _), _)| f.display().to_string());
         let glob = || {
             self.inputs
                 .globs
@@ -161,7 +173,7 @@ impl Watcher {
                 .map(|((pattern, _), _)| format!("the files matching {pattern}"))
         };
         file.or_else(glob)
-            .unwrap_or_else(|| "a file, while the rules compiled".to_string())
+            .unwrap_or_else(|| "a rule file".to_string())
     }
 }
 
@@ -176,14 +188,10 @@ mod tests {
         d
     }
 
-    /// A compilation that started before the test's writes.
-    fn before() -> SystemTime {
-        SystemTime::now() - Duration::from_secs(1)
-    }
-
-    /// A compilation that started well after the test's first writes.
-    fn after_writes() -> SystemTime {
-        SystemTime::now() + Duration::from_secs(10)
+    /// `path` as a compilation read it now.
+    fn read(path: &Path) -> (PathBuf, Option<u64>) {
+        let d = std::fs::read(path).ok().map(|b| digest(&b));
+        (path.to_path_buf(), d)
     }
 
     #[test]
@@ -192,10 +200,10 @@ mod tests {
         let f = d.join("rules.conf");
         std::fs::write(&f, "SecRuleEngine On\n").expect("write");
         let inputs = Inputs {
-            files: vec![f.clone()],
+            files: vec![read(&f)],
             globs: vec![],
         };
-        let mut w = Watcher::new(inputs, after_writes());
+        let mut w = Watcher::new(inputs);
         assert_eq!(w.poll(), None, "nothing changed");
         std::fs::write(&f, "SecRuleEngine DetectionOnly\n").expect("write");
         assert_eq!(w.poll(), None, "changed: wait a poll");
@@ -213,13 +221,10 @@ mod tests {
         let d = dir("replace");
         let f = d.join("rules.conf");
         std::fs::write(&f, "A\n").expect("write");
-        let mut w = Watcher::new(
-            Inputs {
-                files: vec![f.clone()],
-                globs: vec![],
-            },
-            after_writes(),
-        );
+        let mut w = Watcher::new(Inputs {
+            files: vec![read(&f)],
+            globs: vec![],
+        });
         // Replaced by a rename, same length (how `waf compile -o` and most
         // deployments write).
         let tmp = d.join("rules.conf.tmp");
@@ -227,13 +232,10 @@ mod tests {
         std::fs::rename(&tmp, &f).expect("rename");
         assert_eq!(w.poll(), None);
         assert!(w.poll().is_some(), "a renamed-in file is a change");
-        let mut w = Watcher::new(
-            Inputs {
-                files: vec![f.clone()],
-                globs: vec![],
-            },
-            after_writes(),
-        );
+        let mut w = Watcher::new(Inputs {
+            files: vec![read(&f)],
+            globs: vec![],
+        });
         std::fs::remove_file(&f).expect("remove");
         assert_eq!(w.poll(), None);
         assert!(w.poll().is_some(), "a removed file is a change");
@@ -246,10 +248,10 @@ mod tests {
         std::fs::write(d.join("a.conf"), "A\n").expect("write");
         let pattern = format!("{}/*.conf", d.display());
         let inputs = Inputs {
-            files: vec![d.join("a.conf")],
+            files: vec![read(&d.join("a.conf"))],
             globs: vec![(pattern.clone(), vec![d.join("a.conf")])],
         };
-        let mut w = Watcher::new(inputs, after_writes());
+        let mut w = Watcher::new(inputs);
         std::fs::write(d.join(".a.conf.swp"), "editor").expect("write");
         assert_eq!(
             (w.poll(), w.poll()),
@@ -267,20 +269,25 @@ mod tests {
         let d = dir("stale");
         let f = d.join("rules.conf");
         std::fs::write(&f, "A\n").expect("write");
-        let inputs = Inputs {
-            files: vec![f.clone()],
-            globs: vec![],
+        let compiled = Inputs {
+            files: vec![read(&f)],
+            globs: vec![(format!("{}/*.conf", d.display()), vec![f.clone()])],
         };
-        // The compilation started after the write above: nothing stale.
-        let mut w = Watcher::new(inputs.clone(), after_writes());
-        assert_eq!((w.poll(), w.poll()), (None, None));
-        // It started before: the file may have changed after it was read.
-        let mut w = Watcher::new(inputs, before());
+        let mut w = Watcher::new(compiled.clone());
+        assert_eq!((w.poll(), w.poll()), (None, None), "as it was read");
+        // Written after the compiler read it, before the watcher looked.
+        std::fs::write(&f, "B\n").expect("write");
+        let mut w = Watcher::new(compiled.clone());
         assert_eq!(w.poll(), None);
-        assert_eq!(
-            w.poll(),
-            Some("a file, while the rules compiled".to_string())
-        );
+        assert_eq!(w.poll(), Some(f.display().to_string()));
+        // A file added to an included directory meanwhile.
+        std::fs::write(&f, "A\n").expect("write");
+        std::fs::write(d.join("new.conf"), "C\n").expect("write");
+        let mut w = Watcher::new(compiled);
+        assert_eq!(w.poll(), None);
+        assert!(w
+            .poll()
+            .is_some_and(|m| m.starts_with("the files matching")));
         let _ = std::fs::remove_dir_all(&d);
     }
 }
