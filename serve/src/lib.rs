@@ -32,6 +32,7 @@
 
 mod access;
 mod audit;
+mod budget;
 mod encoding;
 pub mod filter;
 mod first_byte;
@@ -96,6 +97,10 @@ pub struct Config {
     /// is refused with 413, whatever the rules' limits say: the proxy holds
     /// the body until phase 2 allows it.
     pub max_request_body: usize,
+    /// The most body bytes held in memory by all requests together
+    /// (request bodies until phase 2, inspected response bodies until phase
+    /// 4); a request that would pass it is answered 503 (see budget.rs).
+    pub max_held_bodies: u64,
     /// What happens to a request when the engine fails on it or its WAF
     /// time goes over [`Config::time_budget`].
     pub on_error: OnError,
@@ -136,6 +141,7 @@ impl Config {
             watch_interval: Some(Duration::from_secs(2)),
             trusted_proxies: TrustedProxies::default(),
             max_request_body: 64 << 20,
+            max_held_bodies: 1 << 30,
             admin: None,
             on_error: OnError::Closed,
             time_budget: None,

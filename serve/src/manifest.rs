@@ -34,6 +34,8 @@ struct File {
     #[serde(default)]
     max_request_body: Option<usize>,
     #[serde(default)]
+    max_held_bodies: Option<u64>,
+    #[serde(default)]
     on_error: Option<String>,
     #[serde(default)]
     time_budget_ms: Option<u64>,
@@ -346,6 +348,9 @@ impl Manifest {
             .map_err(|e| invalid("trusted_proxies", e))?;
         if let Some(m) = file.max_request_body {
             config.max_request_body = m;
+        }
+        if let Some(m) = file.max_held_bodies {
+            config.max_held_bodies = m;
         }
         config.on_error = match file
             .on_error

@@ -93,6 +93,10 @@ pub struct Metrics {
     tunnels_open: AtomicU64,
     /// Tunnels closed because nothing passed for the idle timeout.
     tunnels_idle: AtomicU64,
+    /// Body bytes held in memory by all requests (see budget.rs), and the
+    /// requests refused because theirs did not fit.
+    held_body_bytes: AtomicU64,
+    body_budget_exceeded: AtomicU64,
     /// Set once a shutdown has begun: `/healthz` answers 503 from then on,
     /// so that a load balancer stops sending new clients.
     draining: AtomicBool,
@@ -174,6 +178,35 @@ impl Metrics {
     /// Tunnels open now.
     pub fn tunnels_open(&self) -> u64 {
         self.tunnels_open.load(Ordering::Relaxed)
+    }
+
+    /// Adds `n` to the body bytes held unless that passes `limit`; counts
+    /// a refusal.
+    pub(crate) fn hold_body_bytes(&self, n: u64, limit: u64) -> bool {
+        let fits = self
+            .held_body_bytes
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
+                held.checked_add(n).filter(|&h| h <= limit)
+            })
+            .is_ok();
+        if !fits {
+            self.body_budget_exceeded.fetch_add(1, Ordering::Relaxed);
+        }
+        fits
+    }
+
+    pub(crate) fn release_body_bytes(&self, n: u64) {
+        self.held_body_bytes.fetch_sub(n, Ordering::Relaxed);
+    }
+
+    /// Body bytes held in memory now, by all requests.
+    pub fn held_body_bytes(&self) -> u64 {
+        self.held_body_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Requests refused (503) because the bodies held had reached the budget.
+    pub fn body_budget_exceeded(&self) -> u64 {
+        self.body_budget_exceeded.load(Ordering::Relaxed)
     }
 
     pub(crate) fn response_not_decoded(&self) {
@@ -335,6 +368,11 @@ impl Metrics {
             self.tunnels_idle.load(Ordering::Relaxed),
         );
         counter(
+            "waf_body_budget_exceeded_total",
+            "Requests answered 503 because the bodies held in memory by all requests had reached max_held_bodies.",
+            self.body_budget_exceeded(),
+        );
+        counter(
             "waf_no_site_total",
             "Requests no site of the manifest takes (404).",
             self.no_site.load(Ordering::Relaxed),
@@ -348,6 +386,11 @@ impl Metrics {
             s,
             "# HELP waf_tunnels_open Tunnels (protocol switches) open; counted in waf_connections_open too.\n# TYPE waf_tunnels_open gauge\nwaf_tunnels_open {}",
             self.tunnels_open()
+        );
+        let _ = writeln!(
+            s,
+            "# HELP waf_held_body_bytes Request and response body bytes held in memory until their phase allows them.\n# TYPE waf_held_body_bytes gauge\nwaf_held_body_bytes {}",
+            self.held_body_bytes()
         );
         let _ = writeln!(
             s,

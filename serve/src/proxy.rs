@@ -2,6 +2,7 @@
 
 use crate::access;
 use crate::audit::{self, Exchange};
+use crate::budget::{Holding, Lease};
 use crate::filter::RequestView;
 use crate::first_byte::FirstByte;
 use crate::log::ErrorLog;
@@ -783,6 +784,7 @@ async fn handle(
 
     // The request body: fed while the engine wants it, held until phase 2.
     let mut held = Vec::new();
+    let mut lease = Lease::new();
     let mut wanted = true;
     let deadline = tokio::time::Instant::now() + state.config.body_timeout;
     loop {
@@ -806,6 +808,9 @@ async fn handle(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "request body too large\n",
             ));
+        }
+        if !lease.grow(&state.metrics, data.len(), state.config.max_held_bodies) {
+            return Ok(over_budget());
         }
         if wanted {
             wanted = match guard.run(2, || tx.append_request_body(&data)) {
@@ -856,6 +861,7 @@ async fn handle(
     } else {
         head.boxed()
     };
+    let up_body = holding(up_body, lease);
     // The client's headers as they are (a copy of the map, not a rebuild
     // header by header), less the hop-by-hop ones.
     let mut up = Request::new(up_body);
@@ -970,6 +976,7 @@ async fn handle(
     // came.
     let mut rbody = rbody;
     let mut buffered = Vec::new();
+    let mut lease = Lease::new();
     let mut wanted = true;
     let mut decoder = crate::encoding::Decoder::new(coding);
     let mut decoded = Vec::new();
@@ -1029,6 +1036,18 @@ async fn handle(
                         }
                     }
                 }
+                if !lease.grow(&state.metrics, data.len(), state.config.max_held_bodies) {
+                    let _ = guard.run(5, || tx.process_logging());
+                    log_transaction(
+                        &state,
+                        &tx,
+                        &Exchange {
+                            status: 503,
+                            ..exchange
+                        },
+                    );
+                    return Ok(over_budget());
+                }
                 buffered.extend_from_slice(&data);
                 if tx.intervention().is_some() {
                     let read = decoded_body(&tx, decoder.is_some());
@@ -1069,7 +1088,27 @@ async fn handle(
         }
         .boxed()
     };
-    Ok(Response::from_parts(rparts, body))
+    Ok(Response::from_parts(rparts, holding(body, lease)))
+}
+
+/// `body`, keeping `lease` until it is dropped (see budget.rs).
+fn holding(body: ProxyBody, lease: Lease) -> ProxyBody {
+    if lease.is_empty() {
+        body
+    } else {
+        Holding::new(body, lease).boxed()
+    }
+}
+
+/// The answer when the bodies held by all requests reached the budget.
+fn over_budget() -> Response<ProxyBody> {
+    let mut r = local_response(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "too many bodies in memory: retry\n",
+    );
+    r.headers_mut()
+        .insert(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"));
+    r
 }
 
 /// The application agreed to switch protocols (`101`): the logging phase

@@ -37,6 +37,7 @@ listen: 127.0.0.1:0
 workers: 2
 timeouts: {{ upstream: 5, shutdown: 3, tunnel_idle: 120 }}
 watch_interval: 0.5
+max_held_bodies: 5000000
 trusted_proxies: [10.0.0.0/8, "192.0.2.10"]
 upstreams:
   app: http://{upstream}
@@ -96,8 +97,8 @@ async fn start(dir: &Path, block_admin: &str) -> Running {
         )
     );
     assert_eq!(
-        m.config.watch_interval,
-        Some(std::time::Duration::from_millis(500))
+        (m.config.watch_interval, m.config.max_held_bodies),
+        (Some(std::time::Duration::from_millis(500)), 5_000_000)
     );
     let log = Shared::default();
     let logs = Logs {

@@ -1188,3 +1188,66 @@ async fn protocol_switches_are_inspected_then_tunnelled() {
     .await;
     assert!(answer.starts_with("HTTP/1.0 200"), "{answer}");
 }
+
+/// The bodies held by all requests together are bounded: a request whose
+/// body would pass the budget is answered 503 with `Retry-After`, and is
+/// served once the others have gone; a response buffered for phase 4 is
+/// bounded the same way; held bytes go back to the budget.
+#[tokio::test]
+async fn bodies_held_by_all_requests_together_are_bounded() {
+    use tokio::io::AsyncWriteExt;
+    let s = setup_with(text_rules(), None, |c| c.max_held_bodies = 1500).await;
+    let addr = s.server.addr();
+    // One client holds 900 bytes, its body not finished.
+    let mut slow = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    slow.write_all(
+        format!(
+            "POST /form HTTP/1.1\r\nHost: example.com\r\nContent-Length: 950\r\nConnection: close\r\n\r\n{}",
+            "a".repeat(900)
+        )
+        .as_bytes(),
+    )
+    .await
+    .expect("write");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while s.server.metrics().held_body_bytes() < 900 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(s.server.metrics().held_body_bytes(), 900);
+    // 900 + 700 is over 1500.
+    let (status, headers, _) = send(addr, "POST", "/form", &"b".repeat(700))
+        .await
+        .expect("response");
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        headers.get("retry-after").map(|v| v.as_bytes()),
+        Some(&b"1"[..])
+    );
+    slow.write_all("a".repeat(50).as_bytes())
+        .await
+        .expect("write");
+    let (answer, _) = read_until_closed(&mut slow, Duration::from_secs(5)).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let (status, _, body) = send(addr, "POST", "/form", &"b".repeat(700))
+        .await
+        .expect("response");
+    assert_eq!(
+        (status, body.len()),
+        (StatusCode::OK, 700),
+        "served once the other went"
+    );
+    // A response buffered for phase 4 (20 MB of HTML) passes the budget.
+    let (status, _, _) = send(addr, "GET", "/bomb", "").await.expect("response");
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(s.server.metrics().body_budget_exceeded(), 2);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while s.server.metrics().held_body_bytes() > 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(s.server.metrics().held_body_bytes(), 0, "all given back");
+    assert_eq!(
+        s.hits.load(Ordering::SeqCst),
+        3,
+        "the refused request never reached the backend"
+    );
+}
