@@ -93,6 +93,9 @@ pub struct Metrics {
     tunnels_open: AtomicU64,
     /// Tunnels closed because nothing passed for the idle timeout.
     tunnels_idle: AtomicU64,
+    /// Bytes tunnels carried, client to application and back, counted as
+    /// each tunnel closes.
+    tunnel_bytes: [AtomicU64; 2],
     /// Body bytes held in memory by all requests (see budget.rs), and the
     /// requests refused because theirs did not fit.
     held_body_bytes: AtomicU64,
@@ -171,8 +174,13 @@ impl Metrics {
         OpenTunnel(self.connection_open())
     }
 
-    pub(crate) fn tunnel_idle(&self) {
-        self.tunnels_idle.fetch_add(1, Ordering::Relaxed);
+    /// A tunnel closed: how, and the bytes it carried each way.
+    pub(crate) fn tunnel_closed(&self, idle: bool, to_upstream: u64, to_client: u64) {
+        if idle {
+            self.tunnels_idle.fetch_add(1, Ordering::Relaxed);
+        }
+        self.tunnel_bytes[0].fetch_add(to_upstream, Ordering::Relaxed);
+        self.tunnel_bytes[1].fetch_add(to_client, Ordering::Relaxed);
     }
 
     /// Tunnels open now.
@@ -382,6 +390,17 @@ impl Metrics {
             "# HELP waf_connections_open Client connections open.\n# TYPE waf_connections_open gauge\nwaf_connections_open {}",
             self.connections_open()
         );
+        let _ = writeln!(
+            s,
+            "# HELP waf_tunnel_bytes_total Bytes carried by closed tunnels, by direction.\n# TYPE waf_tunnel_bytes_total counter"
+        );
+        for (direction, n) in ["to_upstream", "to_client"].iter().zip(&self.tunnel_bytes) {
+            let _ = writeln!(
+                s,
+                "waf_tunnel_bytes_total{{direction=\"{direction}\"}} {}",
+                n.load(Ordering::Relaxed)
+            );
+        }
         let _ = writeln!(
             s,
             "# HELP waf_tunnels_open Tunnels (protocol switches) open; counted in waf_connections_open too.\n# TYPE waf_tunnels_open gauge\nwaf_tunnels_open {}",

@@ -1164,12 +1164,10 @@ fn switch_protocols(
         let Ok((client, upstream)) = tokio::try_join!(client_side, upstream_side) else {
             return;
         };
-        let (end, _, _) =
+        let (end, up, down) =
             crate::upgrade::copy_both_ways(TokioIo::new(client), TokioIo::new(upstream), idle)
                 .await;
-        if matches!(end, Ok(crate::upgrade::End::Idle)) {
-            metrics.tunnel_idle();
-        }
+        metrics.tunnel_closed(matches!(end, Ok(crate::upgrade::End::Idle)), up, down);
     });
     Response::from_parts(rparts, Empty::new().map_err(|never| match never {}).boxed())
 }

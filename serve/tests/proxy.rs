@@ -1174,6 +1174,11 @@ async fn protocol_switches_are_inspected_then_tunnelled() {
         metrics.contains("waf_tunnels_idle_closed_total 1\n"),
         "{metrics}"
     );
+    let carried = 2 * message.len();
+    for direction in ["to_upstream", "to_client"] {
+        let line = format!("waf_tunnel_bytes_total{{direction=\"{direction}\"}} {carried}\n");
+        assert!(metrics.contains(&line), "{line} in {metrics}");
+    }
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while s.server.metrics().tunnels_open() > 0 && std::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
