@@ -94,6 +94,7 @@ enum Command {
   waf serve -c /tmp/crs-pl1.conf --listen 0.0.0.0:8080 --upstream http://10.0.0.5:80 --error-log waf.log
   waf serve --config waf.yaml                             # sites, TLS, exceptions: see docs/serve.md
   kill -HUP <pid>                                         # reload the rules (errors keep the old ones)
+  kill -USR1 <pid>                                        # reopen the log files (log rotation)
   kill -TERM <pid>                                        # stop: requests in flight finish (--shutdown-timeout)",
         "1 the rules (or the manifest) do not compile"
     ))]

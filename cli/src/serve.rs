@@ -92,12 +92,7 @@ fn manifest_path(input: &RuleInput) -> Result<Option<&Path>, CliError> {
 }
 
 fn open_log(p: &Path) -> Result<ErrorLog, CliError> {
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(p)
-        .map_err(|e| CliError::usage(format!("cannot open `{}`: {e}", p.display())))?;
-    Ok(ErrorLog::to_writer(Box::new(f)))
+    ErrorLog::to_file(p).map_err(|e| CliError::usage(format!("cannot open `{}`: {e}", p.display())))
 }
 
 /// `--error-log FILE`, or standard error (`waf serve`, `waf spoa`).

@@ -789,3 +789,117 @@ fn serve_reloads_when_the_rule_files_change() {
         "{stderr}"
     );
 }
+
+/// `waf serve` reopens its log files on SIGUSR1, as logrotate expects:
+/// lines before the signal stay in the renamed files, lines after go to new
+/// ones at the configured paths.
+#[test]
+fn serve_reopens_its_logs_on_sigusr1() {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::time::{Duration, Instant};
+    let backend = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let upstream = backend.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        for conn in backend.incoming().take(100) {
+            let Ok(mut conn) = conn else { continue };
+            let mut buf = [0u8; 4096];
+            let _ = conn.read(&mut buf);
+            let _ = conn.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n",
+            );
+        }
+    });
+    let dir = std::env::temp_dir().join(format!("waf-cli-reopen-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let rules = dir.join("rules.conf");
+    std::fs::write(
+        &rules,
+        "SecRuleEngine On\nSecRule ARGS \"@contains alpha\" \"id:10,phase:1,deny,status:403,log,msg:'alpha'\"\n",
+    )
+    .expect("write");
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let path = |name: &str| dir.join(name).display().to_string();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_waf"))
+        .args([
+            "serve",
+            &path("rules.conf"),
+            "--listen",
+            &listen,
+            "--upstream",
+            &format!("http://{upstream}"),
+            "--error-log",
+            &path("error.log"),
+            "--access-log",
+            &path("access.log"),
+            "--workers",
+            "1",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start waf serve");
+    let blocked = || {
+        let Ok(mut c) = TcpStream::connect(&listen) else {
+            return false;
+        };
+        let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
+        let _ = c
+            .write_all(b"GET /?q=alpha HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n");
+        let mut answer = String::new();
+        let _ = c.read_to_string(&mut answer);
+        answer.starts_with("HTTP/1.1 403")
+    };
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !blocked() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Written off the request path: wait (bounded) for the access line.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while read("access.log").lines().count() < 1 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for name in ["error.log", "access.log"] {
+        std::fs::rename(dir.join(name), dir.join(format!("{name}.1"))).expect("rename");
+    }
+    let _ = Command::new("kill")
+        .args(["-USR1", &child.id().to_string()])
+        .status();
+    // Until the new files appear (bounded), one blocked request at a time.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while (read("error.log").is_empty() || read("access.log").is_empty())
+        && Instant::now() < deadline
+    {
+        blocked();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut stderr);
+    }
+    let (old_error, old_access) = (read("error.log.1"), read("access.log.1"));
+    let (new_error, new_access) = (read("error.log"), read("access.log"));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(stderr.contains("logs reopened"), "{stderr}");
+    assert!(old_error.contains("[id \"10\"]"), "{old_error}");
+    assert_eq!(old_access.lines().count(), 1, "{old_access}");
+    assert!(new_error.contains("[id \"10\"]"), "{new_error}\n{stderr}");
+    assert!(
+        new_access.contains("\"status\":403"),
+        "{new_access}\n{stderr}"
+    );
+}

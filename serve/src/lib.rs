@@ -483,20 +483,23 @@ pub(crate) struct Watch<F: Fn() -> watch::Inputs> {
 
 /// Waits for Ctrl-C or SIGTERM. On SIGHUP, or when `watch` sees the rules'
 /// files change, runs `reload` off the runtime (compiling CRS takes about a
-/// second), tells `on_reload` whether it worked and `report` what happened:
-/// what `waf serve` and `waf spoa` do.
+/// second), tells `on_reload` whether it worked and `report` what happened;
+/// on SIGUSR1, reopens the file `logs` (log rotation): what `waf serve` and
+/// `waf spoa` do.
 pub(crate) async fn until_stopped<E: std::fmt::Display + Send + 'static>(
     reload: impl Fn() -> Result<(), E> + Clone + Send + 'static,
     on_reload: impl Fn(bool),
     watch: Option<Watch<impl Fn() -> watch::Inputs>>,
+    logs: &[ErrorLog],
     report: &impl Fn(&str),
 ) {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
-        let (Ok(mut hup), Ok(mut term)) = (
+        let (Ok(mut hup), Ok(mut term), Ok(mut usr1)) = (
             signal(SignalKind::hangup()),
             signal(SignalKind::terminate()),
+            signal(SignalKind::user_defined1()),
         ) else {
             let _ = tokio::signal::ctrl_c().await;
             return;
@@ -511,6 +514,19 @@ pub(crate) async fn until_stopped<E: std::fmt::Display + Send + 'static>(
         loop {
             tokio::select! {
                 _ = hup.recv() => {}
+                _ = usr1.recv() => {
+                    let mut failed = 0;
+                    for log in logs {
+                        if let Err(e) = log.reopen().await {
+                            failed += 1;
+                            report(&format!("cannot reopen a log, it goes on in the file open now: {e}"));
+                        }
+                    }
+                    if failed == 0 {
+                        report("logs reopened");
+                    }
+                    continue;
+                }
                 _ = tick.tick(), if watcher.is_some() => {
                     match watcher.as_mut().and_then(watch::Watcher::poll) {
                         Some(what) => report(&format!("{what} changed: reloading")),
@@ -535,7 +551,7 @@ pub(crate) async fn until_stopped<E: std::fmt::Display + Send + 'static>(
     }
     #[cfg(not(unix))]
     {
-        let _ = (reload, on_reload, watch, report);
+        let _ = (reload, on_reload, watch, logs, report);
         let _ = tokio::signal::ctrl_c().await;
     }
 }
@@ -594,10 +610,12 @@ pub fn run_sites(
                 move || inputs(&source, &state)
             },
         });
+        let logs: Vec<ErrorLog> = server.state.logs().cloned().collect();
         until_stopped(
             move || reload(&source, &state),
             |ok| server.metrics().reload(ok),
             watch,
+            &logs,
             &report,
         )
         .await;

@@ -10,9 +10,14 @@
 //! line still being written (the kernel grows a file a page at a time, so a
 //! reader can see the first part of a line that crosses a page boundary) was
 //! taken as a truncated marker.
+//!
+//! A log written to a file can be reopened at its path ([`ErrorLog::reopen`];
+//! SIGUSR1 for `waf serve` and `waf spoa`, as for nginx): logrotate renames
+//! the file, then signals, and the lines from then on go to a new file.
 
 use std::cell::Cell;
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::Arc;
@@ -33,6 +38,40 @@ enum Item {
     Line(String),
     /// Answered once every item queued before it is written.
     Barrier(tokio::sync::oneshot::Sender<()>),
+    /// Write what came before to the file open now, then open the path
+    /// again; answered with the outcome.
+    Reopen(tokio::sync::oneshot::Sender<std::io::Result<()>>),
+}
+
+/// Where the writer thread writes.
+enum Sink {
+    Writer(Box<dyn Write + Send>),
+    /// A file, which can be opened again at its path.
+    File(PathBuf, std::fs::File),
+}
+
+impl Sink {
+    fn out(&mut self) -> &mut dyn Write {
+        match self {
+            Sink::Writer(w) => w,
+            Sink::File(_, f) => f,
+        }
+    }
+
+    /// Opens the file again at its path (the old one, if that fails, stays).
+    fn reopen(&mut self) -> std::io::Result<()> {
+        if let Sink::File(path, file) = self {
+            *file = open_append(path)?;
+        }
+        Ok(())
+    }
+}
+
+fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
 }
 
 fn push_line(batch: &mut Vec<u8>, line: &str) {
@@ -68,7 +107,18 @@ impl ErrorLog {
     /// Each batch goes out as whole lines in one write: log readers that
     /// tail the file must not see a line without its newline, which two
     /// writes per line (text, then `\n`) on an unbuffered file allowed.
-    pub fn to_writer(mut out: Box<dyn Write + Send>) -> ErrorLog {
+    pub fn to_writer(out: Box<dyn Write + Send>) -> ErrorLog {
+        Self::spawn(Sink::Writer(out))
+    }
+
+    /// A log appending to the file at `path` (created if missing), which
+    /// [`ErrorLog::reopen`] opens again.
+    pub fn to_file(path: &Path) -> std::io::Result<ErrorLog> {
+        let file = open_append(path)?;
+        Ok(Self::spawn(Sink::File(path.to_path_buf(), file)))
+    }
+
+    fn spawn(mut sink: Sink) -> ErrorLog {
         let (tx, rx) = sync_channel::<Item>(QUEUE);
         std::thread::Builder::new()
             .name("waf-error-log".into())
@@ -83,13 +133,21 @@ impl ErrorLog {
                         match item {
                             Item::Line(line) => push_line(&mut batch, &line),
                             Item::Barrier(done) => barriers.push(done),
+                            Item::Reopen(done) => {
+                                let out = sink.out();
+                                let _ = out.write_all(&batch);
+                                let _ = out.flush();
+                                batch.clear();
+                                let _ = done.send(sink.reopen());
+                            }
                         }
                         if batch.len() >= BATCH_BYTES {
-                            let _ = out.write_all(&batch);
+                            let _ = sink.out().write_all(&batch);
                             batch.clear();
                         }
                         next = rx.try_recv().ok();
                     }
+                    let out = sink.out();
                     let _ = out.write_all(&batch);
                     let _ = out.flush();
                     for done in barriers.drain(..) {
@@ -178,6 +236,31 @@ impl ErrorLog {
         matches!(tokio::time::timeout_at(deadline, written).await, Ok(Ok(())))
     }
 
+    /// Opens a file log again at its path, once the lines queued before
+    /// are written to the file open now (log rotation: the old file was
+    /// renamed). Other logs: nothing to do. Waits up to a second for a
+    /// full queue.
+    pub async fn reopen(&self) -> std::io::Result<()> {
+        let Some(tx) = &self.tx else { return Ok(()) };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+        let (done, reopened) = tokio::sync::oneshot::channel();
+        let mut item = Item::Reopen(done);
+        loop {
+            match tx.try_send(item) {
+                Ok(()) => break,
+                Err(TrySendError::Full(back)) if tokio::time::Instant::now() < deadline => {
+                    item = back;
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                Err(_) => return Err(std::io::Error::other("the log writer is behind or gone")),
+            }
+        }
+        match tokio::time::timeout_at(deadline + Duration::from_secs(4), reopened).await {
+            Ok(Ok(outcome)) => outcome,
+            _ => Err(std::io::Error::other("the log writer did not answer")),
+        }
+    }
+
     /// Lines dropped because the writer fell behind.
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
@@ -193,6 +276,36 @@ impl ErrorLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_file_log_reopened_after_a_rename_writes_to_a_new_file() {
+        let dir = std::env::temp_dir().join(format!("waf-log-reopen-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("error.log");
+        let log = ErrorLog::to_file(&path).expect("open");
+        log.write("before".into());
+        std::fs::rename(&path, dir.join("error.log.1")).expect("rename");
+        log.write("queued before the reopen".into());
+        log.reopen().await.expect("reopen");
+        log.write("after".into());
+        assert!(log.flush(Duration::from_secs(5)).await);
+        let read = |name: &str| std::fs::read_to_string(dir.join(name)).expect("read");
+        assert_eq!(read("error.log.1"), "before\nqueued before the reopen\n");
+        assert_eq!(read("error.log"), "after\n");
+        // A path that cannot be opened any more: the error is said, and the
+        // lines go on to the file open now.
+        std::fs::remove_dir_all(&dir).expect("remove");
+        assert!(log.reopen().await.is_err());
+        log.write("still written".into());
+        assert!(log.flush(Duration::from_secs(5)).await);
+        // Other logs have nothing to reopen.
+        assert!(ErrorLog::to_writer(Box::new(std::io::sink()))
+            .reopen()
+            .await
+            .is_ok());
+        assert!(ErrorLog::none().reopen().await.is_ok());
+    }
     use std::sync::Mutex;
 
     /// Records each `write` call separately.

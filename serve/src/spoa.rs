@@ -283,7 +283,8 @@ async fn connection(stream: TcpStream, rules: Arc<Rules>, log: ErrorLog) -> std:
 /// Runs the agent on `listen` until Ctrl-C or SIGTERM, on a runtime of its
 /// own: what `waf spoa` does. SIGHUP recompiles the rules off the runtime
 /// and swaps them in (requests in flight finish on the old ones; rules that
-/// do not compile are refused and reported, the running ones stay).
+/// do not compile are refused and reported, the running ones stay); SIGUSR1
+/// reopens the error log.
 pub fn run(
     listen: SocketAddr,
     rules: Arc<Rules>,
@@ -299,9 +300,9 @@ pub fn run(
             .await
             .map_err(crate::ServeError::Listen)?;
         report(&format!("listening on {listen}"));
-        let agent = tokio::spawn(serve(listener, rules.clone(), log));
+        let agent = tokio::spawn(serve(listener, rules.clone(), log.clone()));
         let watch = None::<crate::Watch<fn() -> crate::watch::Inputs>>;
-        crate::until_stopped(move || rules.reload(), |_| {}, watch, &report).await;
+        crate::until_stopped(move || rules.reload(), |_| {}, watch, &[log], &report).await;
         agent.abort();
         Ok(())
     })
