@@ -36,6 +36,10 @@ pub struct Args {
     /// Serve `/healthz` and `/metrics` (Prometheus text) on this address.
     #[arg(long, value_name = "ADDR")]
     pub admin: Option<SocketAddr>,
+    /// CA certificates (PEM) to verify an https:// upstream's certificate
+    /// with [default: the system's bundle].
+    #[arg(long, value_name = "FILE")]
+    pub upstream_ca: Option<PathBuf>,
     /// Longest wait, in seconds, for the upstream's response headers [default: 30].
     #[arg(long, value_name = "SECONDS")]
     pub upstream_timeout: Option<u64>,
@@ -153,6 +157,7 @@ pub fn run(args: Args) -> CmdResult {
             .map_err(|m| CliError::usage(format!("--watch-interval: {m}")))?;
     }
     config.admin = args.admin;
+    config.upstream_ca = args.upstream_ca.clone();
     config.profile = args.profile;
     config.trusted_proxies =
         waf_serve::TrustedProxies::parse(&args.trusted_proxies).map_err(CliError::usage)?;
@@ -176,6 +181,7 @@ fn run_manifest(path: &Path, args: &Args) -> CmdResult {
         ("--access-log", args.access_log.is_some()),
         ("--admin", args.admin.is_some()),
         ("--upstream-timeout", args.upstream_timeout.is_some()),
+        ("--upstream-ca", args.upstream_ca.is_some()),
         ("--shutdown-timeout", args.shutdown_timeout.is_some()),
         ("--tunnel-idle-timeout", args.tunnel_idle_timeout.is_some()),
         ("--watch-interval", args.watch_interval.is_some()),

@@ -33,6 +33,7 @@
 mod access;
 mod audit;
 mod budget;
+mod connect;
 mod encoding;
 pub mod filter;
 mod first_byte;
@@ -88,6 +89,9 @@ pub struct Config {
     /// manifest) were read from, to reload when they change; `None`: only
     /// on SIGHUP (see watch.rs).
     pub watch_interval: Option<Duration>,
+    /// CA certificates (PEM) that `https://` upstreams' certificates are
+    /// verified with; `None`: the system's bundle (see connect.rs).
+    pub upstream_ca: Option<std::path::PathBuf>,
     /// Proxies in front of this one whose `X-Forwarded-For` names the
     /// client (see `forwarded.rs`); none by default.
     pub trusted_proxies: TrustedProxies,
@@ -139,6 +143,7 @@ impl Config {
             shutdown_timeout: Duration::from_secs(10),
             tunnel_idle_timeout: Duration::from_secs(60),
             watch_interval: Some(Duration::from_secs(2)),
+            upstream_ca: None,
             trusted_proxies: TrustedProxies::default(),
             max_request_body: 64 << 20,
             max_held_bodies: 1 << 30,
@@ -160,7 +165,8 @@ impl Config {
 /// Why the server could not start.
 #[derive(Debug)]
 pub enum ServeError {
-    /// The upstream URL is not `http://host[:port][/prefix]`.
+    /// The upstream URL is not `http(s)://host[:port][/prefix]`, or the
+    /// CA certificates for `https://` upstreams cannot be read.
     Upstream(String),
     /// The listening socket could not be opened.
     Listen(std::io::Error),
@@ -299,8 +305,11 @@ impl Server {
             None => (None, None),
         };
         let workers = config.worker_threads();
+        let upstream_tls =
+            connect::tls_connector(config.upstream_ca.as_deref()).map_err(ServeError::Upstream)?;
         let state = Arc::new(proxy::State::new(
             config,
+            upstream_tls,
             sites,
             log,
             audit,

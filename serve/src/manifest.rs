@@ -47,6 +47,8 @@ struct File {
     trusted_proxies: Vec<String>,
     #[serde(default)]
     watch_interval: Option<f64>,
+    #[serde(default)]
+    upstream_ca: Option<PathBuf>,
     upstreams: BTreeMap<String, String>,
     sites: Vec<SiteFile>,
 }
@@ -352,6 +354,7 @@ impl Manifest {
         if let Some(m) = file.max_held_bodies {
             config.max_held_bodies = m;
         }
+        config.upstream_ca = file.upstream_ca.as_deref().map(&resolve);
         config.on_error = match file
             .on_error
             .as_deref()

@@ -60,14 +60,15 @@ pub(crate) struct Upstream {
 
 impl Upstream {
     pub(crate) fn new(uri: &Uri) -> Result<Upstream, String> {
-        if uri.scheme_str() != Some("http") {
-            return Err(format!("`{uri}`: only http:// upstreams are supported"));
-        }
+        let scheme = match uri.scheme_str() {
+            Some(s @ ("http" | "https")) => s,
+            _ => return Err(format!("`{uri}`: upstreams are http:// or https://")),
+        };
         let authority = uri
             .authority()
             .ok_or_else(|| format!("`{uri}` has no host"))?;
         Ok(Upstream {
-            scheme_authority: format!("http://{authority}"),
+            scheme_authority: format!("{scheme}://{authority}"),
             prefix: uri.path().trim_end_matches('/').to_string(),
         })
     }
@@ -80,11 +81,13 @@ impl Upstream {
 }
 
 /// The upstream client: hyper's, pooling keep-alive connections.
-pub(crate) type UpstreamClient = Client<HttpConnector, ProxyBody>;
+pub(crate) type UpstreamClient = Client<crate::connect::Connector, ProxyBody>;
 
 /// What every connection shares.
 pub(crate) struct State {
     config: Config,
+    /// TLS for `https://` upstreams (see connect.rs).
+    upstream_tls: Option<tokio_rustls::TlsConnector>,
     pub(crate) sites: ArcSwap<Sites>,
     log: ErrorLog,
     audit: Option<ErrorLog>,
@@ -98,6 +101,7 @@ pub(crate) struct State {
 impl State {
     pub(crate) fn new(
         config: Config,
+        upstream_tls: Option<tokio_rustls::TlsConnector>,
         sites: Sites,
         log: ErrorLog,
         audit: Option<ErrorLog>,
@@ -106,6 +110,7 @@ impl State {
     ) -> State {
         State {
             config,
+            upstream_tls,
             sites: ArcSwap::from_pointee(sites),
             log,
             audit,
@@ -133,10 +138,11 @@ impl State {
 /// A client for the upstreams, with its own connection pool. Its
 /// connections are served on the runtime that opens them, so each runtime
 /// serving connections has one ([`accept_loop`], [`workers`]).
-pub(crate) fn upstream_client(config: &Config) -> UpstreamClient {
-    let mut connector = HttpConnector::new();
-    connector.set_connect_timeout(Some(config.upstream_timeout));
-    connector.set_nodelay(true);
+pub(crate) fn upstream_client(state: &State) -> UpstreamClient {
+    let mut tcp = HttpConnector::new();
+    tcp.set_connect_timeout(Some(state.config.upstream_timeout));
+    tcp.set_nodelay(true);
+    let connector = crate::connect::Connector::new(tcp, state.upstream_tls.clone());
     Client::builder(TokioExecutor::new())
         .pool_idle_timeout(std::time::Duration::from_secs(60))
         .build(connector)
@@ -197,7 +203,7 @@ pub(crate) async fn accept_loop(
     state: Arc<State>,
     tls: Option<crate::tls::TlsAcceptor>,
 ) {
-    let client = upstream_client(&state.config);
+    let client = upstream_client(&state);
     loop {
         let Ok((stream, remote)) = listener.accept().await else {
             continue;
@@ -222,7 +228,7 @@ pub(crate) fn workers(
 ) -> std::io::Result<crate::workers::Workers> {
     crate::workers::Workers::start(n, "waf-worker", move || {
         let (state, tls) = (state.clone(), tls.clone());
-        let client = upstream_client(&state.config);
+        let client = upstream_client(&state);
         move |stream, remote| {
             serve_connection(stream, remote, state.clone(), client.clone(), tls.clone())
         }
@@ -899,8 +905,23 @@ async fn handle(
                     "upstream timeout\n",
                 ));
             }
-            Ok(Err(_)) => {
+            Ok(Err(e)) => {
                 state.metrics.upstream_error();
+                // Why (refused, reset, a certificate that did not verify):
+                // hyper's own message is only "client error (Connect)".
+                let mut why = e.to_string();
+                let mut source = std::error::Error::source(&e);
+                while let Some(s) = source {
+                    why.push_str(": ");
+                    why.push_str(&s.to_string());
+                    source = s.source();
+                }
+                state.log.write(format!(
+                    "waf serve: upstream unavailable: {} [uri \"{}\"] [unique_id \"{}\"]",
+                    why.escape_debug(),
+                    target.escape_debug(),
+                    tx.unique_id()
+                ));
                 let _ = guard.run(5, || tx.process_logging());
                 log_transaction(
                     &state,

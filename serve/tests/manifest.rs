@@ -12,7 +12,7 @@ use std::time::Duration;
 use waf_serve::{ErrorLog, Logs, Manifest, ManifestError, Server, SitesSource};
 
 mod common;
-use common::{backend, send_to_host, Shared};
+use common::{backend, self_signed, send_to_host, Shared};
 
 /// A fresh directory for one test's files.
 fn scratch(name: &str) -> PathBuf {
@@ -265,39 +265,6 @@ fn broken_manifests_say_where_and_why() {
     )
     .expect("write");
     assert!(Manifest::load(&p).is_ok());
-}
-
-/// A self-signed certificate for `localhost`, made by the openssl command.
-fn self_signed(dir: &Path) -> Option<(PathBuf, PathBuf)> {
-    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
-    let ok = std::process::Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=localhost",
-            "-addext",
-            "subjectAltName=DNS:localhost",
-            "-addext",
-            "basicConstraints=critical,CA:FALSE",
-            "-addext",
-            "extendedKeyUsage=serverAuth",
-        ])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    ok.then_some((cert, key))
 }
 
 #[tokio::test]

@@ -255,6 +255,11 @@ async fn an_unreachable_upstream_is_502_quickly() {
         .expect("response");
     assert_eq!(status, StatusCode::BAD_GATEWAY);
     assert!(start.elapsed() < Duration::from_secs(3));
+    let log = s.log.text();
+    assert!(
+        log.contains("waf serve: upstream unavailable: ") && log.contains("refused"),
+        "the error log says why: {log}"
+    );
 }
 
 #[tokio::test]
@@ -1168,6 +1173,12 @@ async fn protocol_switches_are_inspected_then_tunnelled() {
     assert!(read_head(&mut c).await.starts_with("http/1.1 101"));
     let (_, closed) = read_until_closed(&mut c, Duration::from_secs(5)).await;
     assert!(closed, "an idle tunnel is closed");
+    // Counted as the tunnel's task ends, just after the sockets close.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while s.server.metrics().tunnels_open() > 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(s.server.metrics().tunnels_open(), 0);
     let metrics = s.server.metrics().render(Default::default());
     assert!(metrics.contains("waf_tunnels_total 2\n"), "{metrics}");
     assert!(
@@ -1179,11 +1190,6 @@ async fn protocol_switches_are_inspected_then_tunnelled() {
         let line = format!("waf_tunnel_bytes_total{{direction=\"{direction}\"}} {carried}\n");
         assert!(metrics.contains(&line), "{line} in {metrics}");
     }
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while s.server.metrics().tunnels_open() > 0 && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert_eq!(s.server.metrics().tunnels_open(), 0);
 
     // HTTP/1.0 has no switch: the request goes as a plain one.
     let answer = raw_exchange(
@@ -1255,4 +1261,102 @@ async fn bodies_held_by_all_requests_together_are_bounded() {
         3,
         "the refused request never reached the backend"
     );
+}
+
+/// A TLS backend for `cert`/`key`: answers `hello over tls: PATH`.
+async fn tls_backend(cert: &std::path::Path, key: &std::path::Path) -> SocketAddr {
+    use hyper_util::rt::TokioIo;
+    let acceptor = waf_serve::tls::acceptor(cert, key).expect("acceptor");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(stream) = acceptor.accept(stream).await else {
+                    return;
+                };
+                let service = hyper::service::service_fn(
+                    |req: hyper::Request<hyper::body::Incoming>| async move {
+                        let text = format!("hello over tls: {}", req.uri().path());
+                        Ok::<_, std::convert::Infallible>(hyper::Response::new(
+                            http_body_util::Full::new(bytes::Bytes::from(text)),
+                        ))
+                    },
+                );
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+/// An `https://` upstream: its certificate is verified against
+/// `upstream_ca` (here the backend's self-signed one) and requests go over
+/// TLS, after the WAF; a certificate that does not verify (the system's
+/// bundle does not know it) is a 502 whose reason is in the error log.
+#[tokio::test]
+async fn https_upstreams_are_verified_then_used() {
+    let dir = std::env::temp_dir().join(format!("waf-serve-https-up-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let Some((cert, key)) = common::self_signed(&dir) else {
+        eprintln!(
+            "SKIP https_upstreams_are_verified_then_used: no openssl command to make a certificate"
+        );
+        assert!(
+            std::env::var_os("WAF_REQUIRE_TLS_TOOLS").is_none(),
+            "openssl is required"
+        );
+        return;
+    };
+    let up = tls_backend(&cert, &key).await;
+    let upstream: hyper::Uri = format!("https://localhost:{}", up.port())
+        .parse()
+        .expect("uri");
+    let trusted = setup_with(text_rules(), Some(up), |c| {
+        c.upstream = upstream.clone();
+        c.upstream_ca = Some(cert.clone());
+    })
+    .await;
+    let (status, _, body) = send(trusted.server.addr(), "GET", "/page?q=garden", "")
+        .await
+        .expect("response");
+    assert_eq!(
+        (status, body.as_str()),
+        (StatusCode::OK, "hello over tls: /page")
+    );
+    let (status, _, _) = send(trusted.server.addr(), "GET", "/?x=attack", "")
+        .await
+        .expect("response");
+    assert_eq!(status, StatusCode::FORBIDDEN);
+
+    let unknown = setup_with(text_rules(), Some(up), |c| c.upstream = upstream.clone()).await;
+    let (status, _, _) = send(unknown.server.addr(), "GET", "/page", "")
+        .await
+        .expect("response");
+    assert_eq!(status, StatusCode::BAD_GATEWAY);
+    let log = unknown.log.text();
+    assert!(
+        log.contains("waf serve: upstream unavailable: ") && log.contains("certificate"),
+        "{log}"
+    );
+    // A CA file that cannot be read stops the start, saying which.
+    let mut config = Config::new("127.0.0.1:0".parse().expect("addr"), upstream);
+    config.upstream_ca = Some(dir.join("missing.pem"));
+    let rules = Arc::new(Rules::load(text_rules()).expect("rules compile"));
+    let logs = Logs {
+        error: ErrorLog::none(),
+        audit: None,
+        access: None,
+    };
+    match Server::start(config, rules, logs).await {
+        Ok(_) => panic!("started without its CA file"),
+        Err(e) => assert!(e.to_string().contains("missing.pem"), "{e}"),
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
