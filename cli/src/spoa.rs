@@ -17,12 +17,19 @@ pub struct Args {
     /// ModSecurity-style error log; standard error when absent.
     #[arg(long, value_name = "FILE")]
     pub error_log: Option<PathBuf>,
+    /// How often to look at the rule files (and what they include) for
+    /// changes, which reload the rules as SIGHUP does; 0: only on SIGHUP
+    /// [default: 2].
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
+    pub watch_interval: f64,
 }
 
 pub fn run(args: Args) -> CmdResult {
     let rules = crate::serve::load_rules(&args.input)?;
     let log = crate::serve::error_log(args.error_log.as_deref())?;
-    waf_serve::spoa::run(args.listen, Arc::new(rules), log, |m| {
+    let watch = waf_serve::watch_interval(args.watch_interval)
+        .map_err(|m| CliError::usage(format!("--watch-interval: {m}")))?;
+    waf_serve::spoa::run(args.listen, Arc::new(rules), log, watch, |m| {
         eprintln!("waf spoa: {m}")
     })
     .map_err(CliError::usage)

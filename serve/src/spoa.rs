@@ -284,11 +284,13 @@ async fn connection(stream: TcpStream, rules: Arc<Rules>, log: ErrorLog) -> std:
 /// own: what `waf spoa` does. SIGHUP recompiles the rules off the runtime
 /// and swaps them in (requests in flight finish on the old ones; rules that
 /// do not compile are refused and reported, the running ones stay); SIGUSR1
-/// reopens the error log.
+/// reopens the error log. With `watch_interval`, a change to the rules'
+/// files reloads them too (as for `waf serve`).
 pub fn run(
     listen: SocketAddr,
     rules: Arc<Rules>,
     log: ErrorLog,
+    watch_interval: Option<std::time::Duration>,
     report: impl Fn(&str),
 ) -> Result<(), crate::ServeError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -301,7 +303,13 @@ pub fn run(
             .map_err(crate::ServeError::Listen)?;
         report(&format!("listening on {listen}"));
         let agent = tokio::spawn(serve(listener, rules.clone(), log.clone()));
-        let watch = None::<crate::Watch<fn() -> crate::watch::Inputs>>;
+        let watch = watch_interval.map(|interval| crate::Watch {
+            interval,
+            inputs: {
+                let rules = rules.clone();
+                move || rules.inputs()
+            },
+        });
         crate::until_stopped(move || rules.reload(), |_| {}, watch, &[log], &report).await;
         agent.abort();
         Ok(())
