@@ -552,61 +552,19 @@ fn lint_shows_a_window_of_a_long_line() {
 #[test]
 fn serve_drains_the_request_in_flight_on_sigterm() {
     use std::io::{Read, Write};
-    use std::net::{TcpListener, TcpStream};
-    use std::time::{Duration, Instant};
-    // A backend that answers after a second.
-    let backend = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let upstream = backend.local_addr().expect("addr");
-    std::thread::spawn(move || {
-        for conn in backend.incoming().take(16) {
-            let Ok(mut conn) = conn else { continue };
-            let mut req = Vec::new();
-            let mut buf = [0u8; 1024];
-            while !req.windows(4).any(|w| w == b"\r\n\r\n") {
-                match conn.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => req.extend_from_slice(&buf[..n]),
-                }
-            }
-            std::thread::sleep(Duration::from_secs(1));
-            let _ = conn.write_all(
-                b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\nConnection: close\r\n\r\nfinished\n",
-            );
-        }
-    });
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let listen = format!("127.0.0.1:{port}");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_waf"))
-        .args([
-            "serve",
-            "tests/fixtures/clean.conf",
-            "--listen",
-            &listen,
-            "--upstream",
-            &format!("http://{upstream}"),
-            "--workers",
-            "2",
-        ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start waf serve");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(&listen).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "waf serve did not start listening"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    use std::time::Duration;
+    let upstream = common::backend(16, Duration::from_secs(1), "finished\n");
+    let (child, listen) = common::start_serve(&[
+        "tests/fixtures/clean.conf",
+        "--upstream",
+        &format!("http://{upstream}"),
+        "--workers",
+        "2",
+    ]);
     let client = {
         let listen = listen.clone();
         std::thread::spawn(move || {
-            let mut c = TcpStream::connect(&listen).expect("connect");
+            let mut c = std::net::TcpStream::connect(&listen).expect("connect");
             c.set_read_timeout(Some(Duration::from_secs(10)))
                 .expect("timeout");
             c.write_all(b"GET /slow HTTP/1.1\r\nHost: example.com\r\n\r\n")
@@ -617,28 +575,9 @@ fn serve_drains_the_request_in_flight_on_sigterm() {
         })
     };
     std::thread::sleep(Duration::from_millis(400));
-    let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(killed.success());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("waf serve did not exit within 10 s of SIGTERM");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let (code, stderr) = common::stop(child);
     let answer = client.join().expect("client");
-    let mut stderr = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        let _ = e.read_to_string(&mut stderr);
-    }
-    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert_eq!(code, Some(0), "exits 0 within 10 s of SIGTERM: {stderr}");
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}\n{stderr}");
     assert!(answer.ends_with("finished\n"), "{answer}");
     assert!(
@@ -648,7 +587,7 @@ fn serve_drains_the_request_in_flight_on_sigterm() {
         "{stderr}"
     );
     assert!(
-        TcpStream::connect(&listen).is_err(),
+        std::net::TcpStream::connect(&listen).is_err(),
         "nothing listens after the exit"
     );
 }
@@ -658,27 +597,8 @@ fn serve_drains_the_request_in_flight_on_sigterm() {
 /// running rules, and fixing it reloads again.
 #[test]
 fn serve_reloads_when_the_rule_files_change() {
-    use std::io::{Read, Write};
-    use std::net::{TcpListener, TcpStream};
     use std::time::{Duration, Instant};
-    let backend = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let upstream = backend.local_addr().expect("addr");
-    std::thread::spawn(move || {
-        for conn in backend.incoming().take(500) {
-            let Ok(mut conn) = conn else { continue };
-            let mut req = Vec::new();
-            let mut buf = [0u8; 1024];
-            while !req.windows(4).any(|w| w == b"\r\n\r\n") {
-                match conn.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => req.extend_from_slice(&buf[..n]),
-                }
-            }
-            let _ = conn.write_all(
-                b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n",
-            );
-        }
-    });
+    let upstream = common::backend(500, Duration::ZERO, "ok\n");
     let dir = std::env::temp_dir().join(format!("waf-cli-watch-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("extra")).expect("dir");
@@ -692,48 +612,26 @@ fn serve_reloads_when_the_rule_files_change() {
     )
     .expect("write");
     std::fs::write(dir.join("extra/a.conf"), rule(10, "alpha")).expect("write");
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let listen = format!("127.0.0.1:{port}");
-    let main_arg = main.display().to_string();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_waf"))
-        .args([
-            "serve",
-            &main_arg,
-            "--listen",
-            &listen,
-            "--upstream",
-            &format!("http://{upstream}"),
-            "--workers",
-            "1",
-            "--watch-interval",
-            "0.2",
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start waf serve");
+    let (child, listen) = common::start_serve(&[
+        &main.display().to_string(),
+        "--upstream",
+        &format!("http://{upstream}"),
+        "--workers",
+        "1",
+        "--watch-interval",
+        "0.2",
+    ]);
     let status_of = |word: &str| -> u16 {
-        let Ok(mut c) = TcpStream::connect(&listen) else {
-            return 0;
-        };
-        let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
-        let _ = c.write_all(
-            format!("GET /?q={word} HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n")
-                .as_bytes(),
-        );
-        let mut answer = String::new();
-        let _ = c.read_to_string(&mut answer);
-        answer.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0)
+        common::get(&listen, &format!("/?q={word}"))
+            .get(9..12)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0)
     };
     // Polls (bounded) until `word` gets `want`.
     let wait_for = |word: &str, want: u16| {
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
-            let got = status_of(word);
-            if got == want {
+            if status_of(word) == want {
                 return true;
             }
             if Instant::now() > deadline {
@@ -766,18 +664,7 @@ fn serve_reloads_when_the_rule_files_change() {
             wait_for("delta", 403) && status_of("gamma") == 200
         },
     ];
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let mut stderr = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        let _ = e.read_to_string(&mut stderr);
-    }
+    let (_, stderr) = common::stop(child);
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(steps, [true; 5], "{stderr}");
     assert!(
@@ -795,71 +682,31 @@ fn serve_reloads_when_the_rule_files_change() {
 /// ones at the configured paths.
 #[test]
 fn serve_reopens_its_logs_on_sigusr1() {
-    use std::io::{Read, Write};
-    use std::net::{TcpListener, TcpStream};
     use std::time::{Duration, Instant};
-    let backend = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let upstream = backend.local_addr().expect("addr");
-    std::thread::spawn(move || {
-        for conn in backend.incoming().take(100) {
-            let Ok(mut conn) = conn else { continue };
-            let mut buf = [0u8; 4096];
-            let _ = conn.read(&mut buf);
-            let _ = conn.write_all(
-                b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n",
-            );
-        }
-    });
+    let upstream = common::backend(100, Duration::ZERO, "ok\n");
     let dir = std::env::temp_dir().join(format!("waf-cli-reopen-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("dir");
-    let rules = dir.join("rules.conf");
     std::fs::write(
-        &rules,
+        dir.join("rules.conf"),
         "SecRuleEngine On\nSecRule ARGS \"@contains alpha\" \"id:10,phase:1,deny,status:403,log,msg:'alpha'\"\n",
     )
     .expect("write");
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let listen = format!("127.0.0.1:{port}");
     let path = |name: &str| dir.join(name).display().to_string();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_waf"))
-        .args([
-            "serve",
-            &path("rules.conf"),
-            "--listen",
-            &listen,
-            "--upstream",
-            &format!("http://{upstream}"),
-            "--error-log",
-            &path("error.log"),
-            "--access-log",
-            &path("access.log"),
-            "--workers",
-            "1",
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start waf serve");
-    let blocked = || {
-        let Ok(mut c) = TcpStream::connect(&listen) else {
-            return false;
-        };
-        let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
-        let _ = c
-            .write_all(b"GET /?q=alpha HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n");
-        let mut answer = String::new();
-        let _ = c.read_to_string(&mut answer);
-        answer.starts_with("HTTP/1.1 403")
-    };
+    let (child, listen) = common::start_serve(&[
+        &path("rules.conf"),
+        "--upstream",
+        &format!("http://{upstream}"),
+        "--error-log",
+        &path("error.log"),
+        "--access-log",
+        &path("access.log"),
+        "--workers",
+        "1",
+    ]);
+    let blocked = || common::get(&listen, "/?q=alpha").starts_with("HTTP/1.1 403");
     let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap_or_default();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !blocked() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert!(blocked());
     // Written off the request path: wait (bounded) for the access line.
     let deadline = Instant::now() + Duration::from_secs(5);
     while read("access.log").lines().count() < 1 && Instant::now() < deadline {
@@ -868,9 +715,7 @@ fn serve_reopens_its_logs_on_sigusr1() {
     for name in ["error.log", "access.log"] {
         std::fs::rename(dir.join(name), dir.join(format!("{name}.1"))).expect("rename");
     }
-    let _ = Command::new("kill")
-        .args(["-USR1", &child.id().to_string()])
-        .status();
+    common::signal(&child, "USR1");
     // Until the new files appear (bounded), one blocked request at a time.
     let deadline = Instant::now() + Duration::from_secs(10);
     while (read("error.log").is_empty() || read("access.log").is_empty())
@@ -879,18 +724,7 @@ fn serve_reopens_its_logs_on_sigusr1() {
         blocked();
         std::thread::sleep(Duration::from_millis(100));
     }
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let mut stderr = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        let _ = e.read_to_string(&mut stderr);
-    }
+    let (_, stderr) = common::stop(child);
     let (old_error, old_access) = (read("error.log.1"), read("access.log.1"));
     let (new_error, new_access) = (read("error.log"), read("access.log"));
     let _ = std::fs::remove_dir_all(&dir);

@@ -79,6 +79,21 @@ fn push_line(batch: &mut Vec<u8>, line: &str) {
     batch.push(b'\n');
 }
 
+/// Queues `item`, waiting for room in a full queue until `deadline`;
+/// whether it was queued.
+async fn queue_by(tx: &SyncSender<Item>, mut item: Item, deadline: tokio::time::Instant) -> bool {
+    loop {
+        match tx.try_send(item) {
+            Ok(()) => return true,
+            Err(TrySendError::Full(back)) if tokio::time::Instant::now() < deadline => {
+                item = back;
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            Err(_) => return false,
+        }
+    }
+}
+
 tokio::task_local! {
     /// Set when the request running on this task queued a line.
     static LOGGED: Cell<bool>;
@@ -222,16 +237,8 @@ impl ErrorLog {
         let Some(tx) = &self.tx else { return true };
         let deadline = tokio::time::Instant::now() + limit;
         let (done, written) = tokio::sync::oneshot::channel();
-        let mut barrier = Item::Barrier(done);
-        loop {
-            match tx.try_send(barrier) {
-                Ok(()) => break,
-                Err(TrySendError::Full(back)) if tokio::time::Instant::now() < deadline => {
-                    barrier = back;
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
-                Err(_) => return false,
-            }
+        if !queue_by(tx, Item::Barrier(done), deadline).await {
+            return false;
         }
         matches!(tokio::time::timeout_at(deadline, written).await, Ok(Ok(())))
     }
@@ -244,16 +251,8 @@ impl ErrorLog {
         let Some(tx) = &self.tx else { return Ok(()) };
         let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
         let (done, reopened) = tokio::sync::oneshot::channel();
-        let mut item = Item::Reopen(done);
-        loop {
-            match tx.try_send(item) {
-                Ok(()) => break,
-                Err(TrySendError::Full(back)) if tokio::time::Instant::now() < deadline => {
-                    item = back;
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
-                Err(_) => return Err(std::io::Error::other("the log writer is behind or gone")),
-            }
+        if !queue_by(tx, Item::Reopen(done), deadline).await {
+            return Err(std::io::Error::other("the log writer is behind or gone"));
         }
         match tokio::time::timeout_at(deadline + Duration::from_secs(4), reopened).await {
             Ok(Ok(outcome)) => outcome,

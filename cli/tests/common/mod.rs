@@ -26,3 +26,119 @@ pub fn assert_success(o: &Output) {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// A backend for `waf serve` tests, on loopback: each of up to `n`
+/// connections gets, once its request head is read and `delay` has passed,
+/// `200` with `body`, then is closed.
+#[allow(dead_code)]
+pub fn backend(n: usize, delay: std::time::Duration, body: &'static str) -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        for conn in listener.incoming().take(n) {
+            let Ok(mut conn) = conn else { continue };
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            std::thread::sleep(delay);
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = conn.write_all(answer.as_bytes());
+        }
+    });
+    addr
+}
+
+/// `waf serve ARGS --listen ADDR` (an address free a moment ago), started
+/// in the crate directory with standard error piped; returns once it
+/// listens (panics after 20 s).
+#[allow(dead_code)]
+pub fn start_serve(args: &[&str]) -> (std::process::Child, String) {
+    use std::time::{Duration, Instant};
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let child = Command::new(env!("CARGO_BIN_EXE_waf"))
+        .arg("serve")
+        .args(args)
+        .args(["--listen", &listen])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start waf serve");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(&listen).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "waf serve did not start listening"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (child, listen)
+}
+
+/// Sends `signal` (`TERM`, `HUP`, `USR1`...) to the process.
+#[allow(dead_code)]
+pub fn signal(child: &std::process::Child, signal: &str) {
+    let sent = Command::new("kill")
+        .args([&format!("-{signal}"), &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(sent.success(), "kill -{signal}");
+}
+
+/// SIGTERM, then waits up to 10 s for the exit (killed after that): the
+/// exit code (`None` when it had to be killed) and what it wrote to
+/// standard error.
+#[allow(dead_code)]
+pub fn stop(mut child: std::process::Child) -> (Option<i32>, String) {
+    use std::io::Read;
+    use std::time::{Duration, Instant};
+    signal(&child, "TERM");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let code = loop {
+        if let Ok(Some(s)) = child.try_wait() {
+            break s.code();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut stderr);
+    }
+    (code, stderr)
+}
+
+/// `GET target` on a new connection (`Connection: close`): the answer,
+/// empty if there was none in 5 s.
+#[allow(dead_code)]
+pub fn get(listen: &str, target: &str) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut c) = std::net::TcpStream::connect(listen) else {
+        return String::new();
+    };
+    let _ = c.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+    let _ = c.write_all(
+        format!("GET {target} HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n")
+            .as_bytes(),
+    );
+    let mut answer = String::new();
+    let _ = c.read_to_string(&mut answer);
+    answer
+}
