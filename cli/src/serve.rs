@@ -163,7 +163,7 @@ pub fn run(args: Args) -> CmdResult {
         waf_serve::TrustedProxies::parse(&args.trusted_proxies).map_err(CliError::usage)?;
     config.workers = Some(args.workers.unwrap_or_else(default_workers));
     let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(c), Some(k)) => Some(waf_serve::tls::acceptor(c, k).map_err(CliError::usage)?),
+        (Some(c), Some(k)) => Some(waf_serve::tls::load(c, k).map_err(CliError::usage)?),
         _ => None,
     };
     let rules = Arc::new(rules);
@@ -212,7 +212,7 @@ fn run_manifest(path: &Path, args: &Args) -> CmdResult {
         access: m.access_log.as_deref().map(open_log).transpose()?,
     };
     let tls = match &m.tls {
-        Some((c, k)) => Some(waf_serve::tls::acceptor(c, k).map_err(CliError::usage)?),
+        Some((c, k)) => Some(waf_serve::tls::load(c, k).map_err(CliError::usage)?),
         None => None,
     };
     m.config.workers = Some(m.config.workers.unwrap_or_else(default_workers));

@@ -672,7 +672,7 @@ fn serve_reloads_when_the_rule_files_change() {
         "the report names the file: {stderr}"
     );
     assert!(
-        stderr.contains("reload refused, the running rules stay"),
+        stderr.contains("reload refused: the running rules stay"),
         "{stderr}"
     );
 }

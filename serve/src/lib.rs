@@ -276,7 +276,7 @@ impl Server {
         config: Config,
         sites: Sites,
         source: SitesSource,
-        tls: Option<tls::TlsAcceptor>,
+        tls: Option<tls::Tls>,
         logs: Logs,
     ) -> Result<Server, ServeError> {
         let Logs {
@@ -318,10 +318,15 @@ impl Server {
         ));
         let task = match workers {
             Some(n) => {
-                let workers = proxy::workers(n, state.clone(), tls).map_err(ServeError::Runtime)?;
+                let workers = proxy::workers(n, state.clone(), tls.map(|t| t.acceptor()))
+                    .map_err(ServeError::Runtime)?;
                 tokio::spawn(workers.dispatch(listener))
             }
-            None => tokio::spawn(proxy::accept_loop(listener, state.clone(), tls)),
+            None => tokio::spawn(proxy::accept_loop(
+                listener,
+                state.clone(),
+                tls.map(|t| t.acceptor()),
+            )),
         };
         Ok(Server {
             addr,
@@ -549,7 +554,7 @@ pub(crate) async fn until_stopped<E: std::fmt::Display + Send + 'static>(
             on_reload(matches!(outcome, Ok(Ok(()))));
             match outcome {
                 Ok(Ok(())) => report("rules reloaded"),
-                Ok(Err(e)) => report(&format!("reload refused, the running rules stay:\n{e}")),
+                Ok(Err(e)) => report(&format!("reload refused: {e}")),
                 Err(e) => report(&format!("reload failed: {e}")),
             }
             // Watched anew from what this compilation read, refused or not.
@@ -566,8 +571,9 @@ pub(crate) async fn until_stopped<E: std::fmt::Display + Send + 'static>(
 }
 
 /// Runs the proxy until interrupted (Ctrl-C or SIGTERM), on a runtime of its
-/// own: what `waf serve` does. SIGHUP reloads the rules; the outcome of each
-/// reload (or the diagnostics that kept the old rules) goes to `report`.
+/// own: what `waf serve` does. SIGHUP reloads the rules (and the TLS
+/// certificate); the outcome of each reload (or the diagnostics that kept
+/// the old rules) goes to `report`.
 pub fn run(
     config: Config,
     rules: Arc<Rules>,
@@ -590,7 +596,7 @@ pub fn run_sites(
     config: Config,
     sites: Sites,
     source: SitesSource,
-    tls: Option<tls::TlsAcceptor>,
+    tls: Option<tls::Tls>,
     logs: Logs,
     report: impl Fn(&str) + Send + Sync + 'static,
 ) -> Result<(), ServeError> {
@@ -609,19 +615,38 @@ pub fn run_sites(
     let grace = config.shutdown_timeout;
     let watch_interval = config.watch_interval;
     runtime.block_on(async move {
-        let server = Server::start_sites(config, sites, source, tls, logs).await?;
+        let server = Server::start_sites(config, sites, source, tls.clone(), logs).await?;
         report(&format!("listening on {}", server.addr()));
         let (source, state) = server.reloader();
         let watch = watch_interval.map(|interval| Watch {
             interval,
             inputs: {
-                let (source, state) = (source.clone(), state.clone());
-                move || inputs(&source, &state)
+                let (source, state, tls) = (source.clone(), state.clone(), tls.clone());
+                move || {
+                    let mut i = inputs(&source, &state);
+                    if let Some(t) = &tls {
+                        i.extend(t.inputs());
+                    }
+                    i
+                }
             },
         });
         let logs: Vec<ErrorLog> = server.state.logs().cloned().collect();
         until_stopped(
-            move || reload(&source, &state),
+            move || {
+                // The certificate first: it stays whatever the rules do.
+                let certificate = tls.as_ref().map_or(Ok(()), |t| {
+                    t.reload()
+                        .map_err(|e| format!("the TLS certificate (the running one stays): {e}"))
+                });
+                let rules =
+                    reload(&source, &state).map_err(|e| format!("the running rules stay:\n{e}"));
+                match (certificate, rules) {
+                    (Ok(()), Ok(())) => Ok(()),
+                    (Err(e), Ok(())) | (Ok(()), Err(e)) => Err(e),
+                    (Err(c), Err(r)) => Err(format!("{c}\n{r}")),
+                }
+            },
             |ok| server.metrics().reload(ok),
             watch,
             &logs,

@@ -310,7 +310,12 @@ pub fn run(
                 move || rules.inputs()
             },
         });
-        crate::until_stopped(move || rules.reload(), |_| {}, watch, &[log], &report).await;
+        let reload = move || {
+            rules
+                .reload()
+                .map_err(|e| format!("the running rules stay:\n{e}"))
+        };
+        crate::until_stopped(reload, |_| {}, watch, &[log], &report).await;
         agent.abort();
         Ok(())
     })

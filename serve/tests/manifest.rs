@@ -290,12 +290,12 @@ async fn tls_listener_serves_http1_and_http2_and_ssl_is_true() {
     .expect("write");
     let m = Manifest::load(&manifest).unwrap_or_else(|e| panic!("{e}"));
     let (c, k) = m.tls.clone().expect("tls in the manifest");
-    let acceptor = waf_serve::tls::acceptor(&c, &k).expect("acceptor");
+    let tls = waf_serve::tls::load(&c, &k).expect("certificate");
     let server = Server::start_sites(
         m.config,
         m.sites,
         SitesSource::Manifest(manifest),
-        Some(acceptor),
+        Some(tls),
         Logs {
             error: ErrorLog::to_writer(Box::new(std::io::sink())),
             audit: None,
@@ -346,5 +346,99 @@ async fn tls_listener_serves_http1_and_http2_and_ssl_is_true() {
             send.send_request(req).await.expect("response").status()
         };
         assert_eq!(status, StatusCode::OK, "{want}");
+    }
+}
+
+/// A renewed certificate is served to new handshakes once reloaded; a pair
+/// that does not load (here a key that is not the certificate's) is refused
+/// and the running one stays.
+#[tokio::test]
+async fn the_listener_certificate_is_reloaded_in_place() {
+    use tokio_rustls::rustls;
+    let (old_dir, new_dir, live) = (
+        scratch("cert-old"),
+        scratch("cert-new"),
+        scratch("cert-live"),
+    );
+    let (Some((old_cert, old_key)), Some((new_cert, new_key))) =
+        (self_signed(&old_dir), self_signed(&new_dir))
+    else {
+        eprintln!("SKIP the_listener_certificate_is_reloaded_in_place: no openssl command");
+        assert!(
+            std::env::var_os("WAF_REQUIRE_TLS_TOOLS").is_none(),
+            "openssl is required"
+        );
+        return;
+    };
+    let (cert, key) = (live.join("cert.pem"), live.join("key.pem"));
+    std::fs::copy(&old_cert, &cert).expect("copy");
+    std::fs::copy(&old_key, &key).expect("copy");
+    let tls = waf_serve::tls::load(&cert, &key).expect("certificate");
+    let up = backend(Arc::new(AtomicUsize::new(0))).await;
+    let rules = Arc::new(
+        waf_serve::Rules::load(waf_serve::RuleSource::Text {
+            name: "t.conf".into(),
+            text: "SecRuleEngine On\n".into(),
+        })
+        .expect("rules"),
+    );
+    let upstream: hyper::Uri = format!("http://{up}").parse().expect("uri");
+    let config = waf_serve::Config::new("127.0.0.1:0".parse().expect("addr"), upstream.clone());
+    let sites = waf_serve::Sites::single(rules.clone(), &upstream).expect("sites");
+    let server = Server::start_sites(
+        config,
+        sites,
+        SitesSource::Single(rules),
+        Some(tls.clone()),
+        Logs {
+            error: ErrorLog::to_writer(Box::new(std::io::sink())),
+            audit: None,
+            access: None,
+        },
+    )
+    .await
+    .expect("start");
+    // Whether a handshake trusting only `trusted` succeeds.
+    let addr = server.addr();
+    let handshake = |trusted: PathBuf| async move {
+        use rustls::pki_types::pem::PemObject;
+        let mut roots = rustls::RootCertStore::empty();
+        let pem = std::fs::read(&trusted).expect("cert");
+        for c in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
+            roots.add(c.expect("pem")).expect("root");
+        }
+        let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
+        tokio_rustls::TlsConnector::from(Arc::new(cfg))
+            .connect(name, tcp)
+            .await
+            .is_ok()
+    };
+    assert!(handshake(old_cert.clone()).await);
+    assert!(!handshake(new_cert.clone()).await);
+    // Renewed on disk: still the old one until reloaded.
+    std::fs::copy(&new_cert, &cert).expect("copy");
+    std::fs::copy(&new_key, &key).expect("copy");
+    assert!(handshake(old_cert.clone()).await);
+    tls.reload().expect("reload");
+    assert!(
+        handshake(new_cert.clone()).await,
+        "new handshakes get the new one"
+    );
+    assert!(!handshake(old_cert.clone()).await);
+    // A key that is not the certificate's: refused, the running pair stays.
+    std::fs::copy(&old_key, &key).expect("copy");
+    let e = tls.reload().expect_err("a mismatched pair");
+    assert!(e.contains("do not go together"), "{e}");
+    assert!(handshake(new_cert.clone()).await);
+    for d in [old_dir, new_dir, live] {
+        let _ = std::fs::remove_dir_all(d);
     }
 }
