@@ -220,8 +220,9 @@ fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
 pub enum SitesSource {
     /// One site: reload recompiles these rules.
     Single(Arc<Rules>),
-    /// A manifest: reload reads it again and compiles every site (listener,
-    /// TLS, admin and log settings take a restart).
+    /// A manifest: reload reads it again and compiles every site (the
+    /// listener, the TLS files' paths, admin, log and timeout settings take
+    /// a restart; the certificate in those files is reloaded).
     Manifest(std::path::PathBuf),
 }
 
