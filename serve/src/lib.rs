@@ -220,9 +220,9 @@ fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
 pub enum SitesSource {
     /// One site: reload recompiles these rules.
     Single(Arc<Rules>),
-    /// A manifest: reload reads it again and compiles every site (the
-    /// listener, the TLS files' paths, admin, log and timeout settings take
-    /// a restart; the certificate in those files is reloaded).
+    /// A manifest: reload reads it again and takes its sites and upstreams
+    /// (the other settings take a restart; the certificate in the TLS files
+    /// is reloaded by `run_sites`).
     Manifest(std::path::PathBuf),
 }
 
