@@ -880,6 +880,11 @@ async fn handle(
         .config
         .trusted_proxies
         .set_forwarded(headers, peer.ip(), tls);
+    // The request's id in the WAF's logs (error, audit, access), so that
+    // the application's own logs can name it; a client's is replaced.
+    if let Ok(id) = HeaderValue::from_str(tx.unique_id()) {
+        headers.insert(HeaderName::from_static("x-waf-unique-id"), id);
+    }
     if let Some(protocol) = &switch {
         crate::upgrade::mark(headers, protocol.clone());
     }

@@ -153,7 +153,7 @@ async fn request_headers_are_forwarded_less_the_hop_by_hop_ones() {
     c.write_all(
         b"GET /headers HTTP/1.1\r\nHost: example.com\r\nX-Multi: a\r\nKeep-Alive: timeout=5\r\n\
           TE: trailers\r\nX-Custom: 1\r\nX-Multi: b\r\nProxy-Connection: keep-alive\r\n\
-          Connection: close\r\n\r\n",
+          X-Waf-Unique-Id: forged\r\nConnection: close\r\n\r\n",
     )
     .await
     .expect("write");
@@ -163,6 +163,13 @@ async fn request_headers_are_forwarded_less_the_hop_by_hop_ones() {
     assert!(got.contains("host: example.com\n"), "{got}");
     assert!(got.contains("x-custom: 1\n"), "{got}");
     assert!(got.contains("x-multi: a\nx-multi: b\n"), "{got}");
+    // The request's id in the WAF's logs, not the client's.
+    let id = got
+        .lines()
+        .find_map(|l| l.strip_prefix("x-waf-unique-id: "))
+        .unwrap_or("");
+    assert!(id.len() >= 16 && id != "forged", "{got}");
+    assert_eq!(got.matches("x-waf-unique-id:").count(), 1, "{got}");
     for hop in ["keep-alive", "te", "proxy-connection", "connection"] {
         let forwarded = got.lines().any(|l| l.starts_with(&format!("{hop}:")));
         assert!(!forwarded, "{hop} forwarded: {got}");
