@@ -8,6 +8,10 @@
 #
 #   corpus/serve-idle.sh [CONNECTIONS]      (default 10000)
 #
+# Exits 1 unless the request made meanwhile is answered, the header timeout
+# closes every connection, and the RSS they add stays under
+# MAX_KIB_PER_CONNECTION (default 16) each.
+#
 # Needs target/release/waf, python3, curl. CRS from $CRS (../shared/crs).
 # Loopback only; everything is stopped on exit.
 set -euo pipefail
@@ -15,6 +19,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$here/.."
 n="${1:-10000}"
 HEADER_TIMEOUT="${HEADER_TIMEOUT:-45}"
+MAX_KIB_PER_CONNECTION="${MAX_KIB_PER_CONNECTION:-16}"
 CRS="${CRS:-$root/../shared/crs}"
 WAF="${WAF:-$root/target/release/waf}"
 work="$(mktemp -d /tmp/waf-serve-idle.XXXXXX)"
@@ -43,9 +48,10 @@ curl -s -o /dev/null "http://127.0.0.1:19401/?warm=1"
 sleep 3
 before=$(rss)
 
-python3 - "$n" "$serve_pid" "$HEADER_TIMEOUT" <<'PY'
+python3 - "$n" "$serve_pid" "$HEADER_TIMEOUT" "$before" "$MAX_KIB_PER_CONNECTION" <<'PY'
 import socket, subprocess, sys, time
 n, pid, header_timeout = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+before, max_kib = float(sys.argv[4]), float(sys.argv[5])
 def rss():
     for line in open(f"/proc/{pid}/status"):
         if line.startswith("VmRSS"):
@@ -83,8 +89,12 @@ held = rss()
 # A real request is still served while they are all open.
 code = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-m", "5",
                        "http://127.0.0.1:19401/?q=still-served"], capture_output=True, text=True).stdout
-print(f"opened {n} idle connections in {opened:.1f} s; RSS with all open: {held:.1f} MiB; "
-      f"a request meanwhile: HTTP {code}")
+per_conn = (held - before) * 1024 / n
+print(f"opened {n} idle connections in {opened:.1f} s; RSS with all open: {held:.1f} MiB "
+      f"({per_conn:.1f} KiB each); a request meanwhile: HTTP {code}")
+if per_conn > max_kib:
+    print(f"over {max_kib} KiB per idle connection")
+    sys.exit(1)
 if opened >= header_timeout:
     print(f"opening took longer than the header timeout ({header_timeout} s): raise HEADER_TIMEOUT")
     sys.exit(1)

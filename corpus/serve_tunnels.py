@@ -7,7 +7,9 @@ sent back) on --app-port, opens --n tunnels through the proxy on
 keeps them all open, and prints the proxy's RSS (pid --pid) before and with
 all of them open. A first round, closed before measuring, warms the engine's
 per-thread caches, which a fresh process grows on its first requests; both
-rounds are reported. Loopback only; used by corpus/serve-tunnels.sh.
+rounds are reported. Exits 1 unless every tunnel opened and echoed and the
+second round stayed under --max-kib-per-tunnel. Loopback only; used by
+corpus/serve-tunnels.sh.
 """
 import argparse
 import asyncio
@@ -77,22 +79,30 @@ async def main():
     p.add_argument("--proxy-port", type=int, required=True)
     p.add_argument("--app-port", type=int, required=True)
     p.add_argument("--pid", type=int, required=True)
+    p.add_argument("--max-kib-per-tunnel", type=float, default=16)
     a = p.parse_args()
+    failed = False
     server = await asyncio.start_server(app, "127.0.0.1", a.app_port, backlog=4096)
     for label in ("first round (engine caches warming)", "second round"):
         before = rss(a.pid)
         open_ones, ok = await round_of(a.n, a.proxy_port)
         await asyncio.sleep(1)
         with_all = rss(a.pid)
+        per_tunnel = (with_all - before) * 1024 / a.n
         print(
             "%s: %d of %d tunnels open and echoing; RSS %.1f -> %.1f MiB (%.1f KiB per tunnel)"
-            % (label, ok, a.n, before, with_all, (with_all - before) * 1024 / a.n)
+            % (label, ok, a.n, before, with_all, per_tunnel)
         )
+        failed |= ok != a.n
+        if label == "second round" and per_tunnel > a.max_kib_per_tunnel:
+            print("over %.0f KiB per tunnel" % a.max_kib_per_tunnel)
+            failed = True
         for w in open_ones:
             w.close()
         await asyncio.sleep(2)
     print("after the clients closed: RSS %.1f MiB" % rss(a.pid))
     server.close()
+    return 1 if failed else 0
 
 
-asyncio.run(main())
+raise SystemExit(asyncio.run(main()))
