@@ -88,7 +88,7 @@ enum Command {
         "1 the rules do not compile"
     ))]
     Profile(profile::Args),
-    /// Run the WAF as a reverse proxy in front of an application: all five phases, bodies held until inspected, phase-4 blocks before any byte is sent, ModSecurity-style error log, SIGHUP reloads the rules, SIGTERM drains.
+    /// Run the WAF as a reverse proxy in front of an application: all five phases, bodies held until inspected, phase-4 blocks before any byte is sent, ModSecurity-style error log, WebSocket pass-through, reload on SIGHUP or a change to the rule files, SIGTERM drains.
     #[command(after_help = help!(
         "  waf serve --upstream http://127.0.0.1:9000             # the embedded default ruleset
   waf serve -c /tmp/crs-pl1.conf --listen 0.0.0.0:8080 --upstream http://10.0.0.5:80 --error-log waf.log

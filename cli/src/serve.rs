@@ -18,7 +18,8 @@ pub struct Args {
     /// Address to accept connections on [default: 127.0.0.1:8080].
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<SocketAddr>,
-    /// The application: `http://host:port` (an optional path prefix is kept).
+    /// The application: `http://host:port` or `https://host:port` (an
+    /// optional path prefix is kept).
     #[arg(long, value_name = "URL")]
     pub upstream: Option<waf_serve::Uri>,
     /// ModSecurity-style error log (matched rules and interventions);
