@@ -558,9 +558,14 @@ pub(crate) async fn until_stopped<E: std::fmt::Display + Send + 'static>(
                 Ok(Err(e)) => report(&format!("reload refused: {e}")),
                 Err(e) => report(&format!("reload failed: {e}")),
             }
-            // Watched anew from what this compilation read, refused or not.
+            // Watched anew from what this compilation read, refused or not
+            // (off the runtime: the files are read once, to compare them
+            // with what was compiled).
             if let Some(f) = inputs {
-                watcher = Some(watch::Watcher::new(f()));
+                let read = f();
+                watcher = tokio::task::spawn_blocking(move || watch::Watcher::new(read))
+                    .await
+                    .ok();
             }
         }
     }
