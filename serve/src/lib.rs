@@ -288,6 +288,7 @@ impl Server {
         let listener = listen(config.listen).map_err(ServeError::Listen)?;
         let addr = listener.local_addr().map_err(ServeError::Listen)?;
         let metrics = Arc::new(Metrics::default());
+        metrics.rules_loaded();
         let (admin_addr, admin_task) = match config.admin {
             Some(a) => {
                 let l = TcpListener::bind(a).await.map_err(ServeError::Listen)?;

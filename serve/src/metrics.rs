@@ -73,6 +73,12 @@ pub struct Metrics {
     upstream_errors: AtomicU64,
     request_body_bytes: AtomicU64,
     reloads: AtomicU64,
+    /// Whether the last reload was refused (the running rules are older
+    /// than the files), and when rules were last loaded (at start or by a
+    /// reload), in milliseconds since the epoch: what an alert on stale
+    /// rules needs, now that file changes reload by themselves.
+    last_reload_failed: AtomicBool,
+    loaded_at_ms: AtomicU64,
     reload_failures: AtomicU64,
     /// WAF time per phase (1 to 5).
     phase_time: [Histogram; 5],
@@ -270,9 +276,20 @@ impl Metrics {
     /// Counts a reload and its outcome.
     pub fn reload(&self, ok: bool) {
         self.reloads.fetch_add(1, Ordering::Relaxed);
-        if !ok {
+        self.last_reload_failed.store(!ok, Ordering::Relaxed);
+        if ok {
+            self.rules_loaded();
+        } else {
             self.reload_failures.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Notes that rules were loaded now (at start; reloads call it too).
+    pub(crate) fn rules_loaded(&self) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        self.loaded_at_ms.store(now, Ordering::Relaxed);
     }
 
     /// Requests handled so far.
@@ -410,6 +427,16 @@ impl Metrics {
             s,
             "# HELP waf_held_body_bytes Request and response body bytes held in memory until their phase allows them.\n# TYPE waf_held_body_bytes gauge\nwaf_held_body_bytes {}",
             self.held_body_bytes()
+        );
+        let _ = writeln!(
+            s,
+            "# HELP waf_last_reload_successful 0 when the last reload was refused: the rules running are not the files'.\n# TYPE waf_last_reload_successful gauge\nwaf_last_reload_successful {}",
+            u8::from(!self.last_reload_failed.load(Ordering::Relaxed))
+        );
+        let _ = writeln!(
+            s,
+            "# HELP waf_rules_loaded_timestamp_seconds When the running rules were loaded (at start or by the last successful reload).\n# TYPE waf_rules_loaded_timestamp_seconds gauge\nwaf_rules_loaded_timestamp_seconds {}",
+            self.loaded_at_ms.load(Ordering::Relaxed) as f64 / 1e3
         );
         let _ = writeln!(
             s,

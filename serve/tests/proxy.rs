@@ -308,12 +308,29 @@ async fn reload_swaps_rules_and_keeps_them_on_error() {
         "SecRule ARGS \"@nosuchop x\" \"id:1,phase:1,deny\"\n",
     )
     .expect("write");
+    // What an alert on stale rules reads.
+    let gauge = |name: &str| -> f64 {
+        let text = s.server.metrics().render(Default::default());
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {text}"))
+    };
+    let loaded = gauge("waf_rules_loaded_timestamp_seconds");
+    assert_eq!(gauge("waf_last_reload_successful"), 1.0);
     assert!(s.server.reload().is_err(), "broken rules are refused");
     assert_eq!(
         send(addr, "GET", "/?a=two", "").await.expect("r").0,
         StatusCode::FORBIDDEN,
         "the running rules stay"
     );
+    assert_eq!(gauge("waf_last_reload_successful"), 0.0);
+    assert_eq!(
+        gauge("waf_rules_loaded_timestamp_seconds"),
+        loaded,
+        "the running rules are the ones loaded then"
+    );
+    assert!(loaded > 1.7e9, "seconds since the epoch: {loaded}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
