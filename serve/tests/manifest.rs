@@ -296,20 +296,11 @@ async fn tls_listener_serves_http1_and_http2_and_ssl_is_true() {
         m.sites,
         SitesSource::Manifest(manifest),
         Some(tls),
-        Logs {
-            error: ErrorLog::to_writer(Box::new(std::io::sink())),
-            audit: None,
-            access: None,
-        },
+        quiet_logs(),
     )
     .await
     .expect("start");
-    let mut roots = rustls::RootCertStore::empty();
-    let pem = std::fs::read(&cert).expect("cert");
-    use rustls::pki_types::pem::PemObject;
-    for c in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
-        roots.add(c.expect("pem")).expect("root");
-    }
+    let roots = trusting(&cert);
     for (alpn, want) in [(b"http/1.1".to_vec(), "HTTP/1.1"), (b"h2".to_vec(), "h2")] {
         let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
@@ -390,23 +381,14 @@ async fn the_listener_certificate_is_reloaded_in_place() {
         sites,
         SitesSource::Single(rules),
         Some(tls.clone()),
-        Logs {
-            error: ErrorLog::to_writer(Box::new(std::io::sink())),
-            audit: None,
-            access: None,
-        },
+        quiet_logs(),
     )
     .await
     .expect("start");
     // Whether a handshake trusting only `trusted` succeeds.
     let addr = server.addr();
     let handshake = |trusted: PathBuf| async move {
-        use rustls::pki_types::pem::PemObject;
-        let mut roots = rustls::RootCertStore::empty();
-        let pem = std::fs::read(&trusted).expect("cert");
-        for c in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
-            roots.add(c.expect("pem")).expect("root");
-        }
+        let roots = trusting(&trusted);
         let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
@@ -440,5 +422,24 @@ async fn the_listener_certificate_is_reloaded_in_place() {
     assert!(handshake(new_cert.clone()).await);
     for d in [old_dir, new_dir, live] {
         let _ = std::fs::remove_dir_all(d);
+    }
+}
+
+/// A root store trusting the certificates of a PEM file.
+fn trusting(pem: &Path) -> tokio_rustls::rustls::RootCertStore {
+    use tokio_rustls::rustls::pki_types::{pem::PemObject, CertificateDer};
+    let mut roots = tokio_rustls::rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_file_iter(pem).expect("cert") {
+        roots.add(c.expect("pem")).expect("root");
+    }
+    roots
+}
+
+/// Logs that go nowhere.
+fn quiet_logs() -> Logs {
+    Logs {
+        error: ErrorLog::to_writer(Box::new(std::io::sink())),
+        audit: None,
+        access: None,
     }
 }
