@@ -34,7 +34,7 @@ pub(crate) fn requested(version: Version, headers: &HeaderMap) -> Option<HeaderV
 }
 
 /// Whether a comma-separated header value lists `token` (ASCII case aside).
-pub(crate) fn lists(value: &HeaderValue, token: &[u8]) -> bool {
+fn lists(value: &HeaderValue, token: &[u8]) -> bool {
     value
         .as_bytes()
         .split(|&b| b == b',')
