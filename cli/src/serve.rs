@@ -216,16 +216,10 @@ fn run_manifest(path: &Path, args: &Args) -> CmdResult {
         Some((c, k)) => Some(waf_serve::tls::load(c, k).map_err(CliError::usage)?),
         None => None,
     };
+    // Taken before the defaults below: a reload compares what the file says.
+    let source = SitesSource::manifest(path, &m);
     m.config.workers = Some(m.config.workers.unwrap_or_else(default_workers));
     let names: Vec<&str> = m.sites.names().collect();
     report(&format!("sites: {}", names.join(", ")));
-    waf_serve::run_sites(
-        m.config,
-        m.sites,
-        SitesSource::Manifest(path.to_path_buf()),
-        tls,
-        logs,
-        report,
-    )
-    .map_err(CliError::usage)
+    waf_serve::run_sites(m.config, m.sites, source, tls, logs, report).map_err(CliError::usage)
 }

@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
@@ -76,18 +77,28 @@ pub(crate) fn tls_connector(ca: Option<&Path>) -> Result<Option<TlsConnector>, S
     Ok(Some(TlsConnector::from(Arc::new(config))))
 }
 
-/// Connects to upstreams: TCP, then TLS for `https://`.
+/// How long connecting may take, read at each connection (a reload may
+/// change it).
+pub(crate) type ConnectTimeout = Arc<dyn Fn() -> Duration + Send + Sync>;
+
+/// Connects to upstreams: TCP, then TLS for `https://`, both within the
+/// connect timeout.
 #[derive(Clone)]
 pub(crate) struct Connector {
     tcp: HttpConnector,
     tls: Option<TlsConnector>,
+    timeout: ConnectTimeout,
 }
 
 impl Connector {
-    pub(crate) fn new(mut tcp: HttpConnector, tls: Option<TlsConnector>) -> Connector {
+    pub(crate) fn new(
+        mut tcp: HttpConnector,
+        tls: Option<TlsConnector>,
+        timeout: ConnectTimeout,
+    ) -> Connector {
         // The scheme is this connector's business.
         tcp.enforce_http(false);
-        Connector { tcp, tls }
+        Connector { tcp, tls, timeout }
     }
 }
 
@@ -111,7 +122,8 @@ impl tower_service::Service<Uri> for Connector {
             .to_string();
         let connecting = self.tcp.call(uri);
         let tls = self.tls.clone();
-        Box::pin(async move {
+        let limit = (self.timeout)();
+        let connect = async move {
             let tcp = connecting.await?;
             if !https {
                 return Ok(Stream::Plain(tcp));
@@ -122,6 +134,14 @@ impl tower_service::Service<Uri> for Connector {
             let name = ServerName::try_from(host)?;
             let stream = tls.connect(name, tcp.into_inner()).await?;
             Ok(Stream::Tls(Box::new(TokioIo::new(stream))))
+        };
+        // A connection the pool goes on opening after its request gave up
+        // (the client's connects run in the background) is bounded too.
+        Box::pin(async move {
+            match tokio::time::timeout(limit, connect).await {
+                Ok(done) => done,
+                Err(_) => Err(format!("connecting took over {} s", limit.as_secs_f64()).into()),
+            }
         })
     }
 }

@@ -26,7 +26,7 @@ const XF_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
 /// The proxies in front of `waf serve` whose `X-Forwarded-For` is believed
 /// (none by default).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TrustedProxies {
     nets: Vec<Net>,
 }

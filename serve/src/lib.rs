@@ -44,6 +44,7 @@ mod metrics;
 mod net;
 pub mod profile;
 mod proxy;
+mod reconfigure;
 mod rules;
 mod site;
 pub mod spoa;
@@ -57,6 +58,7 @@ pub use hyper::Uri;
 pub use log::ErrorLog;
 pub use manifest::{Manifest, ManifestError};
 pub use metrics::{LogCounts, Metrics};
+pub use reconfigure::FixedSettings;
 pub use rules::{RuleSource, Rules};
 pub use site::{CustomAction, CustomRule, Exception, Site, Sites};
 
@@ -220,10 +222,26 @@ fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
 pub enum SitesSource {
     /// One site: reload recompiles these rules.
     Single(Arc<Rules>),
-    /// A manifest: reload reads it again and takes its sites and upstreams
-    /// (the other settings take a restart; the certificate in the TLS files
-    /// is reloaded by `run_sites`).
-    Manifest(std::path::PathBuf),
+    /// A manifest: reload reads it again and takes its sites, upstreams and
+    /// per-request settings; `started` holds the settings that take a
+    /// restart, as the proxy started with them (see reconfigure.rs). The
+    /// certificate in the TLS files is reloaded by `run_sites`.
+    Manifest {
+        /// The manifest file.
+        path: std::path::PathBuf,
+        /// Its settings that a reload does not change.
+        started: Box<FixedSettings>,
+    },
+}
+
+impl SitesSource {
+    /// The manifest at `path`, `m` as read from it at start.
+    pub fn manifest(path: &std::path::Path, m: &Manifest) -> SitesSource {
+        SitesSource::Manifest {
+            path: path.to_path_buf(),
+            started: Box::new(FixedSettings::of(m)),
+        }
+    }
 }
 
 /// Why a reload was refused (the running sites stay).
@@ -358,8 +376,10 @@ impl Server {
 
     /// Recompiles the rules (or reads the manifest again) and swaps the
     /// result in; on error, the running rules stay and the diagnostics are
-    /// returned. Blocking: compiling CRS takes about a second.
-    pub fn reload(&self) -> Result<(), ReloadError> {
+    /// returned. With a manifest, its per-request settings apply too, and
+    /// the lines returned say which settings changed (see
+    /// reconfigure.rs). Blocking: compiling CRS takes about a second.
+    pub fn reload(&self) -> Result<Vec<String>, ReloadError> {
         let outcome = reload(&self.source, &self.state);
         self.metrics.reload(outcome.is_ok());
         outcome
@@ -455,7 +475,7 @@ impl std::fmt::Display for Shutdown {
 fn inputs(source: &SitesSource, state: &proxy::State) -> watch::Inputs {
     match source {
         SitesSource::Single(rules) => rules.inputs(),
-        SitesSource::Manifest(path) => {
+        SitesSource::Manifest { path, .. } => {
             // The manifest itself is read outside the compiler.
             let mut inputs = watch::Inputs {
                 files: vec![(path.clone(), None)],
@@ -469,13 +489,20 @@ fn inputs(source: &SitesSource, state: &proxy::State) -> watch::Inputs {
     }
 }
 
-fn reload(source: &SitesSource, state: &proxy::State) -> Result<(), ReloadError> {
+/// Reloads the sites from `source`; with a manifest, also its settings
+/// (see reconfigure.rs), with one line per setting that changed.
+fn reload(source: &SitesSource, state: &proxy::State) -> Result<Vec<String>, ReloadError> {
     match source {
-        SitesSource::Single(rules) => rules.reload().map_err(ReloadError::Rules),
-        SitesSource::Manifest(path) => {
+        SitesSource::Single(rules) => rules
+            .reload()
+            .map(|()| Vec::new())
+            .map_err(ReloadError::Rules),
+        SitesSource::Manifest { path, started } => {
             let m = Manifest::load(path).map_err(ReloadError::Manifest)?;
+            let (config, notes) = reconfigure::apply(&state.config(), started, &m);
+            state.set_config(config);
             state.sites.store(Arc::new(m.sites));
-            Ok(())
+            Ok(notes)
         }
     }
 }
@@ -503,7 +530,7 @@ pub(crate) struct Watch<F: Fn() -> watch::Inputs> {
 /// on SIGUSR1, reopens the file `logs` (log rotation): what `waf serve` and
 /// `waf spoa` do.
 pub(crate) async fn until_stopped<E: std::fmt::Display + Send + 'static>(
-    reload: impl Fn() -> Result<(), E> + Clone + Send + 'static,
+    reload: impl Fn() -> Result<Vec<String>, E> + Clone + Send + 'static,
     on_reload: impl Fn(bool),
     watch: Option<Watch<impl Fn() -> watch::Inputs>>,
     logs: &[ErrorLog],
@@ -553,9 +580,14 @@ pub(crate) async fn until_stopped<E: std::fmt::Display + Send + 'static>(
                 _ = tokio::signal::ctrl_c() => break,
             }
             let outcome = tokio::task::spawn_blocking(reload.clone()).await;
-            on_reload(matches!(outcome, Ok(Ok(()))));
+            on_reload(matches!(outcome, Ok(Ok(_))));
             match outcome {
-                Ok(Ok(())) => report("rules reloaded"),
+                Ok(Ok(notes)) => {
+                    report("rules reloaded");
+                    for note in notes {
+                        report(&note);
+                    }
+                }
                 Ok(Err(e)) => report(&format!("reload refused: {e}")),
                 Err(e) => report(&format!("reload failed: {e}")),
             }
@@ -619,7 +651,6 @@ pub fn run_sites(
             .build()
     }
     .map_err(ServeError::Runtime)?;
-    let grace = config.shutdown_timeout;
     let watch_interval = config.watch_interval;
     runtime.block_on(async move {
         let server = Server::start_sites(config, sites, source, tls.clone(), logs).await?;
@@ -649,8 +680,8 @@ pub fn run_sites(
                 let rules =
                     reload(&source, &state).map_err(|e| format!("the running rules stay:\n{e}"));
                 match (certificate, rules) {
-                    (Ok(()), Ok(())) => Ok(()),
-                    (Err(e), Ok(())) | (Ok(()), Err(e)) => Err(e),
+                    (Ok(()), Ok(notes)) => Ok(notes),
+                    (Err(e), Ok(_)) | (Ok(()), Err(e)) => Err(e),
                     (Err(c), Err(r)) => Err(format!("{c}\n{r}")),
                 }
             },
@@ -660,6 +691,8 @@ pub fn run_sites(
             &report,
         )
         .await;
+        // A reload may have changed it.
+        let grace = server.state.config().shutdown_timeout;
         report(&format!(
             "stopping: no new connections; {} open, waiting up to {} s for their requests",
             server.metrics().connections_open(),

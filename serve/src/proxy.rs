@@ -85,7 +85,9 @@ pub(crate) type UpstreamClient = Client<crate::connect::Connector, ProxyBody>;
 
 /// What every connection shares.
 pub(crate) struct State {
-    config: Config,
+    /// The settings; a manifest reload replaces the ones that take effect
+    /// without a restart (see `reconfigure.rs`).
+    config: Arc<ArcSwap<Config>>,
     /// TLS for `https://` upstreams (see connect.rs).
     upstream_tls: Option<tokio_rustls::TlsConnector>,
     pub(crate) sites: ArcSwap<Sites>,
@@ -109,7 +111,7 @@ impl State {
         metrics: Arc<Metrics>,
     ) -> State {
         State {
-            config,
+            config: Arc::new(ArcSwap::from_pointee(config)),
             upstream_tls,
             sites: ArcSwap::from_pointee(sites),
             log,
@@ -118,6 +120,17 @@ impl State {
             metrics,
             shutdown: tokio::sync::watch::Sender::new(false),
         }
+    }
+
+    /// The settings in force now.
+    pub(crate) fn config(&self) -> arc_swap::Guard<Arc<Config>> {
+        self.config.load()
+    }
+
+    /// Puts `config` in force for what starts from now on (connections,
+    /// requests, upstream connections, tunnels).
+    pub(crate) fn set_config(&self, config: Config) {
+        self.config.store(Arc::new(config));
     }
 
     /// Asks every open connection to close once its request in flight, if
@@ -140,9 +153,12 @@ impl State {
 /// serving connections has one ([`accept_loop`], [`workers`]).
 pub(crate) fn upstream_client(state: &State) -> UpstreamClient {
     let mut tcp = HttpConnector::new();
-    tcp.set_connect_timeout(Some(state.config.upstream_timeout));
     tcp.set_nodelay(true);
-    let connector = crate::connect::Connector::new(tcp, state.upstream_tls.clone());
+    // Read at each connection: a reload may change it.
+    let config = state.config.clone();
+    let connect_timeout = Arc::new(move || config.load().upstream_timeout);
+    let connector =
+        crate::connect::Connector::new(tcp, state.upstream_tls.clone(), connect_timeout);
     Client::builder(TokioExecutor::new())
         .pool_idle_timeout(std::time::Duration::from_secs(60))
         .build(connector)
@@ -249,7 +265,7 @@ async fn serve_connection(
     let mut stopping = state.shutdown.subscribe();
     let _ = stream.set_nodelay(true);
     let local = stream.local_addr().unwrap_or(remote);
-    let header_timeout = state.config.header_timeout;
+    let header_timeout = state.config().header_timeout;
     let errors = state.clone();
     let secure = tls.is_some();
     let service = hyper::service::service_fn(move |req| {
@@ -472,7 +488,7 @@ fn log_transaction(state: &State, tx: &Transaction<'_>, x: &Exchange<'_>) {
     if let (Some(audit_log), Some(parts)) = (&state.audit, tx.audit_log_parts()) {
         audit_log.write(audit::record(tx, x, parts));
     }
-    if state.config.profile {
+    if state.config().profile {
         state.metrics.profile(tx);
     }
 }
@@ -561,12 +577,12 @@ impl<'a> Guard<'a> {
                 self.state.metrics.engine_failure();
                 Fault::Failed
             }
-            Ok(v) => match self.state.config.time_budget {
+            Ok(v) => match self.state.config().time_budget {
                 Some(b) if self.spent > b => {
                     self.state.metrics.over_budget();
                     // What the step decided stands (an intervention wins);
                     // the budget decides what happens next.
-                    if self.state.config.on_error == OnError::Open {
+                    if self.state.config().on_error == OnError::Open {
                         self.open = true;
                         self.state.metrics.failed_open();
                         return Ok(Some(v));
@@ -576,7 +592,7 @@ impl<'a> Guard<'a> {
                 _ => return Ok(Some(v)),
             },
         };
-        if self.state.config.on_error == OnError::Open {
+        if self.state.config().on_error == OnError::Open {
             self.open = true;
             self.state.metrics.failed_open();
             return Ok(None);
@@ -631,7 +647,7 @@ async fn handle(
     let peer = remote;
     let remote = SocketAddr::new(
         state
-            .config
+            .config()
             .trusted_proxies
             .client(peer.ip(), &parts.headers),
         peer.port(),
@@ -712,7 +728,7 @@ async fn handle(
         }
     }
     let rs = site.rules.current();
-    let mut tx = if state.config.profile {
+    let mut tx = if state.config().profile {
         rs.transaction_with(waf_engine::EvalOptions {
             profile: true,
             ..rs.eval_options()
@@ -792,7 +808,7 @@ async fn handle(
     let mut held = Vec::new();
     let mut lease = Lease::new();
     let mut wanted = true;
-    let deadline = tokio::time::Instant::now() + state.config.body_timeout;
+    let deadline = tokio::time::Instant::now() + state.config().body_timeout;
     loop {
         let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
             Err(_) => {
@@ -809,13 +825,13 @@ async fn handle(
             continue;
         };
         state.metrics.body_bytes(data.len());
-        if held.len() + data.len() > state.config.max_request_body {
+        if held.len() + data.len() > state.config().max_request_body {
             return Ok(local_response(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "request body too large\n",
             ));
         }
-        if !lease.grow(&state.metrics, data.len(), state.config.max_held_bodies) {
+        if !lease.grow(&state.metrics, data.len(), state.config().max_held_bodies) {
             return Ok(over_budget());
         }
         if wanted {
@@ -877,7 +893,7 @@ async fn handle(
     headers.clone_from(&parts.headers);
     headers.retain_hop_by_hop();
     state
-        .config
+        .config()
         .trusted_proxies
         .set_forwarded(headers, peer.ip(), tls);
     // The request's id in the WAF's logs (error, audit, access), so that
@@ -893,7 +909,7 @@ async fn handle(
         crate::encoding::restrict_accept_encoding(headers);
     }
     let response =
-        match tokio::time::timeout(state.config.upstream_timeout, client.request(up)).await {
+        match tokio::time::timeout(state.config().upstream_timeout, client.request(up)).await {
             Err(_) => {
                 state.metrics.upstream_error();
                 let _ = guard.run(5, || tx.process_logging());
@@ -1062,7 +1078,7 @@ async fn handle(
                         }
                     }
                 }
-                if !lease.grow(&state.metrics, data.len(), state.config.max_held_bodies) {
+                if !lease.grow(&state.metrics, data.len(), state.config().max_held_bodies) {
                     let _ = guard.run(5, || tx.process_logging());
                     log_transaction(
                         &state,
@@ -1182,7 +1198,7 @@ fn switch_protocols(
         },
     );
     let open = state.metrics.tunnel_open();
-    let (metrics, idle) = (state.metrics.clone(), state.config.tunnel_idle_timeout);
+    let (metrics, idle) = (state.metrics.clone(), state.config().tunnel_idle_timeout);
     tokio::spawn(async move {
         let _open = open;
         // Either side failing to hand over (the client left) drops the

@@ -313,6 +313,7 @@ pub fn run(
         let reload = move || {
             rules
                 .reload()
+                .map(|()| Vec::new())
                 .map_err(|e| format!("the running rules stay:\n{e}"))
         };
         crate::until_stopped(reload, |_| {}, watch, &[log], &report).await;

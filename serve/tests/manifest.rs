@@ -106,15 +106,10 @@ async fn start(dir: &Path, block_admin: &str) -> Running {
         audit: None,
         access: None,
     };
-    let server = Server::start_sites(
-        m.config,
-        m.sites,
-        SitesSource::Manifest(manifest.clone()),
-        None,
-        logs,
-    )
-    .await
-    .expect("start");
+    let source = SitesSource::manifest(&manifest, &m);
+    let server = Server::start_sites(m.config, m.sites, source, None, logs)
+        .await
+        .expect("start");
     Running {
         server,
         log,
@@ -196,7 +191,8 @@ async fn a_reload_reads_the_manifest_again_and_a_broken_one_changes_nothing() {
         text.replace("{10.0.0.0/8}", "{10.0.0.0/8 127.0.0.1}"),
     )
     .expect("write");
-    r.server.reload().unwrap_or_else(|e| panic!("{e}"));
+    let notes = r.server.reload().unwrap_or_else(|e| panic!("{e}"));
+    assert!(notes.is_empty(), "no setting changed: {notes:?}");
     assert_eq!(status(a, "shop.example", "/admin").await, StatusCode::OK);
     // A broken filter: refused, the running sites stay.
     let text = std::fs::read_to_string(&r.manifest).expect("read");
@@ -208,6 +204,42 @@ async fn a_reload_reads_the_manifest_again_and_a_broken_one_changes_nothing() {
     let e = r.server.reload().expect_err("broken manifest");
     assert!(e.to_string().contains("bad regex"), "{e}");
     assert_eq!(status(a, "shop.example", "/admin").await, StatusCode::OK);
+    assert_eq!(
+        status(a, "shop.example", "/?q=attack").await,
+        StatusCode::FORBIDDEN
+    );
+}
+
+#[tokio::test]
+async fn a_reload_applies_per_request_settings_and_names_those_that_take_a_restart() {
+    let dir = scratch("settings");
+    let r = start(&dir, "10.0.0.0/8").await;
+    let a = r.server.addr();
+    let post = |body: &'static str| async move {
+        send_to_host(a, "shop.example", "POST", "/form", body)
+            .await
+            .unwrap_or_else(|e| panic!("POST: {e}"))
+            .0
+    };
+    let body = "q=garden&filler=0123456789012345678901234567890123456789";
+    assert_eq!(post(body).await, StatusCode::OK);
+    let text = std::fs::read_to_string(&r.manifest).expect("read");
+    std::fs::write(
+        &r.manifest,
+        text.replace("workers: 2\n", "workers: 3\nmax_request_body: 32\n"),
+    )
+    .expect("write");
+    let notes = r.server.reload().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        notes,
+        [
+            "settings applied: max_request_body",
+            "settings that take a restart (the running values stay): workers"
+        ]
+    );
+    // The new limit holds for the next request, the rules and sites too.
+    assert_eq!(post(body).await, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(post("q=garden").await, StatusCode::OK);
     assert_eq!(
         status(a, "shop.example", "/?q=attack").await,
         StatusCode::FORBIDDEN
@@ -291,15 +323,10 @@ async fn tls_listener_serves_http1_and_http2_and_ssl_is_true() {
     let m = Manifest::load(&manifest).unwrap_or_else(|e| panic!("{e}"));
     let (c, k) = m.tls.clone().expect("tls in the manifest");
     let tls = waf_serve::tls::load(&c, &k).expect("certificate");
-    let server = Server::start_sites(
-        m.config,
-        m.sites,
-        SitesSource::Manifest(manifest),
-        Some(tls),
-        quiet_logs(),
-    )
-    .await
-    .expect("start");
+    let source = SitesSource::manifest(&manifest, &m);
+    let server = Server::start_sites(m.config, m.sites, source, Some(tls), quiet_logs())
+        .await
+        .expect("start");
     let roots = trusting(&cert);
     for (alpn, want) in [(b"http/1.1".to_vec(), "HTTP/1.1"), (b"h2".to_vec(), "h2")] {
         let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
