@@ -169,8 +169,16 @@ pub fn run(args: Args) -> CmdResult {
     };
     let rules = Arc::new(rules);
     let sites = waf_serve::Sites::single(rules.clone(), &upstream).map_err(CliError::usage)?;
-    waf_serve::run_sites(config, sites, SitesSource::Single(rules), tls, logs, report)
-        .map_err(CliError::usage)
+    let listeners = vec![waf_serve::Listener { addr: listen, tls }];
+    waf_serve::run_sites(
+        config,
+        sites,
+        SitesSource::Single(rules),
+        listeners,
+        logs,
+        report,
+    )
+    .map_err(CliError::usage)
 }
 
 fn run_manifest(path: &Path, args: &Args) -> CmdResult {
@@ -212,14 +220,22 @@ fn run_manifest(path: &Path, args: &Args) -> CmdResult {
         audit: m.audit_log.as_deref().map(open_log).transpose()?,
         access: m.access_log.as_deref().map(open_log).transpose()?,
     };
-    let tls = match &m.tls {
-        Some((c, k)) => Some(waf_serve::tls::load(c, k).map_err(CliError::usage)?),
-        None => None,
-    };
+    let mut listeners = Vec::with_capacity(m.listeners.len());
+    for l in &m.listeners {
+        let tls = match &l.tls {
+            Some((c, k)) => Some(waf_serve::tls::load(c, k).map_err(CliError::usage)?),
+            None => None,
+        };
+        listeners.push(waf_serve::Listener {
+            addr: l.listen,
+            tls,
+        });
+    }
     // Taken before the defaults below: a reload compares what the file says.
     let source = SitesSource::manifest(path, &m);
     m.config.workers = Some(m.config.workers.unwrap_or_else(default_workers));
     let names: Vec<&str> = m.sites.names().collect();
     report(&format!("sites: {}", names.join(", ")));
-    waf_serve::run_sites(m.config, m.sites, source, tls, logs, report).map_err(CliError::usage)
+    waf_serve::run_sites(m.config, m.sites, source, listeners, logs, report)
+        .map_err(CliError::usage)
 }

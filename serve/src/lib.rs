@@ -56,7 +56,7 @@ mod workers;
 pub use forwarded::TrustedProxies;
 pub use hyper::Uri;
 pub use log::ErrorLog;
-pub use manifest::{Manifest, ManifestError};
+pub use manifest::{ListenerSpec, Manifest, ManifestError};
 pub use metrics::{LogCounts, Metrics};
 pub use reconfigure::FixedSettings;
 pub use rules::{RuleSource, Rules};
@@ -164,6 +164,24 @@ impl Config {
     }
 }
 
+/// An address to accept connections on, with TLS when given: a manifest's
+/// `listeners` (port 80 and port 443, say), or the quick start's one.
+#[derive(Clone)]
+pub struct Listener {
+    /// Where to accept connections.
+    pub addr: SocketAddr,
+    /// The certificate to serve (HTTP/2 and HTTP/1.1 by ALPN); `None`:
+    /// plain HTTP (HTTP/1.1, and HTTP/2 with prior knowledge).
+    pub tls: Option<tls::Tls>,
+}
+
+impl Listener {
+    /// Plain HTTP on `addr`.
+    pub fn plain(addr: SocketAddr) -> Listener {
+        Listener { addr, tls: None }
+    }
+}
+
 /// Why the server could not start.
 #[derive(Debug)]
 pub enum ServeError {
@@ -264,14 +282,15 @@ impl std::fmt::Display for ReloadError {
 
 impl std::error::Error for ReloadError {}
 
-/// A running proxy: its address, and the handle to reload its rules.
+/// A running proxy: its addresses, and the handle to reload its rules.
 pub struct Server {
-    addr: SocketAddr,
+    addrs: Vec<SocketAddr>,
     admin_addr: Option<SocketAddr>,
     source: SitesSource,
     state: Arc<proxy::State>,
     metrics: Arc<Metrics>,
-    task: tokio::task::JoinHandle<()>,
+    /// One accept loop per listener.
+    tasks: Vec<tokio::task::JoinHandle<()>>,
     admin_task: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -285,17 +304,19 @@ impl Server {
         logs: Logs,
     ) -> Result<Server, ServeError> {
         let sites = Sites::single(rules.clone(), &config.upstream).map_err(ServeError::Upstream)?;
-        Self::start_sites(config, sites, SitesSource::Single(rules), None, logs).await
+        let listeners = vec![Listener::plain(config.listen)];
+        Self::start_sites(config, sites, SitesSource::Single(rules), listeners, logs).await
     }
 
-    /// Binds `config.listen` (with TLS when `tls` is given) and serves
-    /// `sites` (`config.upstream` is not used: each site has its own);
-    /// [`Server::reload`] reads them again from `source`.
+    /// Binds every listener and serves `sites` on them (`config.listen` and
+    /// `config.upstream` are not used: the listeners are given, and each
+    /// site has its upstream); [`Server::reload`] reads the sites again from
+    /// `source`.
     pub async fn start_sites(
         config: Config,
         sites: Sites,
         source: SitesSource,
-        tls: Option<tls::Tls>,
+        listeners: Vec<Listener>,
         logs: Logs,
     ) -> Result<Server, ServeError> {
         let Logs {
@@ -303,8 +324,22 @@ impl Server {
             audit,
             access,
         } = logs;
-        let listener = listen(config.listen).map_err(ServeError::Listen)?;
-        let addr = listener.local_addr().map_err(ServeError::Listen)?;
+        let mut bound = Vec::with_capacity(listeners.len());
+        let mut addrs = Vec::with_capacity(listeners.len());
+        for l in listeners {
+            let at = |e: std::io::Error| {
+                ServeError::Listen(std::io::Error::new(e.kind(), format!("{}: {e}", l.addr)))
+            };
+            let socket = listen(l.addr).map_err(at)?;
+            addrs.push(socket.local_addr().map_err(at)?);
+            bound.push((socket, l.tls.map(|t| t.acceptor())));
+        }
+        if bound.is_empty() {
+            return Err(ServeError::Listen(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "no listener",
+            )));
+        }
         let metrics = Arc::new(Metrics::default());
         metrics.rules_loaded();
         let (admin_addr, admin_task) = match config.admin {
@@ -336,25 +371,37 @@ impl Server {
             access,
             metrics.clone(),
         ));
-        let task = match workers {
+        let tasks = match workers {
             Some(n) => {
-                let workers = proxy::workers(n, state.clone(), tls.map(|t| t.acceptor()))
-                    .map_err(ServeError::Runtime)?;
-                tokio::spawn(workers.dispatch(listener))
+                let workers =
+                    Arc::new(proxy::workers(n, state.clone()).map_err(ServeError::Runtime)?);
+                bound
+                    .into_iter()
+                    .map(|(socket, tls)| tokio::spawn(workers.clone().dispatch(socket, tls)))
+                    .collect()
             }
-            None => tokio::spawn(proxy::accept_loop(
-                listener,
-                state.clone(),
-                tls.map(|t| t.acceptor()),
-            )),
+            None => {
+                let client = proxy::upstream_client(&state);
+                bound
+                    .into_iter()
+                    .map(|(socket, tls)| {
+                        tokio::spawn(proxy::accept_loop(
+                            socket,
+                            state.clone(),
+                            client.clone(),
+                            tls,
+                        ))
+                    })
+                    .collect()
+            }
         };
         Ok(Server {
-            addr,
+            addrs,
             admin_addr,
             source,
             state,
             metrics,
-            task,
+            tasks,
             admin_task,
         })
     }
@@ -369,9 +416,15 @@ impl Server {
         &self.metrics
     }
 
-    /// The address the proxy listens on.
+    /// The address the proxy listens on (its first listener's).
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        // `start_sites` refuses an empty list.
+        self.addrs[0]
+    }
+
+    /// The addresses of every listener, in the order given.
+    pub fn addrs(&self) -> &[SocketAddr] {
+        &self.addrs
     }
 
     /// Recompiles the rules (or reads the manifest again) and swaps the
@@ -392,7 +445,9 @@ impl Server {
 
     /// Stops accepting connections.
     pub fn stop(self) {
-        self.task.abort();
+        for t in &self.tasks {
+            t.abort();
+        }
         if let Some(t) = self.admin_task {
             t.abort();
         }
@@ -407,10 +462,14 @@ impl Server {
     /// right after) to cut.
     pub async fn shutdown(self, grace: Duration) -> Shutdown {
         let start = tokio::time::Instant::now();
-        self.task.abort();
-        // The listener goes with the accept task; wait for it to be dropped
+        for t in &self.tasks {
+            t.abort();
+        }
+        // A listener goes with its accept task; wait for them to be dropped
         // so that nobody connects to a proxy that no longer accepts.
-        let _ = self.task.await;
+        for t in self.tasks {
+            let _ = t.await;
+        }
         // Counted before the idle ones are told to close.
         let open_at_start = self.metrics.connections_open();
         self.state.begin_shutdown();
@@ -434,9 +493,11 @@ impl Server {
         }
     }
 
-    /// Waits until the accept loop ends (it runs until stopped).
+    /// Waits until the accept loops end (they run until stopped).
     pub async fn wait(self) {
-        let _ = self.task.await;
+        for t in self.tasks {
+            let _ = t.await;
+        }
     }
 }
 
@@ -620,22 +681,23 @@ pub fn run(
     report: impl Fn(&str) + Send + Sync + 'static,
 ) -> Result<(), ServeError> {
     let sites = Sites::single(rules.clone(), &config.upstream).map_err(ServeError::Upstream)?;
+    let listeners = vec![Listener::plain(config.listen)];
     run_sites(
         config,
         sites,
         SitesSource::Single(rules),
-        None,
+        listeners,
         logs,
         report,
     )
 }
 
-/// [`run`] for sites (a manifest), with TLS when `tls` is given.
+/// [`run`] for sites (a manifest) on the given listeners.
 pub fn run_sites(
     config: Config,
     sites: Sites,
     source: SitesSource,
-    tls: Option<tls::Tls>,
+    listeners: Vec<Listener>,
     logs: Logs,
     report: impl Fn(&str) + Send + Sync + 'static,
 ) -> Result<(), ServeError> {
@@ -652,17 +714,31 @@ pub fn run_sites(
     }
     .map_err(ServeError::Runtime)?;
     let watch_interval = config.watch_interval;
+    let certs: Vec<tls::Tls> = listeners.iter().filter_map(|l| l.tls.clone()).collect();
+    let secure: Vec<bool> = listeners.iter().map(|l| l.tls.is_some()).collect();
     runtime.block_on(async move {
-        let server = Server::start_sites(config, sites, source, tls.clone(), logs).await?;
-        report(&format!("listening on {}", server.addr()));
+        let server = Server::start_sites(config, sites, source, listeners, logs).await?;
+        let on: Vec<String> = server
+            .addrs()
+            .iter()
+            .zip(&secure)
+            .map(|(a, &tls)| {
+                if tls {
+                    format!("{a} (TLS)")
+                } else {
+                    a.to_string()
+                }
+            })
+            .collect();
+        report(&format!("listening on {}", on.join(", ")));
         let (source, state) = server.reloader();
         let watch = watch_interval.map(|interval| Watch {
             interval,
             inputs: {
-                let (source, state, tls) = (source.clone(), state.clone(), tls.clone());
+                let (source, state, certs) = (source.clone(), state.clone(), certs.clone());
                 move || {
                     let mut i = inputs(&source, &state);
-                    if let Some(t) = &tls {
+                    for t in &certs {
                         i.extend(t.inputs());
                     }
                     i
@@ -672,17 +748,22 @@ pub fn run_sites(
         let logs: Vec<ErrorLog> = server.state.logs().cloned().collect();
         until_stopped(
             move || {
-                // The certificate first: it stays whatever the rules do.
-                let certificate = tls.as_ref().map_or(Ok(()), |t| {
-                    t.reload()
-                        .map_err(|e| format!("the TLS certificate (the running one stays): {e}"))
-                });
+                // The certificates first: each stays whatever the rules do.
+                let mut refused = Vec::new();
+                for t in &certs {
+                    if let Err(e) = t.reload() {
+                        refused.push(format!("the TLS certificate (the running one stays): {e}"));
+                    }
+                }
                 let rules =
                     reload(&source, &state).map_err(|e| format!("the running rules stay:\n{e}"));
-                match (certificate, rules) {
-                    (Ok(()), Ok(notes)) => Ok(notes),
-                    (Err(e), Ok(_)) | (Ok(()), Err(e)) => Err(e),
-                    (Err(c), Err(r)) => Err(format!("{c}\n{r}")),
+                match rules {
+                    Ok(notes) if refused.is_empty() => Ok(notes),
+                    Ok(_) => Err(refused.join("\n")),
+                    Err(r) => {
+                        refused.push(r);
+                        Err(refused.join("\n"))
+                    }
                 }
             },
             |ok| server.metrics().reload(ok),

@@ -18,9 +18,12 @@ use waf_compiler::CompileError;
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
-    listen: SocketAddr,
+    #[serde(default)]
+    listen: Option<SocketAddr>,
     #[serde(default)]
     tls: Option<TlsFile>,
+    #[serde(default)]
+    listeners: Vec<ListenerFile>,
     #[serde(default)]
     admin: Option<SocketAddr>,
     #[serde(default)]
@@ -51,6 +54,14 @@ struct File {
     upstream_ca: Option<PathBuf>,
     upstreams: BTreeMap<String, String>,
     sites: Vec<SiteFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListenerFile {
+    listen: SocketAddr,
+    #[serde(default)]
+    tls: Option<TlsFile>,
 }
 
 #[derive(Deserialize)]
@@ -155,6 +166,16 @@ impl std::fmt::Display for ManifestError {
 
 impl std::error::Error for ManifestError {}
 
+/// A listener of the manifest: its address, and its certificate and key
+/// files (PEM) when it serves HTTPS.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListenerSpec {
+    /// Where to accept connections.
+    pub listen: SocketAddr,
+    /// Certificate chain and key files, for HTTPS.
+    pub tls: Option<(PathBuf, PathBuf)>,
+}
+
 /// A manifest, read and checked, its rules compiled.
 pub struct Manifest {
     /// Listener, timeouts, limits, admin address.
@@ -167,8 +188,9 @@ pub struct Manifest {
     pub audit_log: Option<PathBuf>,
     /// `access_log`.
     pub access_log: Option<PathBuf>,
-    /// `tls`: certificate chain and key files (PEM).
-    pub tls: Option<(PathBuf, PathBuf)>,
+    /// The listeners (`listen` and `tls`, or `listeners`), at least one;
+    /// `config.listen` is the first one's address.
+    pub listeners: Vec<ListenerSpec>,
 }
 
 /// Rule ids the manifest's own settings use (outside CRS's and the usual
@@ -196,6 +218,44 @@ impl Manifest {
             }
         };
 
+        let tls_files =
+            |t: &Option<TlsFile>| t.as_ref().map(|t| (resolve(&t.cert), resolve(&t.key)));
+        let listeners: Vec<ListenerSpec> = match (file.listen, file.listeners.is_empty()) {
+            (Some(listen), true) => vec![ListenerSpec {
+                listen,
+                tls: tls_files(&file.tls),
+            }],
+            (None, false) if file.tls.is_none() => file
+                .listeners
+                .iter()
+                .map(|l| ListenerSpec {
+                    listen: l.listen,
+                    tls: tls_files(&l.tls),
+                })
+                .collect(),
+            (None, true) => {
+                return Err(invalid(
+                    "listen",
+                    "no listener: give `listen: ADDRESS` (with `tls` for HTTPS), or `listeners` for several".into(),
+                ))
+            }
+            _ => {
+                return Err(invalid(
+                    "listeners",
+                    "give `listen` (and `tls`) for one listener or `listeners` for several, not both"
+                        .into(),
+                ))
+            }
+        };
+        for (i, l) in listeners.iter().enumerate() {
+            let twice = l.listen.port() != 0 && listeners[..i].iter().any(|e| e.listen == l.listen);
+            if twice {
+                return Err(invalid(
+                    &format!("listeners[{i}]"),
+                    format!("{} is listed twice", l.listen),
+                ));
+            }
+        }
         let mut upstreams: BTreeMap<&str, Arc<Upstream>> = BTreeMap::new();
         for (name, url) in &file.upstreams {
             let uri: hyper::Uri = url
@@ -324,7 +384,7 @@ impl Manifest {
         let upstream_uri: hyper::Uri = first_upstream
             .parse()
             .map_err(|e| invalid("upstreams", format!("{e}")))?;
-        let mut config = Config::new(file.listen, upstream_uri);
+        let mut config = Config::new(listeners[0].listen, upstream_uri);
         config.admin = file.admin;
         config.workers = file.workers;
         if let Some(s) = file.timeouts.header {
@@ -378,7 +438,7 @@ impl Manifest {
             error_log: file.error_log.as_deref().map(resolve),
             audit_log: file.audit_log.as_deref().map(resolve),
             access_log: file.access_log.as_deref().map(resolve),
-            tls: file.tls.map(|t| (resolve(&t.cert), resolve(&t.key))),
+            listeners,
         })
     }
 }

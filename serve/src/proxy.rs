@@ -217,9 +217,9 @@ pub(crate) async fn admin_loop(
 pub(crate) async fn accept_loop(
     listener: TcpListener,
     state: Arc<State>,
+    client: UpstreamClient,
     tls: Option<crate::tls::TlsAcceptor>,
 ) {
-    let client = upstream_client(&state);
     loop {
         let Ok((stream, remote)) = listener.accept().await else {
             continue;
@@ -236,17 +236,17 @@ pub(crate) async fn accept_loop(
 
 /// Starts `n` worker threads serving connections (see [`crate::workers`]),
 /// each with an upstream client of its own: a pooled upstream connection is
-/// served by the runtime that opened it.
+/// served by the runtime that opened it. A connection comes with its
+/// listener's TLS, if it has some.
 pub(crate) fn workers(
     n: usize,
     state: Arc<State>,
-    tls: Option<crate::tls::TlsAcceptor>,
-) -> std::io::Result<crate::workers::Workers> {
+) -> std::io::Result<crate::workers::Workers<Option<crate::tls::TlsAcceptor>>> {
     crate::workers::Workers::start(n, "waf-worker", move || {
-        let (state, tls) = (state.clone(), tls.clone());
+        let state = state.clone();
         let client = upstream_client(&state);
-        move |stream, remote| {
-            serve_connection(stream, remote, state.clone(), client.clone(), tls.clone())
+        move |stream, remote, tls| {
+            serve_connection(stream, remote, state.clone(), client.clone(), tls)
         }
     })
 }

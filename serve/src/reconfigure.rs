@@ -9,8 +9,8 @@
 //!   limits, `on_error`, `time_budget_ms`, `trusted_proxies`) take effect
 //!   for every connection, request, upstream connection and tunnel that
 //!   starts after the reload; those in flight keep what they started with;
-//! - the settings that shape the process (the listener and its TLS files'
-//!   paths, the admin address, the log files, `upstream_ca`, `workers`,
+//! - the settings that shape the process (the listeners and their TLS
+//!   files' paths, the admin address, the log files, `upstream_ca`, `workers`,
 //!   `watch_interval`, `profile`) keep their running value until a
 //!   restart, and the reload names each one that changed.
 //!
@@ -28,9 +28,9 @@ use std::time::Duration;
 /// written: unset means one per CPU).
 #[derive(Clone, Debug, PartialEq)]
 pub struct FixedSettings {
-    listen: SocketAddr,
+    listen: Vec<SocketAddr>,
+    tls: Vec<Option<(PathBuf, PathBuf)>>,
     admin: Option<SocketAddr>,
-    tls: Option<(PathBuf, PathBuf)>,
     error_log: Option<PathBuf>,
     audit_log: Option<PathBuf>,
     access_log: Option<PathBuf>,
@@ -45,9 +45,9 @@ impl FixedSettings {
     pub fn of(m: &Manifest) -> FixedSettings {
         let c = &m.config;
         FixedSettings {
-            listen: c.listen,
+            listen: m.listeners.iter().map(|l| l.listen).collect(),
+            tls: m.listeners.iter().map(|l| l.tls.clone()).collect(),
             admin: c.admin,
-            tls: m.tls.clone(),
             error_log: m.error_log.clone(),
             audit_log: m.audit_log.clone(),
             access_log: m.access_log.clone(),
@@ -129,17 +129,21 @@ pub(crate) fn apply(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::manifest::ListenerSpec;
     use crate::site::Sites;
     use crate::OnError;
 
     fn manifest(config: Config) -> Manifest {
         Manifest {
+            listeners: vec![ListenerSpec {
+                listen: config.listen,
+                tls: None,
+            }],
             config,
             sites: Sites { list: Vec::new() },
             error_log: None,
             audit_log: None,
             access_log: None,
-            tls: None,
         }
     }
 
@@ -189,7 +193,10 @@ mod tests {
         c.profile = true;
         let mut m = manifest(c);
         m.error_log = Some(PathBuf::from("/var/log/waf/error.log"));
-        m.tls = Some((PathBuf::from("c.pem"), PathBuf::from("k.pem")));
+        m.listeners.push(ListenerSpec {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8443)),
+            tls: Some((PathBuf::from("c.pem"), PathBuf::from("k.pem"))),
+        });
         let (next, notes) = apply(&running, &started, &m);
         assert_eq!(next.listen, running.listen);
         assert_eq!(next.admin, None);

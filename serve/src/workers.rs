@@ -24,32 +24,37 @@ use std::sync::Arc;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
 
+/// A connection accepted, and the listener it came from (which says, for
+/// one, whether it speaks TLS).
+type Accepted<L> = (std::net::TcpStream, SocketAddr, L);
+
 /// A worker thread: where its connections are sent, and how many it serves.
-struct Worker {
-    connections: UnboundedSender<(std::net::TcpStream, SocketAddr)>,
+struct Worker<L> {
+    connections: UnboundedSender<Accepted<L>>,
     active: Arc<AtomicUsize>,
 }
 
 /// Running worker threads (they stop once this is dropped and their
 /// connections have closed: a shutdown's requests in flight are answered).
-pub(crate) struct Workers {
-    workers: Vec<Worker>,
+/// `L` tells the worker which listener a connection came from.
+pub(crate) struct Workers<L> {
+    workers: Vec<Worker<L>>,
 }
 
-impl Workers {
+impl<L: Send + 'static> Workers<L> {
     /// Starts `n` worker threads named `{name}-{i}`. `setup` runs on each
     /// worker, inside its runtime (what it creates, such as an upstream
     /// connection pool, belongs to that runtime), and returns the function
     /// that serves one connection there.
-    pub(crate) fn start<S, F, Fut>(n: usize, name: &str, setup: S) -> std::io::Result<Workers>
+    pub(crate) fn start<S, F, Fut>(n: usize, name: &str, setup: S) -> std::io::Result<Workers<L>>
     where
         S: Fn() -> F + Clone + Send + 'static,
-        F: FnMut(TcpStream, SocketAddr) -> Fut + 'static,
+        F: FnMut(TcpStream, SocketAddr, L) -> Fut + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
         let mut workers = Vec::with_capacity(n);
         for i in 0..n.max(1) {
-            let (tx, mut rx) = unbounded_channel::<(std::net::TcpStream, SocketAddr)>();
+            let (tx, mut rx) = unbounded_channel::<Accepted<L>>();
             let active = Arc::new(AtomicUsize::new(0));
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -60,7 +65,7 @@ impl Workers {
                 .spawn(move || {
                     runtime.block_on(async move {
                         let mut serve = setup();
-                        while let Some((stream, remote)) = rx.recv().await {
+                        while let Some((stream, remote, from)) = rx.recv().await {
                             let Ok(stream) = TcpStream::from_std(stream) else {
                                 counter.fetch_sub(1, Ordering::Relaxed);
                                 continue;
@@ -70,11 +75,11 @@ impl Workers {
                             // it: that would hold the connection's future
                             // twice (as a capture and as the awaited value),
                             // doubling an idle connection's memory.
-                            tokio::spawn(serve(stream, remote).map(move |()| {
+                            tokio::spawn(serve(stream, remote, from).map(move |()| {
                                 counter.fetch_sub(1, Ordering::Relaxed);
                             }));
                         }
-                        // The dispatcher is gone (the server stopped or is
+                        // Every dispatcher is gone (the server stopped or is
                         // shutting down): the connections this worker serves
                         // finish first, as the runtime's end would cancel them.
                         while counter.load(Ordering::Relaxed) > 0 {
@@ -89,10 +94,13 @@ impl Workers {
         }
         Ok(Workers { workers })
     }
+}
 
-    /// Accepts connections until the task is aborted, each handed to the
-    /// worker serving the fewest.
-    pub(crate) async fn dispatch(self, listener: TcpListener) {
+impl<L: Clone + Send + 'static> Workers<L> {
+    /// Accepts connections on `listener` until the task is aborted, each
+    /// handed, with `from`, to the worker serving the fewest (over every
+    /// listener: the dispatchers of several share the workers).
+    pub(crate) async fn dispatch(self: Arc<Self>, listener: TcpListener, from: L) {
         let n = self.workers.len();
         let mut next = 0;
         loop {
@@ -106,7 +114,7 @@ impl Workers {
             next = (pick + 1) % n;
             let w = &self.workers[pick];
             w.active.fetch_add(1, Ordering::Relaxed);
-            if w.connections.send((stream, remote)).is_err() {
+            if w.connections.send((stream, remote, from.clone())).is_err() {
                 w.active.fetch_sub(1, Ordering::Relaxed);
             }
         }
@@ -115,7 +123,7 @@ impl Workers {
 
 /// The worker with the fewest connections; on a tie, the first from `next`
 /// on.
-fn least_busy(workers: &[Worker], next: usize) -> usize {
+fn least_busy<L>(workers: &[Worker<L>], next: usize) -> usize {
     let n = workers.len();
     (0..n)
         .map(|k| (next + k) % n)
@@ -129,24 +137,25 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     /// Workers that answer each connection with their thread's name.
-    fn name_echo(n: usize) -> Workers {
-        Workers::start(n, "test-worker", || {
-            |mut stream: TcpStream, _| async move {
-                let name = std::thread::current().name().unwrap_or("?").to_string();
+    fn name_echo(n: usize) -> Arc<Workers<&'static str>> {
+        let workers = Workers::start(n, "test-worker", || {
+            |mut stream: TcpStream, _, from: &'static str| async move {
+                let name = format!("{}{from}", std::thread::current().name().unwrap_or("?"));
                 let _ = stream.write_all(name.as_bytes()).await;
                 // Held open until the client closes: the worker counts it.
                 let mut buf = [0u8; 1];
                 let _ = stream.read(&mut buf).await;
             }
         })
-        .expect("workers start")
+        .expect("workers start");
+        Arc::new(workers)
     }
 
     #[tokio::test]
     async fn connections_held_open_are_spread_evenly() {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
-        let dispatcher = tokio::spawn(name_echo(3).dispatch(listener));
+        let dispatcher = tokio::spawn(name_echo(3).dispatch(listener, ""));
         let mut held = Vec::new();
         let mut served_by = std::collections::BTreeMap::<String, usize>::new();
         for _ in 0..9 {
@@ -170,7 +179,7 @@ mod tests {
     async fn a_closed_connection_frees_its_place() {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
-        let dispatcher = tokio::spawn(name_echo(2).dispatch(listener));
+        let dispatcher = tokio::spawn(name_echo(2).dispatch(listener, ""));
         let read_name = |mut c: TcpStream| async move {
             let mut name = vec![0u8; 64];
             let n = c.read(&mut name).await.expect("read");
@@ -190,5 +199,37 @@ mod tests {
             "the worker whose connections closed is the least busy"
         );
         dispatcher.abort();
+    }
+
+    #[tokio::test]
+    async fn listeners_share_the_workers_and_say_where_a_connection_came_from() {
+        let workers = name_echo(2);
+        let (l1, l2) = (
+            TcpListener::bind("127.0.0.1:0").await.expect("bind"),
+            TcpListener::bind("127.0.0.1:0").await.expect("bind"),
+        );
+        let (a1, a2) = (
+            l1.local_addr().expect("addr"),
+            l2.local_addr().expect("addr"),
+        );
+        let d1 = tokio::spawn(workers.clone().dispatch(l1, "/plain"));
+        let d2 = tokio::spawn(workers.dispatch(l2, "/tls"));
+        let read_name = |addr| async move {
+            let mut c = TcpStream::connect(addr).await.expect("connect");
+            let mut name = vec![0u8; 64];
+            let n = c.read(&mut name).await.expect("read");
+            (c, String::from_utf8_lossy(&name[..n]).into_owned())
+        };
+        let (_c1, a) = read_name(a1).await;
+        let (_c2, b) = read_name(a2).await;
+        assert!(a.ends_with("/plain") && b.ends_with("/tls"), "{a} {b}");
+        // The second listener's connection went to the other, idle, worker.
+        assert_ne!(
+            a.trim_end_matches("/plain"),
+            b.trim_end_matches("/tls"),
+            "the least busy worker over both listeners"
+        );
+        d1.abort();
+        d2.abort();
     }
 }

@@ -107,7 +107,8 @@ async fn start(dir: &Path, block_admin: &str) -> Running {
         access: None,
     };
     let source = SitesSource::manifest(&manifest, &m);
-    let server = Server::start_sites(m.config, m.sites, source, None, logs)
+    let listeners = vec![waf_serve::Listener::plain(m.config.listen)];
+    let server = Server::start_sites(m.config, m.sites, source, listeners, logs)
         .await
         .expect("start");
     Running {
@@ -289,6 +290,26 @@ fn broken_manifests_say_where_and_why() {
     }
     let e = load_err(&dir, "listen: nowhere\n");
     assert!(e.contains("bad.yaml"), "{e}");
+    let rest = "upstreams:\n  app: http://127.0.0.1:9\nsites:\n  - name: a\n    upstream: app\n";
+    for (listeners, want) in [
+        ("", "listen: no listener: give `listen: ADDRESS`"),
+        (
+            "listen: 127.0.0.1:0\nlisteners:\n  - listen: 127.0.0.1:0\n",
+            "listeners: give `listen` (and `tls`) for one listener or `listeners` for several, not both",
+        ),
+        (
+            "tls: { cert: c.pem, key: k.pem }\nlisteners:\n  - listen: 127.0.0.1:0\n",
+            "not both",
+        ),
+        (
+            "listeners:\n  - listen: 127.0.0.1:8080\n  - listen: 127.0.0.1:8080\n",
+            "listeners[1]: 127.0.0.1:8080 is listed twice",
+        ),
+        ("listeners:\n  - listen: 127.0.0.1:0\n    port: 3\n", "port"),
+    ] {
+        let e = load_err(&dir, &format!("{listeners}{rest}"));
+        assert!(e.contains(want), "want {want:?} in:\n{e}");
+    }
     // On a good manifest, rules: [ok.conf] compiles.
     let p = dir.join("good.yaml");
     std::fs::write(
@@ -300,11 +321,11 @@ fn broken_manifests_say_where_and_why() {
 }
 
 #[tokio::test]
-async fn tls_listener_serves_http1_and_http2_and_ssl_is_true() {
+async fn plain_and_tls_listeners_side_by_side_and_ssl_tells_them_apart() {
     use tokio_rustls::rustls;
     let dir = scratch("tls");
     let Some((cert, _key)) = self_signed(&dir) else {
-        eprintln!("SKIP tls_listener_serves_http1_and_http2_and_ssl_is_true: no openssl command to make a certificate");
+        eprintln!("SKIP plain_and_tls_listeners_side_by_side_and_ssl_tells_them_apart: no openssl command to make a certificate");
         assert!(
             std::env::var_os("WAF_REQUIRE_TLS_TOOLS").is_none(),
             "openssl is required"
@@ -316,17 +337,35 @@ async fn tls_listener_serves_http1_and_http2_and_ssl_is_true() {
     std::fs::write(
         &manifest,
         format!(
-            "listen: 127.0.0.1:0\ntls:\n  cert: cert.pem\n  key: key.pem\nupstreams:\n  app: http://{up}\nsites:\n  - name: secure\n    when: ssl\n    upstream: app\n    custom:\n      - name: no-plain\n        when: not ssl\n        action: block\n"
+            "listeners:\n  - listen: 127.0.0.1:0\n  - listen: 127.0.0.1:0\n    tls: {{ cert: cert.pem, key: key.pem }}\nupstreams:\n  app: http://{up}\nsites:\n  - name: secure\n    when: ssl\n    upstream: app\n  - name: plain\n    upstream: app\n    custom:\n      - name: no-plain\n        when: not ssl and http.request.uri.path ne \"/\"\n        action: block\n        status: 421\n"
         ),
     )
     .expect("write");
     let m = Manifest::load(&manifest).unwrap_or_else(|e| panic!("{e}"));
-    let (c, k) = m.tls.clone().expect("tls in the manifest");
-    let tls = waf_serve::tls::load(&c, &k).expect("certificate");
+    assert_eq!(m.listeners.len(), 2);
+    let mut listeners = Vec::new();
+    for l in &m.listeners {
+        let tls = l
+            .tls
+            .as_ref()
+            .map(|(c, k)| waf_serve::tls::load(c, k).expect("certificate"));
+        listeners.push(waf_serve::Listener {
+            addr: l.listen,
+            tls,
+        });
+    }
     let source = SitesSource::manifest(&manifest, &m);
-    let server = Server::start_sites(m.config, m.sites, source, Some(tls), quiet_logs())
+    let server = Server::start_sites(m.config, m.sites, source, listeners, quiet_logs())
         .await
         .expect("start");
+    // The plain listener takes plain HTTP, and its requests are not `ssl`.
+    let plain = server.addrs()[0];
+    assert_eq!(status(plain, "localhost", "/").await, StatusCode::OK);
+    assert_eq!(
+        status(plain, "localhost", "/hello").await,
+        StatusCode::MISDIRECTED_REQUEST
+    );
+    let tls_addr = server.addrs()[1];
     let roots = trusting(&cert);
     for (alpn, want) in [(b"http/1.1".to_vec(), "HTTP/1.1"), (b"h2".to_vec(), "h2")] {
         let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
@@ -338,14 +377,14 @@ async fn tls_listener_serves_http1_and_http2_and_ssl_is_true() {
         .with_no_client_auth();
         cfg.alpn_protocols = vec![alpn];
         let connector = tokio_rustls::TlsConnector::from(Arc::new(cfg));
-        let tcp = tokio::net::TcpStream::connect(server.addr())
+        let tcp = tokio::net::TcpStream::connect(tls_addr)
             .await
             .expect("connect");
         let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
         let tls = connector.connect(name, tcp).await.expect("handshake");
         let io = hyper_util::rt::TokioIo::new(tls);
         let req = hyper::Request::builder()
-            .uri(format!("https://localhost:{}/hello", server.addr().port()))
+            .uri(format!("https://localhost:{}/hello", tls_addr.port()))
             .header("host", "localhost")
             .body(http_body_util::Empty::<bytes::Bytes>::new())
             .expect("request");
@@ -403,11 +442,15 @@ async fn the_listener_certificate_is_reloaded_in_place() {
     let upstream: hyper::Uri = format!("http://{up}").parse().expect("uri");
     let config = waf_serve::Config::new("127.0.0.1:0".parse().expect("addr"), upstream.clone());
     let sites = waf_serve::Sites::single(rules.clone(), &upstream).expect("sites");
+    let listener = waf_serve::Listener {
+        addr: config.listen,
+        tls: Some(tls.clone()),
+    };
     let server = Server::start_sites(
         config,
         sites,
         SitesSource::Single(rules),
-        Some(tls.clone()),
+        vec![listener],
         quiet_logs(),
     )
     .await
