@@ -442,6 +442,16 @@ impl<'r> Transaction<'r> {
         self.run_phase(3);
     }
 
+    /// Whether the request body will be inspected: the engine is not `Off`
+    /// and `SecRequestBodyAccess` is on, as `ctl` left it. Ask after
+    /// [`Transaction::process_request_headers`]: when it is false, a proxy
+    /// need not hold the body for phase 2 (nothing of it reaches the
+    /// rules), and can run phase 2 at once and stream the body on (large
+    /// uploads, gRPC streams).
+    pub fn inspects_request_body(&self) -> bool {
+        self.state.mode != EngineMode::Off && self.state.request_body_access
+    }
+
     /// Whether response bodies may be inspected at all (the engine is not
     /// `Off` and `SecResponseBodyAccess` is on, as `ctl` left it): a proxy
     /// can then ask the application for encodings it can decode before the

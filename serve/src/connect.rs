@@ -35,11 +35,11 @@ const SYSTEM_BUNDLES: [&str; 2] = [
     "/etc/pki/tls/certs/ca-bundle.crt",
 ];
 
-/// The TLS client for `https://` upstreams: trusting the certificates in
-/// `ca` (PEM), or with none given the system's bundle. `Ok(None)` when no
-/// file was given and the system has no bundle (an `https://` upstream then
-/// fails, and says why).
-pub(crate) fn tls_connector(ca: Option<&Path>) -> Result<Option<TlsConnector>, String> {
+/// The TLS clients for `https://` and `h2://` upstreams: trusting the
+/// certificates in `ca` (PEM), or with none given the system's bundle.
+/// `Ok(None)` when no file was given and the system has no bundle (such an
+/// upstream then fails, and says why).
+pub(crate) fn tls_connectors(ca: Option<&Path>) -> Result<Option<TlsConnectors>, String> {
     let file: PathBuf = match ca {
         Some(f) => f.to_path_buf(),
         None => {
@@ -72,9 +72,22 @@ pub(crate) fn tls_connector(ca: Option<&Path>) -> Result<Option<TlsConnector>, S
         .map_err(|e| e.to_string())?
         .with_root_certificates(roots)
         .with_no_client_auth();
-    // The upstream client speaks HTTP/1.1.
+    // Each client offers the one protocol it speaks.
+    let mut http2 = config.clone();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Some(TlsConnector::from(Arc::new(config))))
+    http2.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(Some(TlsConnectors {
+        http1: TlsConnector::from(Arc::new(config)),
+        http2: TlsConnector::from(Arc::new(http2)),
+    }))
+}
+
+/// TLS for upstreams, one per protocol: ALPN `http/1.1` (`https://`) or
+/// `h2` (`h2://`).
+#[derive(Clone)]
+pub(crate) struct TlsConnectors {
+    pub http1: TlsConnector,
+    pub http2: TlsConnector,
 }
 
 /// How long connecting may take, read at each connection (a reload may
@@ -129,7 +142,7 @@ impl tower_service::Service<Uri> for Connector {
                 return Ok(Stream::Plain(tcp));
             }
             let tls = tls.ok_or(
-                "no CA certificates to verify an https upstream with: give upstream_ca (--upstream-ca)",
+                "no CA certificates to verify a TLS upstream with: give upstream_ca (--upstream-ca)",
             )?;
             let name = ServerName::try_from(host)?;
             let stream = tls.connect(name, tcp.into_inner()).await?;

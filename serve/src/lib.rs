@@ -361,7 +361,7 @@ impl Server {
         };
         let workers = config.worker_threads();
         let upstream_tls =
-            connect::tls_connector(config.upstream_ca.as_deref()).map_err(ServeError::Upstream)?;
+            connect::tls_connectors(config.upstream_ca.as_deref()).map_err(ServeError::Upstream)?;
         let state = Arc::new(proxy::State::new(
             config,
             upstream_tls,

@@ -37,6 +37,8 @@ pub(crate) enum ProxyError {
     Dropped,
     /// Reading a body failed.
     Http(hyper::Error),
+    /// A request body streamed on (not held) went past `max_request_body`.
+    BodyTooLarge,
 }
 
 impl std::fmt::Display for ProxyError {
@@ -44,6 +46,7 @@ impl std::fmt::Display for ProxyError {
         match self {
             ProxyError::Dropped => f.write_str("connection dropped by the WAF"),
             ProxyError::Http(e) => write!(f, "{e}"),
+            ProxyError::BodyTooLarge => f.write_str("request body too large"),
         }
     }
 }
@@ -54,15 +57,28 @@ type BoxError = ProxyError;
 
 /// Where requests go.
 pub(crate) struct Upstream {
+    /// `http://` or `https://` and the host: what the upstream client is
+    /// asked for (`h2c://` is `http://` spoken as HTTP/2, `h2://` is
+    /// `https://`).
     scheme_authority: String,
     prefix: String,
+    /// Spoken to in HTTP/2 (`h2c://`, `h2://`): gRPC, and applications
+    /// that want one multiplexed connection.
+    http2: bool,
 }
 
 impl Upstream {
     pub(crate) fn new(uri: &Uri) -> Result<Upstream, String> {
-        let scheme = match uri.scheme_str() {
-            Some(s @ ("http" | "https")) => s,
-            _ => return Err(format!("`{uri}`: upstreams are http:// or https://")),
+        let (scheme, http2) = match uri.scheme_str() {
+            Some("http") => ("http", false),
+            Some("https") => ("https", false),
+            Some("h2c") => ("http", true),
+            Some("h2") => ("https", true),
+            _ => {
+                return Err(format!(
+                    "`{uri}`: upstreams are http:// or https:// (HTTP/1.1), h2c:// or h2:// (HTTP/2, plain or TLS)"
+                ))
+            }
         };
         let authority = uri
             .authority()
@@ -70,6 +86,7 @@ impl Upstream {
         Ok(Upstream {
             scheme_authority: format!("{scheme}://{authority}"),
             prefix: uri.path().trim_end_matches('/').to_string(),
+            http2,
         })
     }
 
@@ -80,8 +97,31 @@ impl Upstream {
     }
 }
 
-/// The upstream client: hyper's, pooling keep-alive connections.
-pub(crate) type UpstreamClient = Client<crate::connect::Connector, ProxyBody>;
+/// The upstream clients: hyper's, pooling keep-alive connections, one for
+/// HTTP/1.1 upstreams and one for HTTP/2 ones.
+#[derive(Clone)]
+pub(crate) struct UpstreamClient {
+    http1: Client<crate::connect::Connector, ProxyBody>,
+    http2: Client<crate::connect::Connector, ProxyBody>,
+}
+
+impl UpstreamClient {
+    /// The client for `upstream`; a protocol switch (WebSocket...) goes
+    /// over HTTP/1.1 whatever the upstream speaks, as HTTP/2 has no
+    /// `Upgrade` (an application reached with `h2c://` or `h2://` then has
+    /// to speak HTTP/1.1 too, which Go's, Node's and most servers do).
+    fn to(
+        &self,
+        upstream: &Upstream,
+        switch: bool,
+    ) -> &Client<crate::connect::Connector, ProxyBody> {
+        if upstream.http2 && !switch {
+            &self.http2
+        } else {
+            &self.http1
+        }
+    }
+}
 
 /// What every connection shares.
 pub(crate) struct State {
@@ -89,7 +129,7 @@ pub(crate) struct State {
     /// without a restart (see `reconfigure.rs`).
     config: Arc<ArcSwap<Config>>,
     /// TLS for `https://` upstreams (see connect.rs).
-    upstream_tls: Option<tokio_rustls::TlsConnector>,
+    upstream_tls: Option<crate::connect::TlsConnectors>,
     pub(crate) sites: ArcSwap<Sites>,
     log: ErrorLog,
     audit: Option<ErrorLog>,
@@ -103,7 +143,7 @@ pub(crate) struct State {
 impl State {
     pub(crate) fn new(
         config: Config,
-        upstream_tls: Option<tokio_rustls::TlsConnector>,
+        upstream_tls: Option<crate::connect::TlsConnectors>,
         sites: Sites,
         log: ErrorLog,
         audit: Option<ErrorLog>,
@@ -156,12 +196,22 @@ pub(crate) fn upstream_client(state: &State) -> UpstreamClient {
     tcp.set_nodelay(true);
     // Read at each connection: a reload may change it.
     let config = state.config.clone();
-    let connect_timeout = Arc::new(move || config.load().upstream_timeout);
-    let connector =
-        crate::connect::Connector::new(tcp, state.upstream_tls.clone(), connect_timeout);
-    Client::builder(TokioExecutor::new())
-        .pool_idle_timeout(std::time::Duration::from_secs(60))
-        .build(connector)
+    let connect_timeout: crate::connect::ConnectTimeout =
+        Arc::new(move || config.load().upstream_timeout);
+    let tls = state.upstream_tls.as_ref();
+    let connector = |tls| crate::connect::Connector::new(tcp.clone(), tls, connect_timeout.clone());
+    let http1 = connector(tls.map(|t| t.http1.clone()));
+    let http2 = connector(tls.map(|t| t.http2.clone()));
+    let idle = std::time::Duration::from_secs(60);
+    UpstreamClient {
+        http1: Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(idle)
+            .build(http1),
+        http2: Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(idle)
+            .http2_only(true)
+            .build(http2),
+    }
 }
 
 /// Serves `/healthz` and `/metrics` until the task is aborted.
@@ -804,12 +854,32 @@ async fn handle(
         return Ok(r);
     }
 
+    // A body declared larger than the proxy takes is refused before a byte
+    // of it is read.
+    let max_body = state.config().max_request_body;
+    if body
+        .size_hint()
+        .exact()
+        .is_some_and(|n| n > max_body as u64)
+    {
+        return Ok(local_response(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request body too large\n",
+        ));
+    }
+
     // The request body: fed while the engine wants it, held until phase 2.
+    // One the engine does not inspect (`SecRequestBodyAccess Off`, engine
+    // `Off`) is not held: phase 2 runs at once and the body streams on,
+    // `max_request_body` still its limit.
     let mut held = Vec::new();
+    // Trailers that end the held body go on with it (gRPC and other
+    // HTTP/2 clients may send some).
+    let mut request_trailers = None;
     let mut lease = Lease::new();
-    let mut wanted = true;
+    let mut wanted = tx.inspects_request_body();
     let deadline = tokio::time::Instant::now() + state.config().body_timeout;
-    loop {
+    while wanted {
         let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
             Err(_) => {
                 return Ok(local_response(
@@ -821,11 +891,15 @@ async fn handle(
             Ok(Some(Err(e))) => return Err(ProxyError::Http(e)),
             Ok(Some(Ok(frame))) => frame,
         };
-        let Ok(data) = frame.into_data() else {
-            continue;
+        let data = match frame.into_data() {
+            Ok(data) => data,
+            Err(frame) => {
+                request_trailers = frame.into_trailers().ok();
+                continue;
+            }
         };
         state.metrics.body_bytes(data.len());
-        if held.len() + data.len() > state.config().max_request_body {
+        if held.len() + data.len() > max_body {
             return Ok(local_response(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "request body too large\n",
@@ -874,14 +948,19 @@ async fn handle(
         ));
     };
     let head = Full::new(held.clone()).map_err(|never| match never {});
+    let too_large = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let up_body: ProxyBody = if stream_rest {
         StreamAfter {
             head: Some(head),
-            rest: body.map_err(ProxyError::Http),
+            rest: Capped {
+                inner: body,
+                left: max_body.saturating_sub(held.len()),
+                over: too_large.clone(),
+            },
         }
         .boxed()
     } else {
-        head.boxed()
+        with_trailers(head, request_trailers)
     };
     let up_body = holding(up_body, lease);
     // The client's headers as they are (a copy of the map, not a rebuild
@@ -892,6 +971,11 @@ async fn handle(
     let headers = up.headers_mut();
     headers.clone_from(&parts.headers);
     headers.retain_hop_by_hop();
+    // `TE: trailers`, the one `TE` HTTP/2 allows, says the client takes
+    // trailers: gRPC servers want it (their status comes in a trailer).
+    if site.upstream.http2 && switch.is_none() && accepts_trailers(&parts.headers) {
+        headers.insert(hyper::header::TE, HeaderValue::from_static("trailers"));
+    }
     state
         .config()
         .trusted_proxies
@@ -908,57 +992,78 @@ async fn handle(
         // Only codings phase 4 can read (see encoding.rs).
         crate::encoding::restrict_accept_encoding(headers);
     }
-    let response =
-        match tokio::time::timeout(state.config().upstream_timeout, client.request(up)).await {
-            Err(_) => {
-                state.metrics.upstream_error();
-                let _ = guard.run(5, || tx.process_logging());
-                log_transaction(
-                    &state,
-                    &tx,
-                    &Exchange {
-                        status: 504,
-                        ..exchange
-                    },
-                );
-                return Ok(local_response(
-                    StatusCode::GATEWAY_TIMEOUT,
-                    "upstream timeout\n",
-                ));
+    let response = match tokio::time::timeout(
+        state.config().upstream_timeout,
+        client.to(&site.upstream, switch.is_some()).request(up),
+    )
+    .await
+    {
+        Err(_) => {
+            state.metrics.upstream_error();
+            let _ = guard.run(5, || tx.process_logging());
+            log_transaction(
+                &state,
+                &tx,
+                &Exchange {
+                    status: 504,
+                    ..exchange
+                },
+            );
+            return Ok(local_response(
+                StatusCode::GATEWAY_TIMEOUT,
+                "upstream timeout\n",
+            ));
+        }
+        Ok(Err(_)) if too_large.load(std::sync::atomic::Ordering::Relaxed) => {
+            // The body streamed on went past the limit: the upload was cut,
+            // and the client is told why.
+            let _ = guard.run(5, || tx.process_logging());
+            log_transaction(
+                &state,
+                &tx,
+                &Exchange {
+                    status: 413,
+                    ..exchange
+                },
+            );
+            return Ok(local_response(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "request body too large\n",
+            ));
+        }
+        Ok(Err(e)) => {
+            state.metrics.upstream_error();
+            // Why (refused, reset, a certificate that did not verify):
+            // hyper's own message is only "client error (Connect)".
+            let mut why = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(s) = source {
+                why.push_str(": ");
+                why.push_str(&s.to_string());
+                source = s.source();
             }
-            Ok(Err(e)) => {
-                state.metrics.upstream_error();
-                // Why (refused, reset, a certificate that did not verify):
-                // hyper's own message is only "client error (Connect)".
-                let mut why = e.to_string();
-                let mut source = std::error::Error::source(&e);
-                while let Some(s) = source {
-                    why.push_str(": ");
-                    why.push_str(&s.to_string());
-                    source = s.source();
-                }
-                state.log.write(format!(
-                    "waf serve: upstream unavailable: {} [uri \"{}\"] [unique_id \"{}\"]",
-                    why.escape_debug(),
-                    target.escape_debug(),
-                    tx.unique_id()
-                ));
-                let _ = guard.run(5, || tx.process_logging());
-                log_transaction(
-                    &state,
-                    &tx,
-                    &Exchange {
-                        status: 502,
-                        ..exchange
-                    },
-                );
-                return Ok(local_response(
-                    StatusCode::BAD_GATEWAY,
-                    "upstream unavailable\n",
-                ));
-            }
-            Ok(Ok(r)) => r,
-        };
+            state.log.write(format!(
+                "waf serve: upstream unavailable: {} [uri \"{}\"] [unique_id \"{}\"]",
+                why.escape_debug(),
+                target.escape_debug(),
+                tx.unique_id()
+            ));
+            let _ = guard.run(5, || tx.process_logging());
+            log_transaction(
+                &state,
+                &tx,
+                &Exchange {
+                    status: 502,
+                    ..exchange
+                },
+            );
+            return Ok(local_response(
+                StatusCode::BAD_GATEWAY,
+                "upstream unavailable\n",
+            ));
+        }
+        Ok(Ok(r)) => r,
+    };
 
     // Phase 3.
     let (mut rparts, rbody) = response.into_parts();
@@ -1022,6 +1127,7 @@ async fn handle(
     let mut wanted = true;
     let mut decoder = crate::encoding::Decoder::new(coding);
     let mut decoded = Vec::new();
+    let mut response_trailers = None;
     while wanted {
         match rbody.frame().await {
             None => {
@@ -1038,8 +1144,12 @@ async fn handle(
             }
             Some(Err(e)) => return Err(ProxyError::Http(e)),
             Some(Ok(frame)) => {
-                let Ok(data) = frame.into_data() else {
-                    continue;
+                let data = match frame.into_data() {
+                    Ok(data) => data,
+                    Err(frame) => {
+                        response_trailers = frame.into_trailers().ok();
+                        continue;
+                    }
                 };
                 match decoder.as_mut() {
                     None => {
@@ -1119,7 +1229,7 @@ async fn handle(
     log_transaction(&state, &tx, &x);
     let head = Full::new(Bytes::from(buffered)).map_err(|never| match never {});
     let body: ProxyBody = if rbody.is_end_stream() {
-        head.boxed()
+        with_trailers(head, response_trailers)
     } else {
         // The engine stopped wanting bytes (ProcessPartial past the limit):
         // what it saw, then the rest as it comes.
@@ -1131,6 +1241,59 @@ async fn handle(
         .boxed()
     };
     Ok(Response::from_parts(rparts, holding(body, lease)))
+}
+
+/// A request body streamed on as it arrives, cut with
+/// [`ProxyError::BodyTooLarge`] (and `over` set) past `left` more bytes.
+struct Capped {
+    inner: Incoming,
+    left: usize,
+    over: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Body for Capped {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, BoxError>>> {
+        use std::task::Poll;
+        match std::pin::Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                let n = frame.data_ref().map_or(0, Bytes::len);
+                if n > self.left {
+                    self.over.store(true, std::sync::atomic::Ordering::Relaxed);
+                    return Poll::Ready(Some(Err(ProxyError::BodyTooLarge)));
+                }
+                self.left -= n;
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(ProxyError::Http(e)))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// A held body, then the trailers that ended it, if any.
+fn with_trailers<B>(body: B, trailers: Option<hyper::HeaderMap>) -> ProxyBody
+where
+    B: Body<Data = Bytes, Error = BoxError> + Send + Sync + 'static,
+{
+    match trailers {
+        None => body.boxed(),
+        Some(t) => body.with_trailers(std::future::ready(Some(Ok(t)))).boxed(),
+    }
 }
 
 /// `body`, keeping `lease` until it is dropped (see budget.rs).
@@ -1260,6 +1423,20 @@ fn not_decoded(
         remote.ip(),
         target.escape_debug(),
     ));
+}
+
+/// Whether the client's `TE` lists `trailers`.
+fn accepts_trailers(headers: &hyper::HeaderMap) -> bool {
+    headers
+        .get_all(hyper::header::TE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| {
+            t.split(';')
+                .next()
+                .is_some_and(|t| t.trim().eq_ignore_ascii_case("trailers"))
+        })
 }
 
 trait RetainHopByHop {

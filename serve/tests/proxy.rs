@@ -1484,3 +1484,275 @@ async fn smuggled_requests_never_reach_the_application_uninspected() {
     assert_eq!(answers, ["200", "200", "400", "400", "400", "400"]);
     assert_eq!(paths, ["/", "/"]);
 }
+
+/// An HTTP/2-only application, as a gRPC server is: it echoes the request
+/// body with `content-type: application/grpc` and ends with trailers
+/// (`grpc-status: 0`), and records the version and `te` of each request.
+/// Over TLS when `tls` is given (offering `h2` by ALPN).
+async fn http2_backend(
+    tls: Option<waf_serve::tls::TlsAcceptor>,
+    seen: Arc<std::sync::Mutex<Vec<String>>>,
+) -> SocketAddr {
+    use bytes::Bytes;
+    use http_body_util::BodyExt;
+    use hyper::body::Frame;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let (tls, seen) = (tls.clone(), seen.clone());
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(
+                    move |req: hyper::Request<hyper::body::Incoming>| {
+                        let seen = seen.clone();
+                        async move {
+                            let te = req.headers().get("te").map(|v| v.as_bytes().to_vec());
+                            let version = req.version();
+                            let Ok(collected) = req.into_body().collect().await else {
+                                return Err("body");
+                            };
+                            let sum = collected
+                                .trailers()
+                                .and_then(|t| t.get("x-sum"))
+                                .map(|v| v.as_bytes().to_vec());
+                            if let Ok(mut s) = seen.lock() {
+                                s.push(format!(
+                                    "{version:?} te={} x-sum={}",
+                                    String::from_utf8_lossy(&te.unwrap_or_default()),
+                                    String::from_utf8_lossy(&sum.unwrap_or_default())
+                                ));
+                            }
+                            let body = collected.to_bytes();
+                            let mut trailers = hyper::HeaderMap::new();
+                            trailers.insert("grpc-status", "0".parse().expect("value"));
+                            let frames: Vec<Result<Frame<Bytes>, std::convert::Infallible>> =
+                                vec![Ok(Frame::data(body)), Ok(Frame::trailers(trailers))];
+                            let mut r = hyper::Response::new(http_body_util::StreamBody::new(
+                                futures_util::stream::iter(frames),
+                            ));
+                            r.headers_mut()
+                                .insert("content-type", "application/grpc".parse().expect("value"));
+                            Ok::<_, &str>(r)
+                        }
+                    },
+                );
+                let h2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+                match tls {
+                    Some(acceptor) => {
+                        if let Ok(s) = acceptor.accept(stream).await {
+                            let _ = h2.serve_connection(TokioIo::new(s), service).await;
+                        }
+                    }
+                    None => {
+                        let _ = h2.serve_connection(TokioIo::new(stream), service).await;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// A gRPC-style call through the proxy over HTTP/2 (prior knowledge, as
+/// gRPC clients speak to a plain port): status, body and trailers.
+async fn grpc_call(
+    addr: SocketAddr,
+    body: &'static str,
+) -> (StatusCode, bytes::Bytes, Option<hyper::HeaderMap>) {
+    use http_body_util::BodyExt;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let (mut send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+            .await
+            .expect("h2 handshake");
+    tokio::spawn(conn);
+    let mut trailers = hyper::HeaderMap::new();
+    trailers.insert("x-sum", "42".parse().expect("value"));
+    let req = hyper::Request::builder()
+        .method("POST")
+        .uri(format!("http://{addr}/shop.Cart/Add"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(
+            http_body_util::Full::new(bytes::Bytes::from_static(body.as_bytes()))
+                .with_trailers(std::future::ready(Some(Ok(trailers)))),
+        )
+        .expect("request");
+    let response = tokio::time::timeout(Duration::from_secs(5), send.send_request(req))
+        .await
+        .expect("in time")
+        .expect("response");
+    let status = response.status();
+    let collected = response.into_body().collect().await.expect("body");
+    let trailers = collected.trailers().cloned();
+    (status, collected.to_bytes(), trailers)
+}
+
+/// `h2c://` and `h2://` upstreams are spoken to in HTTP/2 (gRPC servers
+/// speak nothing else): a gRPC-style call gets through with its body
+/// inspected in phase 2 and the application's trailers (`grpc-status`)
+/// back, whether the response was held for phase 4 (`h2c` here) or
+/// streamed (`h2`); `te: trailers` and the client's own trailers reach the
+/// application; a body the rules deny never does.
+#[tokio::test]
+async fn http2_upstreams_carry_grpc_calls_with_their_trailers() {
+    let rules = |inspect: &str| {
+        RuleSource::Text {
+        name: "grpc.conf".into(),
+        text: format!(
+            "{RULES}SecResponseBodyMimeType text/html {inspect}\nSecRule REQUEST_BODY \"@contains attack\" \"id:6,phase:2,deny,status:403,log\"\nSecRule RESPONSE_BODY \"@contains hello\" \"id:7,phase:4,pass,log,msg:'response inspected'\"\n"
+        ),
+    }
+    };
+    let dir = std::env::temp_dir().join(format!("waf-serve-h2-up-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let pair = common::self_signed(&dir);
+    if pair.is_none() {
+        assert!(
+            std::env::var_os("WAF_REQUIRE_TLS_TOOLS").is_none(),
+            "openssl is required"
+        );
+    }
+    let mut cases = vec![("h2c", None, None, "application/grpc")];
+    if let Some((cert, key)) = &pair {
+        let acceptor = waf_serve::tls::acceptor(cert, key).expect("acceptor");
+        cases.push(("h2", Some(acceptor), Some(cert.clone()), ""));
+    }
+    for (scheme, tls, ca, inspect) in cases {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let up = http2_backend(tls, seen.clone()).await;
+        let upstream: hyper::Uri = format!("{scheme}://localhost:{}", up.port())
+            .parse()
+            .expect("uri");
+        let s = setup_with(rules(inspect), Some(up), |c| {
+            c.upstream = upstream.clone();
+            c.upstream_ca = ca.clone();
+        })
+        .await;
+        let (status, body, trailers) = grpc_call(s.server.addr(), "\0\0\0\0\x05hello").await;
+        assert_eq!(status, StatusCode::OK, "{scheme}: {}", s.log.text());
+        assert_eq!(&body[..], b"\0\0\0\0\x05hello", "{scheme}");
+        let grpc_status = trailers.as_ref().and_then(|t| t.get("grpc-status"));
+        assert_eq!(
+            grpc_status.map(|v| v.as_bytes()),
+            Some(&b"0"[..]),
+            "{scheme}: {trailers:?}"
+        );
+        let (status, _, _) = grpc_call(s.server.addr(), "\0\0\0\0\x06attack").await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{scheme}");
+        let seen = seen.lock().map(|s| s.clone()).unwrap_or_default();
+        assert_eq!(
+            seen,
+            ["HTTP/2.0 te=trailers x-sum=42"],
+            "{scheme}: one call reached it"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let inspected = s.log.text().contains("response inspected");
+        assert_eq!(inspected, !inspect.is_empty(), "{scheme}: {}", s.log.text());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A request body the rules do not inspect (`SecRequestBodyAccess Off`) is
+/// not held for phase 2: phase 2 runs at once and the body streams on. A
+/// client that sends the start of a body and waits (an upload the
+/// application answers early, a gRPC stream) gets the application's
+/// answer, which a held body would keep from it until the body timeout;
+/// phase 2's rules still decide on what they read.
+#[tokio::test]
+async fn request_bodies_the_rules_do_not_inspect_stream_through() {
+    use http_body_util::BodyExt;
+    use hyper_util::rt::TokioIo;
+    // An application that answers as soon as the headers arrive.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let up = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(
+                    |_req: hyper::Request<hyper::body::Incoming>| async move {
+                        Ok::<_, std::convert::Infallible>(hyper::Response::new(
+                            http_body_util::Full::new(bytes::Bytes::from_static(b"early")),
+                        ))
+                    },
+                );
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    let rules = RuleSource::Text {
+        name: "no-body.conf".into(),
+        text: "SecRuleEngine On\nSecRequestBodyAccess Off\nSecRule ARGS \"@contains attack\" \"id:1,phase:2,deny,status:403,log\"\n".into(),
+    };
+    let s = setup(rules.clone(), Some(up)).await;
+    // `end`: whether the body ends after `piece`, or stays open while the
+    // answer is awaited.
+    let call = |addr: SocketAddr, path: &'static str, piece: &'static [u8], end: bool| async move {
+        let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+            .await
+            .expect("handshake");
+        tokio::spawn(conn);
+        let (tx, rx) = tokio::sync::mpsc::channel::<
+            Result<hyper::body::Frame<bytes::Bytes>, std::convert::Infallible>,
+        >(1);
+        tx.send(Ok(hyper::body::Frame::data(bytes::Bytes::from_static(
+            piece,
+        ))))
+        .await
+        .expect("send");
+        let open = if end {
+            drop(tx);
+            None
+        } else {
+            Some(tx)
+        };
+        // Chunked: no length is declared up front.
+        let req = hyper::Request::builder()
+            .method("POST")
+            .uri(path)
+            .header("host", "localhost")
+            .body(http_body_util::StreamBody::new(tokio_stream_from(rx)))
+            .expect("request");
+        let response = tokio::time::timeout(Duration::from_secs(5), send.send_request(req))
+            .await
+            .expect("answered in time")
+            .expect("response");
+        let status = response.status();
+        let text = response.into_body().collect().await.map(|b| b.to_bytes());
+        drop(open);
+        (status, text.unwrap_or_default())
+    };
+    let a = s.server.addr();
+    let (status, body) = call(a, "/upload", b"part one of an upload...", false).await;
+    assert_eq!((status, &body[..]), (StatusCode::OK, &b"early"[..]));
+    let (status, _) = call(a, "/upload?x=attack", b"part one", false).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    // Not held, but still bounded by max_request_body: an application that
+    // reads the whole body never gets more, and the client gets 413.
+    let capped = setup_with(rules, None, |c| c.max_request_body = 16).await;
+    let a = capped.server.addr();
+    let (status, body) = call(a, "/echo", b"sixteen bytes ok", true).await;
+    assert_eq!(
+        (status, &body[..]),
+        (StatusCode::OK, &b"sixteen bytes ok"[..])
+    );
+    let (status, _) = call(a, "/echo", b"seventeen bytes!!", true).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+}
+
+/// The frames a channel receives, as a stream (for a request body).
+fn tokio_stream_from<T: Send + 'static>(
+    mut rx: tokio::sync::mpsc::Receiver<T>,
+) -> impl futures_util::Stream<Item = T> {
+    futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}
