@@ -50,6 +50,7 @@ mod site;
 pub mod spoa;
 pub mod tls;
 mod upgrade;
+mod upstream;
 mod watch;
 mod workers;
 

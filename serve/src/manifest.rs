@@ -3,9 +3,9 @@
 //! exceptions and custom rules. See `docs/serve.md` for the reference.
 
 use crate::filter::{Filter, FilterError};
-use crate::proxy::Upstream;
 use crate::rules::{RuleSource, Rules};
 use crate::site::{CustomAction, CustomRule, Exception, Site, Sites};
+use crate::upstream::Upstream;
 use crate::{Config, OnError};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -52,8 +52,25 @@ struct File {
     watch_interval: Option<f64>,
     #[serde(default)]
     upstream_ca: Option<PathBuf>,
-    upstreams: BTreeMap<String, String>,
+    upstreams: BTreeMap<String, UrlsFile>,
     sites: Vec<SiteFile>,
+}
+
+/// An upstream: one server's URL, or a list of servers.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum UrlsFile {
+    One(String),
+    Several(Vec<String>),
+}
+
+impl UrlsFile {
+    fn urls(&self) -> &[String] {
+        match self {
+            UrlsFile::One(u) => std::slice::from_ref(u),
+            UrlsFile::Several(v) => v,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -257,17 +274,23 @@ impl Manifest {
             }
         }
         let mut upstreams: BTreeMap<&str, Arc<Upstream>> = BTreeMap::new();
-        for (name, url) in &file.upstreams {
-            let uri: hyper::Uri = url
-                .parse()
-                .map_err(|e| invalid(&format!("upstreams.{name}"), format!("`{url}`: {e}")))?;
-            let up = Upstream::new(&uri).map_err(|m| invalid(&format!("upstreams.{name}"), m))?;
+        for (name, urls) in &file.upstreams {
+            let at = format!("upstreams.{name}");
+            let uris = urls
+                .urls()
+                .iter()
+                .map(|url| {
+                    url.parse::<hyper::Uri>()
+                        .map_err(|e| invalid(&at, format!("`{url}`: {e}")))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let up = Upstream::of(&uris).map_err(|m| invalid(&at, m))?;
             upstreams.insert(name, Arc::new(up));
         }
         let first_upstream = file
             .upstreams
             .values()
-            .next()
+            .find_map(|u| u.urls().first())
             .ok_or_else(|| invalid("upstreams", "name at least one upstream".into()))?;
         if file.sites.is_empty() {
             return Err(invalid(

@@ -71,6 +71,7 @@ pub struct Metrics {
     /// (rule id, status) → interventions.
     interventions: Mutex<BTreeMap<(u64, u16), u64>>,
     upstream_errors: AtomicU64,
+    upstream_servers_down: AtomicU64,
     request_body_bytes: AtomicU64,
     reloads: AtomicU64,
     /// Whether the last reload was refused (the running rules are older
@@ -128,6 +129,10 @@ impl Metrics {
 
     pub(crate) fn upstream_error(&self) {
         self.upstream_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn upstream_server_down(&self) {
+        self.upstream_servers_down.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn body_bytes(&self, n: usize) {
@@ -311,6 +316,11 @@ impl Metrics {
             "waf_upstream_errors_total",
             "Requests the upstream did not answer (502/504).",
             self.upstream_errors.load(Ordering::Relaxed),
+        );
+        counter(
+            "waf_upstream_servers_down_total",
+            "Times a server of an upstream could not be reached and was left out for a while.",
+            self.upstream_servers_down.load(Ordering::Relaxed),
         );
         counter(
             "waf_request_body_bytes_total",

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use http_body_util::{combinators::BoxBody, BodyExt, Empty, Full};
 use hyper::body::{Body, Incoming};
 use hyper::header::{HeaderName, HeaderValue, HOST, LOCATION};
-use hyper::{Request, Response, StatusCode, Uri, Version};
+use hyper::{Request, Response, StatusCode, Version};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -55,47 +55,7 @@ impl std::error::Error for ProxyError {}
 
 type BoxError = ProxyError;
 
-/// Where requests go.
-pub(crate) struct Upstream {
-    /// `http://` or `https://` and the host: what the upstream client is
-    /// asked for (`h2c://` is `http://` spoken as HTTP/2, `h2://` is
-    /// `https://`).
-    scheme_authority: String,
-    prefix: String,
-    /// Spoken to in HTTP/2 (`h2c://`, `h2://`): gRPC, and applications
-    /// that want one multiplexed connection.
-    http2: bool,
-}
-
-impl Upstream {
-    pub(crate) fn new(uri: &Uri) -> Result<Upstream, String> {
-        let (scheme, http2) = match uri.scheme_str() {
-            Some("http") => ("http", false),
-            Some("https") => ("https", false),
-            Some("h2c") => ("http", true),
-            Some("h2") => ("https", true),
-            _ => {
-                return Err(format!(
-                    "`{uri}`: upstreams are http:// or https:// (HTTP/1.1), h2c:// or h2:// (HTTP/2, plain or TLS)"
-                ))
-            }
-        };
-        let authority = uri
-            .authority()
-            .ok_or_else(|| format!("`{uri}` has no host"))?;
-        Ok(Upstream {
-            scheme_authority: format!("{scheme}://{authority}"),
-            prefix: uri.path().trim_end_matches('/').to_string(),
-            http2,
-        })
-    }
-
-    /// The upstream URI for a request target (path and query).
-    fn uri(&self, path_and_query: &str) -> Result<Uri, hyper::http::Error> {
-        let uri = format!("{}{}{}", self.scheme_authority, self.prefix, path_and_query);
-        Ok(uri.parse::<Uri>()?)
-    }
-}
+use crate::upstream::Endpoint;
 
 /// The upstream clients: hyper's, pooling keep-alive connections, one for
 /// HTTP/1.1 upstreams and one for HTTP/2 ones.
@@ -110,12 +70,8 @@ impl UpstreamClient {
     /// over HTTP/1.1 whatever the upstream speaks, as HTTP/2 has no
     /// `Upgrade` (an application reached with `h2c://` or `h2://` then has
     /// to speak HTTP/1.1 too, which Go's, Node's and most servers do).
-    fn to(
-        &self,
-        upstream: &Upstream,
-        switch: bool,
-    ) -> &Client<crate::connect::Connector, ProxyBody> {
-        if upstream.http2 && !switch {
+    fn to(&self, server: &Endpoint, switch: bool) -> &Client<crate::connect::Connector, ProxyBody> {
+        if server.http2 && !switch {
             &self.http2
         } else {
             &self.http1
@@ -941,63 +897,112 @@ async fn handle(
     }
 
     // Upstream.
-    let Ok(uri) = site.upstream.uri(path_and_query) else {
-        return Ok(local_response(
-            StatusCode::BAD_REQUEST,
-            "bad request target\n",
-        ));
-    };
-    let head = Full::new(held.clone()).map_err(|never| match never {});
-    let too_large = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let up_body: ProxyBody = if stream_rest {
-        StreamAfter {
-            head: Some(head),
-            rest: Capped {
-                inner: body,
-                left: max_body.saturating_sub(held.len()),
-                over: too_large.clone(),
-            },
-        }
-        .boxed()
-    } else {
-        with_trailers(head, request_trailers)
-    };
-    let up_body = holding(up_body, lease);
     // The client's headers as they are (a copy of the map, not a rebuild
     // header by header), less the hop-by-hop ones.
-    let mut up = Request::new(up_body);
-    *up.method_mut() = parts.method.clone();
-    *up.uri_mut() = uri;
-    let headers = up.headers_mut();
-    headers.clone_from(&parts.headers);
+    let mut headers = parts.headers.clone();
     headers.retain_hop_by_hop();
-    // `TE: trailers`, the one `TE` HTTP/2 allows, says the client takes
-    // trailers: gRPC servers want it (their status comes in a trailer).
-    if site.upstream.http2 && switch.is_none() && accepts_trailers(&parts.headers) {
-        headers.insert(hyper::header::TE, HeaderValue::from_static("trailers"));
-    }
     state
         .config()
         .trusted_proxies
-        .set_forwarded(headers, peer.ip(), tls);
+        .set_forwarded(&mut headers, peer.ip(), tls);
     // The request's id in the WAF's logs (error, audit, access), so that
     // the application's own logs can name it; a client's is replaced.
     if let Ok(id) = HeaderValue::from_str(tx.unique_id()) {
         headers.insert(HeaderName::from_static("x-waf-unique-id"), id);
     }
     if let Some(protocol) = &switch {
-        crate::upgrade::mark(headers, protocol.clone());
+        crate::upgrade::mark(&mut headers, protocol.clone());
     }
     if tx.response_body_access() {
         // Only codings phase 4 can read (see encoding.rs).
-        crate::encoding::restrict_accept_encoding(headers);
+        crate::encoding::restrict_accept_encoding(&mut headers);
     }
-    let response = match tokio::time::timeout(
-        state.config().upstream_timeout,
-        client.to(&site.upstream, switch.is_some()).request(up),
-    )
-    .await
-    {
+    // `TE: trailers`, the one `TE` HTTP/2 allows, says the client takes
+    // trailers: gRPC servers want it (their status comes in a trailer).
+    let te_trailers = switch.is_none() && accepts_trailers(&parts.headers);
+    let too_large = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // A body held whole can go to another server of the upstream when one
+    // cannot be reached (see upstream.rs); so can one streaming through, as
+    // long as no connection read it (it is taken back from a failed
+    // attempt). The streamed one keeps the lease on its held head until it
+    // is sent; a held one's lease goes once the upstream has answered.
+    let (streamed, held_lease) = if stream_rest {
+        let head = Full::new(held.clone()).map_err(|never| match never {});
+        let body = StreamAfter {
+            head: Some(head),
+            rest: Capped {
+                inner: body,
+                left: max_body.saturating_sub(held.len()),
+                over: too_large.clone(),
+            },
+        };
+        let body = holding(body.boxed(), lease);
+        (Some(Arc::new(std::sync::Mutex::new(Some(body)))), None)
+    } else {
+        (None, Some(lease))
+    };
+    let deadline = tokio::time::Instant::now() + state.config().upstream_timeout;
+    let mut tried = 0u64;
+    let sent = loop {
+        let (i, server) = site.upstream.pick(tried);
+        tried |= 1 << i;
+        let Ok(uri) = server.uri(path_and_query) else {
+            return Ok(local_response(
+                StatusCode::BAD_REQUEST,
+                "bad request target\n",
+            ));
+        };
+        let replay = site.upstream.untried(tried);
+        let body = match &streamed {
+            Some(slot) => Reclaimable {
+                slot: slot.clone(),
+                body: None,
+            }
+            .boxed(),
+            None => with_trailers(
+                Full::new(held.clone()).map_err(|never| match never {}),
+                request_trailers.clone(),
+            ),
+        };
+        let mut up = Request::new(body);
+        *up.method_mut() = parts.method.clone();
+        *up.uri_mut() = uri;
+        *up.headers_mut() = if replay {
+            headers.clone()
+        } else {
+            std::mem::take(&mut headers)
+        };
+        if server.http2 && te_trailers {
+            up.headers_mut()
+                .insert(hyper::header::TE, HeaderValue::from_static("trailers"));
+        }
+        let client = client.to(server, switch.is_some());
+        match tokio::time::timeout_at(deadline, client.request(up)).await {
+            Ok(Err(e)) if e.is_connect() && site.upstream.several() => {
+                site.upstream.mark_down(i);
+                state.metrics.upstream_server_down();
+                state.log.write(format!(
+                    "waf serve: upstream server {} unreachable, left out for {} s: {} [uri \"{}\"] [unique_id \"{}\"]",
+                    server.url,
+                    crate::upstream::DOWN_FOR.as_secs(),
+                    error_chain(&e).escape_debug(),
+                    target.escape_debug(),
+                    tx.unique_id()
+                ));
+                // A streamed body no connection took is still there.
+                let body_left = streamed
+                    .as_ref()
+                    .is_none_or(|slot| slot.lock().is_ok_and(|b| b.is_some()));
+                if replay && body_left {
+                    continue;
+                }
+                break Ok(Err(e));
+            }
+            other => break other,
+        }
+    };
+    drop(held_lease);
+    let response = match sent {
         Err(_) => {
             state.metrics.upstream_error();
             let _ = guard.run(5, || tx.process_logging());
@@ -1033,18 +1038,9 @@ async fn handle(
         }
         Ok(Err(e)) => {
             state.metrics.upstream_error();
-            // Why (refused, reset, a certificate that did not verify):
-            // hyper's own message is only "client error (Connect)".
-            let mut why = e.to_string();
-            let mut source = std::error::Error::source(&e);
-            while let Some(s) = source {
-                why.push_str(": ");
-                why.push_str(&s.to_string());
-                source = s.source();
-            }
             state.log.write(format!(
                 "waf serve: upstream unavailable: {} [uri \"{}\"] [unique_id \"{}\"]",
-                why.escape_debug(),
+                error_chain(&e).escape_debug(),
                 target.escape_debug(),
                 tx.unique_id()
             ));
@@ -1285,6 +1281,53 @@ impl Body for Capped {
     }
 }
 
+/// A request body that can be taken back from an attempt that never read
+/// it (the connection to the server failed): it stays in `slot` until the
+/// first time a connection polls it.
+struct Reclaimable {
+    slot: Arc<std::sync::Mutex<Option<ProxyBody>>>,
+    body: Option<ProxyBody>,
+}
+
+impl Reclaimable {
+    /// What `f` says of the body, wherever it is now.
+    fn peek<T>(&self, f: impl Fn(&ProxyBody) -> T, none: T) -> T {
+        match &self.body {
+            Some(b) => f(b),
+            None => match self.slot.lock() {
+                Ok(b) => b.as_ref().map_or(none, f),
+                Err(_) => none,
+            },
+        }
+    }
+}
+
+impl Body for Reclaimable {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, BoxError>>> {
+        if self.body.is_none() {
+            self.body = self.slot.lock().ok().and_then(|mut b| b.take());
+        }
+        match self.body.as_mut() {
+            Some(b) => std::pin::Pin::new(b).poll_frame(cx),
+            None => std::task::Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.peek(Body::is_end_stream, true)
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.peek(Body::size_hint, hyper::body::SizeHint::with_exact(0))
+    }
+}
+
 /// A held body, then the trailers that ended it, if any.
 fn with_trailers<B>(body: B, trailers: Option<hyper::HeaderMap>) -> ProxyBody
 where
@@ -1423,6 +1466,19 @@ fn not_decoded(
         remote.ip(),
         target.escape_debug(),
     ));
+}
+
+/// An error and its sources (refused, reset, a certificate that did not
+/// verify): hyper's own message is only "client error (Connect)".
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut why = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        why.push_str(": ");
+        why.push_str(&s.to_string());
+        source = s.source();
+    }
+    why
 }
 
 /// Whether the client's `TE` lists `trailers`.

@@ -2,8 +2,8 @@
 //! host and path with filter expressions (the manifest's `sites`).
 
 use crate::filter::{Filter, RequestView};
-use crate::proxy::Upstream;
 use crate::rules::Rules;
+use crate::upstream::Upstream;
 use std::sync::Arc;
 use waf_engine::Transaction;
 

@@ -6,7 +6,7 @@
 use hyper::StatusCode;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use waf_serve::{ErrorLog, Logs, Manifest, ManifestError, Server, SitesSource};
@@ -245,6 +245,75 @@ async fn a_reload_applies_per_request_settings_and_names_those_that_take_a_resta
         status(a, "shop.example", "/?q=attack").await,
         StatusCode::FORBIDDEN
     );
+}
+
+/// An upstream of several servers: requests take them in turn; one that
+/// refuses connections costs no request (the request goes to the next
+/// server, its body too) and is left out for a while, said once in the
+/// error log.
+#[tokio::test]
+async fn an_upstream_of_several_servers_takes_them_in_turn_and_skips_one_down() {
+    // Bodies held for phase 2, and bodies streamed through (not inspected).
+    for (case, rules) in [
+        ("held", format!("SecRequestBodyAccess On\n{SHOP_RULES}")),
+        ("streamed", SHOP_RULES.to_string()),
+    ] {
+        several_servers(case, &rules).await;
+    }
+}
+
+async fn several_servers(case: &str, rules: &str) {
+    let dir = scratch(&format!("servers-{case}"));
+    let (hits_a, hits_b) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (a, b) = (backend(hits_a.clone()).await, backend(hits_b.clone()).await);
+    // A port nobody listens on.
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr")
+    };
+    std::fs::write(dir.join("shop.conf"), rules).expect("write rules");
+    let manifest = dir.join("waf.yaml");
+    std::fs::write(
+        &manifest,
+        format!("listen: 127.0.0.1:0\nupstreams:\n  app: [http://{dead}, http://{a}, http://{b}]\nsites:\n  - name: all\n    upstream: app\n    rules: [shop.conf]\n"),
+    )
+    .expect("write");
+    let m = Manifest::load(&manifest).unwrap_or_else(|e| panic!("{e}"));
+    let log = Shared::default();
+    let logs = Logs {
+        error: ErrorLog::to_writer(Box::new(log.clone())),
+        audit: None,
+        access: None,
+    };
+    let source = SitesSource::manifest(&manifest, &m);
+    let listeners = vec![waf_serve::Listener::plain(m.config.listen)];
+    let server = Server::start_sites(m.config, m.sites, source, listeners, logs)
+        .await
+        .expect("start");
+    let addr = server.addr();
+    for i in 0..6 {
+        let (status, _, body) = send_to_host(addr, "shop.example", "POST", "/form", "q=garden")
+            .await
+            .unwrap_or_else(|e| panic!("{case} request {i}: {e}"));
+        assert_eq!(
+            (status, body.as_str()),
+            (StatusCode::OK, "q=garden"),
+            "{case} request {i}: {}",
+            log.text()
+        );
+    }
+    assert_eq!(
+        status(addr, "shop.example", "/?q=attack").await,
+        StatusCode::FORBIDDEN
+    );
+    let (a, b) = (hits_a.load(Ordering::SeqCst), hits_b.load(Ordering::SeqCst));
+    assert_eq!(a + b, 6, "{case}: every request answered by a live server");
+    assert!(a >= 2 && b >= 2, "{case}: both in turn: {a} and {b}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let text = log.text();
+    let down = format!("upstream server http://{dead}/ unreachable, left out for 10 s");
+    assert_eq!(text.matches(&down).count(), 1, "{case}: {text}");
+    assert!(!text.contains("upstream unavailable"), "{case}: {text}");
 }
 
 fn load_err(dir: &Path, text: &str) -> String {
