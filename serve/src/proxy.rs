@@ -920,7 +920,8 @@ async fn handle(
     // `TE: trailers`, the one `TE` HTTP/2 allows, says the client takes
     // trailers: gRPC servers want it (their status comes in a trailer).
     let te_trailers = switch.is_none() && accepts_trailers(&parts.headers);
-    let too_large = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Set when a streamed body goes past `max_request_body`.
+    let too_large = stream_rest.then(|| Arc::new(std::sync::atomic::AtomicBool::new(false)));
     // A body held whole can go to another server of the upstream when one
     // cannot be reached (see upstream.rs); so can one streaming through, as
     // long as no connection read it (it is taken back from a failed
@@ -933,7 +934,7 @@ async fn handle(
             rest: Capped {
                 inner: body,
                 left: max_body.saturating_sub(held.len()),
-                over: too_large.clone(),
+                over: too_large.clone().unwrap_or_default(),
             },
         };
         let body = holding(body.boxed(), lease);
@@ -1019,7 +1020,11 @@ async fn handle(
                 "upstream timeout\n",
             ));
         }
-        Ok(Err(_)) if too_large.load(std::sync::atomic::Ordering::Relaxed) => {
+        Ok(Err(_))
+            if too_large
+                .as_ref()
+                .is_some_and(|t| t.load(std::sync::atomic::Ordering::Relaxed)) =>
+        {
             // The body streamed on went past the limit: the upload was cut,
             // and the client is told why.
             let _ = guard.run(5, || tx.process_logging());
