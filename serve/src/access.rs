@@ -9,7 +9,8 @@
 //! differs: the trusted proxy it came through), `method`, `host`, `uri`,
 //! `proto`, `status` (0 when no response was made: the connection failed),
 //! `duration` (seconds, until the response headers were ready), `waf_time`
-//! (the engine's seconds on it), `unique_id`, `site` (manifest), `rule_id`
+//! (the engine's seconds on it), `unique_id`, `site` (manifest), `upstream`
+//! (the server the request went to, as nginx's `$upstream_addr`), `rule_id`
 //! (the rule whose intervention answered), `custom_rule` (the manifest
 //! custom rule that answered or allowed it), `user_agent`, `referer`.
 //!
@@ -26,6 +27,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub(crate) struct Note {
     pub client: Option<IpAddr>,
     pub site: Option<String>,
+    pub upstream: Option<std::sync::Arc<str>>,
     pub unique_id: Option<String>,
     pub waf_time: Duration,
     pub rule_id: Option<u64>,
@@ -120,6 +122,9 @@ pub(crate) fn line(seen: &Seen, note: &Note, status: u16, duration: Duration) ->
     if let Some(v) = &note.site {
         fields.push(("site", text(v)));
     }
+    if let Some(v) = &note.upstream {
+        fields.push(("upstream", text(v)));
+    }
     if let Some(id) = note.rule_id {
         fields.push(("rule_id", id.into()));
     }
@@ -174,6 +179,7 @@ mod tests {
         let note = Note {
             client: Some("203.0.113.7".parse().expect("ip")),
             unique_id: Some("abc".into()),
+            upstream: Some("http://10.0.0.5:8080/".into()),
             rule_id: Some(949110),
             waf_time: Duration::from_micros(1234),
             ..Note::default()
@@ -195,6 +201,7 @@ mod tests {
             "duration",
             "waf_time",
             "unique_id",
+            "upstream",
             "rule_id",
             "user_agent",
             "referer",

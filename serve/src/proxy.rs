@@ -947,6 +947,7 @@ async fn handle(
     let sent = loop {
         let (i, server) = site.upstream.pick(tried);
         tried |= 1 << i;
+        access::note(|n| n.upstream = Some(server.url.clone()));
         let Ok(uri) = server.uri(path_and_query) else {
             return Ok(local_response(
                 StatusCode::BAD_REQUEST,

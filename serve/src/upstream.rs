@@ -36,7 +36,7 @@ pub(crate) struct Upstream {
 /// One server of an upstream.
 pub(crate) struct Endpoint {
     /// The URL as written, for the logs.
-    pub(crate) url: String,
+    pub(crate) url: std::sync::Arc<str>,
     /// `http://` or `https://` and the host: what the upstream client is
     /// asked for (`h2c://` is `http://` spoken as HTTP/2, `h2://` is
     /// `https://`).
@@ -64,7 +64,7 @@ impl Endpoint {
             .authority()
             .ok_or_else(|| format!("`{uri}` has no host"))?;
         Ok(Endpoint {
-            url: uri.to_string(),
+            url: uri.to_string().into(),
             scheme_authority: format!("{scheme}://{authority}"),
             prefix: uri.path().trim_end_matches('/').to_string(),
             http2,

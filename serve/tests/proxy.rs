@@ -1101,11 +1101,19 @@ async fn every_request_gets_an_access_log_line_with_what_the_waf_did() {
         "{ok}"
     );
     assert!(ok["waf_time"].as_f64().is_some_and(|t| t > 0.0), "{ok}");
+    // The server it went to; a request blocked before it went has none.
+    assert!(
+        ok["upstream"]
+            .as_str()
+            .is_some_and(|u| u.starts_with("http://127.0.0.1:")),
+        "{ok}"
+    );
     let blocked = by_uri("/?x=attack");
     assert_eq!(
         (blocked["status"].as_u64(), blocked["rule_id"].as_u64()),
         (Some(403), Some(1))
     );
+    assert!(blocked.get("upstream").is_none(), "{blocked}");
     // Refused by a body limit (before any rule): a line all the same.
     let too_big = lines
         .iter()
