@@ -52,6 +52,10 @@ pub struct Args {
     /// nothing passing either way [default: 60].
     #[arg(long, value_name = "SECONDS")]
     pub tunnel_idle_timeout: Option<u64>,
+    /// How long sending to a client may wait for it to read before the
+    /// connection is closed (a client that stopped reading) [default: 60].
+    #[arg(long, value_name = "SECONDS")]
+    pub send_timeout: Option<u64>,
     /// How often to look at the rule files (and what they include) for
     /// changes, which reload the rules as SIGHUP does; 0: only on SIGHUP
     /// [default: 2].
@@ -153,6 +157,7 @@ pub fn run(args: Args) -> CmdResult {
     config.upstream_timeout = Duration::from_secs(args.upstream_timeout.unwrap_or(30));
     config.shutdown_timeout = Duration::from_secs(args.shutdown_timeout.unwrap_or(10));
     config.tunnel_idle_timeout = Duration::from_secs(args.tunnel_idle_timeout.unwrap_or(60));
+    config.send_timeout = Duration::from_secs(args.send_timeout.unwrap_or(60));
     if let Some(s) = args.watch_interval {
         config.watch_interval = waf_serve::watch_interval(s)
             .map_err(|m| CliError::usage(format!("--watch-interval: {m}")))?;
@@ -193,6 +198,7 @@ fn run_manifest(path: &Path, args: &Args) -> CmdResult {
         ("--upstream-ca", args.upstream_ca.is_some()),
         ("--shutdown-timeout", args.shutdown_timeout.is_some()),
         ("--tunnel-idle-timeout", args.tunnel_idle_timeout.is_some()),
+        ("--send-timeout", args.send_timeout.is_some()),
         ("--watch-interval", args.watch_interval.is_some()),
         ("--tls-cert", args.tls_cert.is_some()),
         ("--profile", args.profile),

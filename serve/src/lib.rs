@@ -46,6 +46,7 @@ pub mod profile;
 mod proxy;
 mod reconfigure;
 mod rules;
+mod send_timeout;
 mod site;
 pub mod spoa;
 pub mod tls;
@@ -88,6 +89,9 @@ pub struct Config {
     /// How long a tunnel (a protocol switch such as WebSocket) stays open
     /// with nothing passing either way.
     pub tunnel_idle_timeout: Duration,
+    /// How long a write to a client may wait for it to read (see
+    /// send_timeout.rs): a client that stops reading is cut after this.
+    pub send_timeout: Duration,
     /// How often `run`/`run_sites` look at the files the rules (and the
     /// manifest) were read from, to reload when they change; `None`: only
     /// on SIGHUP (see watch.rs).
@@ -145,6 +149,7 @@ impl Config {
             upstream_timeout: Duration::from_secs(30),
             shutdown_timeout: Duration::from_secs(10),
             tunnel_idle_timeout: Duration::from_secs(60),
+            send_timeout: Duration::from_secs(60),
             watch_interval: Some(Duration::from_secs(2)),
             upstream_ca: None,
             trusted_proxies: TrustedProxies::default(),

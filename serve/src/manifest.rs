@@ -96,6 +96,7 @@ struct TimeoutsFile {
     upstream: Option<u64>,
     shutdown: Option<u64>,
     tunnel_idle: Option<u64>,
+    send: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -424,6 +425,9 @@ impl Manifest {
         }
         if let Some(s) = file.timeouts.tunnel_idle {
             config.tunnel_idle_timeout = Duration::from_secs(s);
+        }
+        if let Some(s) = file.timeouts.send {
+            config.send_timeout = Duration::from_secs(s);
         }
         if let Some(s) = file.watch_interval {
             config.watch_interval =

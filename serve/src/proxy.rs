@@ -271,7 +271,11 @@ async fn serve_connection(
     let mut stopping = state.shutdown.subscribe();
     let _ = stream.set_nodelay(true);
     let local = stream.local_addr().unwrap_or(remote);
-    let header_timeout = state.config().header_timeout;
+    let (header_timeout, send_timeout) = {
+        let c = state.config();
+        (c.header_timeout, c.send_timeout)
+    };
+    let stream = crate::send_timeout::SendTimeout::new(stream, send_timeout);
     let errors = state.clone();
     let secure = tls.is_some();
     let service = hyper::service::service_fn(move |req| {

@@ -1764,3 +1764,43 @@ fn tokio_stream_from<T: Send + 'static>(
 ) -> impl futures_util::Stream<Item = T> {
     futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
+
+/// A client that asks for a large download and then reads none of it (a
+/// slow-read attack) is cut once the proxy has waited `send_timeout` to
+/// write: its connection, and the upstream response behind it, are not
+/// held for ever.
+#[tokio::test]
+async fn a_client_that_stops_reading_is_cut_after_the_send_timeout() {
+    use tokio::io::AsyncWriteExt;
+    let s = setup_with(text_rules(), None, |c| {
+        c.send_timeout = Duration::from_secs(1)
+    })
+    .await;
+    let mut client = tokio::net::TcpStream::connect(s.server.addr())
+        .await
+        .expect("connect");
+    client
+        .write_all(b"GET /large HTTP/1.1\r\nHost: example.com\r\n\r\n")
+        .await
+        .expect("write");
+    let start = std::time::Instant::now();
+    let deadline = start + Duration::from_secs(10);
+    while s.server.metrics().connections_open() == 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    while s.server.metrics().connections_open() > 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        s.server.metrics().connections_open(),
+        0,
+        "the stalled connection was closed"
+    );
+    assert!(
+        start.elapsed() >= Duration::from_secs(1),
+        "{:?}",
+        start.elapsed()
+    );
+    // Never read: held until here.
+    drop(client);
+}

@@ -86,6 +86,11 @@ pub async fn backend(hits: Arc<AtomicUsize>) -> SocketAddr {
                             };
                             let (ctype, text) = match path.as_str() {
                                 "/bomb" => ("text/html", Bytes::from(vec![b'a'; 20 << 20])),
+                                // A download nothing inspects (streamed).
+                                "/large" => (
+                                    "application/octet-stream",
+                                    Bytes::from(vec![b'x'; 32 << 20]),
+                                ),
                                 "/leak" => ("text/html", Bytes::from_static(b"<p>SECRET-LEAK</p>")),
                                 "/events" => (
                                     "text/event-stream",
