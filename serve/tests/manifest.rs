@@ -100,22 +100,29 @@ async fn start(dir: &Path, block_admin: &str) -> Running {
         (m.config.watch_interval, m.config.max_held_bodies),
         (Some(std::time::Duration::from_millis(500)), 5_000_000)
     );
+    let (server, log) = serve_plain(&manifest, m).await;
+    Running {
+        server,
+        log,
+        manifest,
+    }
+}
+
+/// Serves `m` (read from `manifest`) on its one plain listener; the error
+/// log is kept.
+async fn serve_plain(manifest: &Path, m: Manifest) -> (Server, Shared) {
     let log = Shared::default();
     let logs = Logs {
         error: ErrorLog::to_writer(Box::new(log.clone())),
         audit: None,
         access: None,
     };
-    let source = SitesSource::manifest(&manifest, &m);
+    let source = SitesSource::manifest(manifest, &m);
     let listeners = vec![waf_serve::Listener::plain(m.config.listen)];
     let server = Server::start_sites(m.config, m.sites, source, listeners, logs)
         .await
         .expect("start");
-    Running {
-        server,
-        log,
-        manifest,
-    }
+    (server, log)
 }
 
 async fn status(addr: SocketAddr, host: &str, path: &str) -> StatusCode {
@@ -279,17 +286,7 @@ async fn several_servers(case: &str, rules: &str) {
     )
     .expect("write");
     let m = Manifest::load(&manifest).unwrap_or_else(|e| panic!("{e}"));
-    let log = Shared::default();
-    let logs = Logs {
-        error: ErrorLog::to_writer(Box::new(log.clone())),
-        audit: None,
-        access: None,
-    };
-    let source = SitesSource::manifest(&manifest, &m);
-    let listeners = vec![waf_serve::Listener::plain(m.config.listen)];
-    let server = Server::start_sites(m.config, m.sites, source, listeners, logs)
-        .await
-        .expect("start");
+    let (server, log) = serve_plain(&manifest, m).await;
     let addr = server.addr();
     for i in 0..6 {
         let (status, _, body) = send_to_host(addr, "shop.example", "POST", "/form", "q=garden")
