@@ -93,6 +93,7 @@ enum Command {
         "  waf serve --upstream http://127.0.0.1:9000             # the embedded default ruleset
   waf serve -c /tmp/crs-pl1.conf --listen 0.0.0.0:8080 --upstream http://10.0.0.5:80 --error-log waf.log
   waf serve --config waf.yaml                             # sites, TLS, exceptions: see docs/serve.md
+  waf serve --config waf.yaml --check                     # check it all, then exit (as nginx -t)
   kill -HUP <pid>                                         # reload the rules (errors keep the old ones)
   kill -USR1 <pid>                                        # reopen the log files (log rotation)
   kill -TERM <pid>                                        # stop: requests in flight finish (--shutdown-timeout)",

@@ -18,8 +18,9 @@ pub struct Args {
     /// Address to accept connections on [default: 127.0.0.1:8080].
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<SocketAddr>,
-    /// The application: `http://host:port` or `https://host:port` (an
-    /// optional path prefix is kept).
+    /// The application: `http://host:port` or `https://host:port`
+    /// (HTTP/1.1), `h2c://host:port` or `h2://host:port` (HTTP/2, e.g.
+    /// gRPC); an optional path prefix is kept.
     #[arg(long, value_name = "URL")]
     pub upstream: Option<waf_serve::Uri>,
     /// ModSecurity-style error log (matched rules and interventions);
@@ -81,6 +82,12 @@ pub struct Args {
     /// TLS private key (PEM); with --tls-cert.
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// Check everything a start reads (the rules, or the manifest with its
+    /// sites, filters, upstreams and rules; the TLS and CA files), then
+    /// exit without listening, as `nginx -t`: 0 ok, 1 the rules or the
+    /// manifest do not compile, 2 anything else.
+    #[arg(long)]
+    pub check: bool,
 }
 
 /// The manifest named by `--config`, if the input is one (a `.yaml` or
@@ -174,6 +181,11 @@ pub fn run(args: Args) -> CmdResult {
     };
     let rules = Arc::new(rules);
     let sites = waf_serve::Sites::single(rules.clone(), &upstream).map_err(CliError::usage)?;
+    if args.check {
+        waf_serve::check_settings(&config).map_err(CliError::usage)?;
+        report("configuration ok: the rules compile, the upstream and files are usable");
+        return Ok(());
+    }
     let listeners = vec![waf_serve::Listener { addr: listen, tls }];
     waf_serve::run_sites(
         config,
@@ -241,6 +253,16 @@ fn run_manifest(path: &Path, args: &Args) -> CmdResult {
     let source = SitesSource::manifest(path, &m);
     m.config.workers = Some(m.config.workers.unwrap_or_else(default_workers));
     let names: Vec<&str> = m.sites.names().collect();
+    if args.check {
+        waf_serve::check_settings(&m.config).map_err(CliError::usage)?;
+        report(&format!(
+            "{}: ok: {} listener(s), sites {} (every site's rules compile)",
+            path.display(),
+            listeners.len(),
+            names.join(", ")
+        ));
+        return Ok(());
+    }
     report(&format!("sites: {}", names.join(", ")));
     waf_serve::run_sites(m.config, m.sites, source, listeners, logs, report)
         .map_err(CliError::usage)

@@ -737,3 +737,64 @@ fn serve_reopens_its_logs_on_sigusr1() {
         "{new_access}\n{stderr}"
     );
 }
+
+/// `waf serve --check` (as `nginx -t`): reads everything a start reads and
+/// exits without listening: 0 when all is usable, 1 when the rules or the
+/// manifest do not compile (with their diagnostics), 2 for anything else
+/// (here a CA file that is not one).
+#[test]
+fn serve_check_validates_without_listening() {
+    let dir = std::env::temp_dir().join(format!("waf-cli-serve-check-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::write(dir.join("ok.conf"), "SecRuleEngine On\n").expect("write");
+    std::fs::write(dir.join("bad.conf"), "SecRule ARGS \"@rxx a\" \"id:1\"\n").expect("write");
+    std::fs::write(dir.join("not-a-ca.pem"), "nothing here\n").expect("write");
+    let manifest = |rules: &str| {
+        let p = dir.join(format!("waf-{rules}.yaml"));
+        std::fs::write(
+            &p,
+            format!("listeners:\n  - listen: 127.0.0.1:1\n  - listen: 127.0.0.1:2\nupstreams:\n  app: [http://127.0.0.1:9, h2c://127.0.0.1:10]\nsites:\n  - name: shop\n    upstream: app\n    rules: [{rules}]\n"),
+        )
+        .expect("write");
+        p
+    };
+    let ok = manifest("ok.conf");
+    let o = waf(&["serve", "--config", ok.to_str().unwrap_or(""), "--check"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("ok: 2 listener(s), sites shop"), "{err}");
+    assert!(!err.contains("listening"), "{err}");
+    let bad = manifest("bad.conf");
+    let o = waf(&["serve", "--config", bad.to_str().unwrap_or(""), "--check"]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = format!("{}{}", stdout(&o), String::from_utf8_lossy(&o.stderr));
+    assert!(
+        out.contains("bad.conf:1:"),
+        "file:line:col of the error: {out}"
+    );
+    let ca = dir.join("not-a-ca.pem");
+    let o = waf(&[
+        "serve",
+        "-c",
+        dir.join("ok.conf").to_str().unwrap_or(""),
+        "--upstream",
+        "https://127.0.0.1:9",
+        "--upstream-ca",
+        ca.to_str().unwrap_or(""),
+        "--check",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not-a-ca.pem"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

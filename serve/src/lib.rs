@@ -241,6 +241,15 @@ fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
     socket.listen(LISTEN_BACKLOG)
 }
 
+/// Checks what a start reads besides the rules and sites (the CA file of
+/// `upstream_ca`), as [`Server::start_sites`] would, without listening:
+/// what `waf serve --check` runs.
+pub fn check_settings(config: &Config) -> Result<(), ServeError> {
+    connect::tls_connectors(config.upstream_ca.as_deref())
+        .map(|_| ())
+        .map_err(ServeError::Upstream)
+}
+
 /// Where a reload reads the sites from.
 #[derive(Clone)]
 pub enum SitesSource {
