@@ -26,7 +26,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 #[derive(Default)]
 pub(crate) struct Note {
     pub client: Option<IpAddr>,
-    pub site: Option<String>,
+    pub site: Option<std::sync::Arc<crate::metrics::SiteCounts>>,
+    /// Answered by the WAF itself (an intervention, a custom rule's block).
+    pub blocked: bool,
     pub upstream: Option<std::sync::Arc<str>>,
     pub unique_id: Option<String>,
     pub waf_time: Duration,
@@ -120,7 +122,7 @@ pub(crate) fn line(seen: &Seen, note: &Note, status: u16, duration: Duration) ->
         fields.push(("unique_id", text(v)));
     }
     if let Some(v) = &note.site {
-        fields.push(("site", text(v)));
+        fields.push(("site", text(&v.name)));
     }
     if let Some(v) = &note.upstream {
         fields.push(("upstream", text(v)));
@@ -161,10 +163,11 @@ mod tests {
         let ((), n) = noted(async {
             note(|n| n.rule_id = Some(942100));
             tokio::task::yield_now().await;
-            note(|n| n.site = Some("shop".into()));
+            note(|n| n.site = Some(crate::metrics::SiteCounts::new("shop")));
         })
         .await;
-        assert_eq!((n.rule_id, n.site.as_deref()), (Some(942100), Some("shop")));
+        let site = n.site.as_ref().map(|s| s.name.to_string());
+        assert_eq!((n.rule_id, site.as_deref()), (Some(942100), Some("shop")));
     }
 
     #[test]

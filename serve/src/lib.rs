@@ -357,6 +357,8 @@ impl Server {
         }
         let metrics = Arc::new(Metrics::default());
         metrics.rules_loaded();
+        let mut sites = sites;
+        metrics.set_sites(sites.adopt_counts(&[]));
         let (admin_addr, admin_task) = match config.admin {
             Some(a) => {
                 let l = TcpListener::bind(a).await.map_err(ServeError::Listen)?;
@@ -574,10 +576,12 @@ fn reload(source: &SitesSource, state: &proxy::State) -> Result<Vec<String>, Rel
             .map(|()| Vec::new())
             .map_err(ReloadError::Rules),
         SitesSource::Manifest { path, started } => {
-            let m = Manifest::load(path).map_err(ReloadError::Manifest)?;
+            let mut m = Manifest::load(path).map_err(ReloadError::Manifest)?;
             let (config, notes) = reconfigure::apply(&state.config(), started, &m);
             state.set_config(config);
+            let counts = m.sites.adopt_counts(&state.metrics().sites());
             state.sites.store(Arc::new(m.sites));
+            state.metrics().set_sites(counts);
             Ok(notes)
         }
     }

@@ -402,6 +402,7 @@ impl Manifest {
                 upstream,
                 custom,
                 exceptions,
+                counts: crate::metrics::SiteCounts::new(&s.name),
             });
         }
 

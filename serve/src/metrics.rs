@@ -114,11 +114,77 @@ pub struct Metrics {
     custom: Mutex<BTreeMap<(String, &'static str), u64>>,
     /// Per-rule counters, with profiling on.
     profile: Mutex<Option<crate::profile::Aggregate>>,
+    /// The running sites' counters (replaced on reload; a site that keeps
+    /// its name keeps its counters, see [`SiteCounts::adopt`]).
+    sites: Mutex<Vec<Arc<SiteCounts>>>,
+}
+
+/// A label value as the Prometheus text format writes it (`\\`, `"` and
+/// newlines escaped): names come from the manifest.
+fn label_value(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// One site's counters: requests, those the WAF answered itself (a rule's
+/// intervention or a custom rule's block), and responses by status class.
+/// Updated with atomics only, from the request's access note.
+#[derive(Debug, Default)]
+pub(crate) struct SiteCounts {
+    pub(crate) name: Arc<str>,
+    requests: AtomicU64,
+    blocked: AtomicU64,
+    /// 1xx to 5xx (anything else counts as 5xx).
+    by_class: [AtomicU64; 5],
+}
+
+impl SiteCounts {
+    pub(crate) fn new(name: &str) -> Arc<SiteCounts> {
+        Arc::new(SiteCounts {
+            name: name.into(),
+            ..SiteCounts::default()
+        })
+    }
+
+    /// One request answered with `status` (0: no response, not counted by
+    /// class), by the WAF itself when `blocked`.
+    pub(crate) fn record(&self, status: u16, blocked: bool) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        if blocked {
+            self.blocked.fetch_add(1, Ordering::Relaxed);
+        }
+        if status >= 100 {
+            let class = usize::from(status / 100).clamp(1, 5) - 1;
+            self.by_class[class].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The counters of the site of the same name in `old`, if any, else
+    /// these: a reload does not reset a site's counters.
+    pub(crate) fn adopt(self: &Arc<Self>, old: &[Arc<SiteCounts>]) -> Arc<SiteCounts> {
+        old.iter()
+            .find(|o| o.name == self.name)
+            .cloned()
+            .unwrap_or_else(|| self.clone())
+    }
 }
 
 impl Metrics {
     pub(crate) fn request(&self) {
         self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The counters of the sites now running.
+    pub(crate) fn set_sites(&self, sites: Vec<Arc<SiteCounts>>) {
+        if let Ok(mut s) = self.sites.lock() {
+            *s = sites;
+        }
+    }
+
+    /// The counters of the sites now running (for a reload to adopt).
+    pub(crate) fn sites(&self) -> Vec<Arc<SiteCounts>> {
+        self.sites.lock().map(|s| s.clone()).unwrap_or_default()
     }
 
     pub(crate) fn intervention(&self, rule_id: u64, status: u16) {
@@ -471,14 +537,52 @@ impl Metrics {
         );
         if let Ok(m) = self.custom.lock() {
             for ((rule, action), n) in m.iter() {
-                let rule = rule
-                    .replace('\\', "\\\\")
-                    .replace('"', "\\\"")
-                    .replace('\n', "\\n");
                 let _ = writeln!(
                     s,
-                    "waf_custom_rule_actions_total{{rule=\"{rule}\",action=\"{action}\"}} {n}"
+                    "waf_custom_rule_actions_total{{rule=\"{}\",action=\"{action}\"}} {n}",
+                    label_value(rule)
                 );
+            }
+        }
+        if let Ok(sites) = self.sites.lock() {
+            let _ = writeln!(
+                s,
+                "# HELP waf_site_requests_total Requests by site.\n# TYPE waf_site_requests_total counter"
+            );
+            for site in sites.iter() {
+                let n = site.requests.load(Ordering::Relaxed);
+                let _ = writeln!(
+                    s,
+                    "waf_site_requests_total{{site=\"{}\"}} {n}",
+                    label_value(&site.name)
+                );
+            }
+            let _ = writeln!(
+                s,
+                "# HELP waf_site_blocked_total Requests of a site the WAF answered itself (a rule's intervention, a custom rule's block).\n# TYPE waf_site_blocked_total counter"
+            );
+            for site in sites.iter() {
+                let n = site.blocked.load(Ordering::Relaxed);
+                let _ = writeln!(
+                    s,
+                    "waf_site_blocked_total{{site=\"{}\"}} {n}",
+                    label_value(&site.name)
+                );
+            }
+            let _ = writeln!(
+                s,
+                "# HELP waf_site_responses_total Responses of a site by status class.\n# TYPE waf_site_responses_total counter"
+            );
+            for site in sites.iter() {
+                for (i, c) in site.by_class.iter().enumerate() {
+                    let n = c.load(Ordering::Relaxed);
+                    let _ = writeln!(
+                        s,
+                        "waf_site_responses_total{{site=\"{}\",code=\"{}xx\"}} {n}",
+                        label_value(&site.name),
+                        i + 1
+                    );
+                }
             }
         }
         if let Ok(p) = self.profile.lock() {

@@ -118,6 +118,11 @@ impl State {
         }
     }
 
+    /// The counters.
+    pub(crate) fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
     /// The settings in force now.
     pub(crate) fn config(&self) -> arc_swap::Guard<Arc<Config>> {
         self.config.load()
@@ -288,15 +293,18 @@ async fn serve_connection(
                 local,
                 tls: secure,
             };
-            let Some(access) = state.access.clone() else {
-                return log.written_before(handle(state, &client, req, conn)).await;
-            };
-            let seen = access::Seen::of(&req, remote.ip());
+            let access = state.access.clone();
+            let seen = access.as_ref().map(|_| access::Seen::of(&req, remote.ip()));
             let start = Instant::now();
             let (out, note) =
                 access::noted(log.written_before(handle(state, &client, req, conn))).await;
             let status = out.as_ref().map_or(0, |r| r.status().as_u16());
-            access.write(access::line(&seen, &note, status, start.elapsed()));
+            if let Some(site) = &note.site {
+                site.record(status, note.blocked);
+            }
+            if let (Some(access), Some(seen)) = (access, seen) {
+                access.write(access::line(&seen, &note, status, start.elapsed()));
+            }
             out
         }
     });
@@ -515,7 +523,10 @@ fn finish_with_intervention(
     log_transaction(state, tx, &Exchange { status, ..*x });
     match tx.intervention() {
         Some(i) => {
-            access::note(|n| n.rule_id = Some(i.rule_id));
+            access::note(|n| {
+                n.rule_id = Some(i.rule_id);
+                n.blocked = true;
+            });
             state.metrics.intervention(i.rule_id, i.status);
             intervention_response(i)
         }
@@ -704,7 +715,7 @@ async fn handle(
             "no site for this request\n",
         ));
     };
-    access::note(|n| n.site = Some(site.name.clone()));
+    access::note(|n| n.site = Some(site.counts.clone()));
     let log_custom = |c: &crate::site::CustomRule, what: &str| {
         state.log.write(format!(
             "waf serve: custom rule \"{}\" {what} [when \"{}\"] [client \"{}\"] [uri \"{}\"]",
@@ -722,7 +733,10 @@ async fn handle(
     if let Some(c) = custom {
         match c.action {
             CustomAction::Block(status) => {
-                access::note(|n| n.custom_rule = Some(c.name.clone()));
+                access::note(|n| {
+                    n.custom_rule = Some(c.name.clone());
+                    n.blocked = true;
+                });
                 state.metrics.custom(&c.name, "block");
                 state.metrics.intervention(0, status);
                 log_custom(c, &format!("blocked with {status}"));

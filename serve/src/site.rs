@@ -55,6 +55,8 @@ pub struct Site {
     pub custom: Vec<CustomRule>,
     /// Exceptions, applied before phase 1.
     pub exceptions: Vec<Exception>,
+    /// Its counters on `/metrics` (kept across reloads by name).
+    pub(crate) counts: Arc<crate::metrics::SiteCounts>,
 }
 
 impl Site {
@@ -108,8 +110,21 @@ impl Sites {
                 upstream: Arc::new(Upstream::new(upstream)?),
                 custom: Vec::new(),
                 exceptions: Vec::new(),
+                counts: crate::metrics::SiteCounts::new("default"),
             }],
         })
+    }
+
+    /// Takes the counters of the sites of `old` that have the same names (a
+    /// reload), and returns every site's.
+    pub(crate) fn adopt_counts(
+        &mut self,
+        old: &[Arc<crate::metrics::SiteCounts>],
+    ) -> Vec<Arc<crate::metrics::SiteCounts>> {
+        for site in &mut self.list {
+            site.counts = site.counts.adopt(old);
+        }
+        self.list.iter().map(|s| s.counts.clone()).collect()
     }
 
     /// The site a request belongs to.

@@ -181,6 +181,19 @@ async fn sites_exceptions_custom_rules_paranoia_and_engine_mode() {
         .filter(|l| l.contains("[id \"100\"]") && l.contains("[uri \"/?q=attack\"]"))
         .count();
     assert!(hits >= 2, "{log}");
+    // Per site on /metrics: the shop's 9 requests, 5 answered by the WAF
+    // (3 rules, the custom block, the 418); the blog blocked nothing.
+    let text = r.server.metrics().render(Default::default());
+    for line in [
+        "waf_site_requests_total{site=\"shop\"} 9",
+        "waf_site_blocked_total{site=\"shop\"} 5",
+        "waf_site_responses_total{site=\"shop\",code=\"2xx\"} 4",
+        "waf_site_responses_total{site=\"shop\",code=\"4xx\"} 5",
+        "waf_site_requests_total{site=\"blog\"} 2",
+        "waf_site_blocked_total{site=\"blog\"} 0",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
+    }
 }
 
 #[tokio::test]
@@ -202,6 +215,14 @@ async fn a_reload_reads_the_manifest_again_and_a_broken_one_changes_nothing() {
     let notes = r.server.reload().unwrap_or_else(|e| panic!("{e}"));
     assert!(notes.is_empty(), "no setting changed: {notes:?}");
     assert_eq!(status(a, "shop.example", "/admin").await, StatusCode::OK);
+    // The site kept its counters through the reload: 2 requests, 1 blocked.
+    let text = r.server.metrics().render(Default::default());
+    for line in [
+        "waf_site_requests_total{site=\"shop\"} 2",
+        "waf_site_blocked_total{site=\"shop\"} 1",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
+    }
     // A broken filter: refused, the running sites stay.
     let text = std::fs::read_to_string(&r.manifest).expect("read");
     std::fs::write(
