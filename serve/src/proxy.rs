@@ -761,7 +761,9 @@ async fn handle(
         rs.transaction()
     };
     site.apply_exceptions(&view, &mut tx);
-    access::note(|n| n.unique_id = Some(tx.unique_id().to_string()));
+    if state.access.is_some() {
+        access::note(|n| n.unique_id = Some(tx.unique_id().to_string()));
+    }
     if allow_all {
         tx.remove_rules_by_id(0, u64::MAX);
     }
