@@ -921,6 +921,18 @@ async fn handle(
     // header by header), less the hop-by-hop ones.
     let mut headers = parts.headers.clone();
     headers.retain_hop_by_hop();
+    // An HTTP/2 client's host is its `:authority`: an HTTP/1.1 application
+    // gets it as `Host`, as it would from an HTTP/1.1 client (not the
+    // upstream's address, which hyper would put there).
+    if !headers.contains_key(HOST) {
+        if let Some(v) = parts
+            .uri
+            .authority()
+            .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+        {
+            headers.insert(HOST, v);
+        }
+    }
     state
         .config()
         .trusted_proxies
@@ -994,9 +1006,16 @@ async fn handle(
         } else {
             std::mem::take(&mut headers)
         };
-        if server.http2 && te_trailers {
-            up.headers_mut()
-                .insert(hyper::header::TE, HeaderValue::from_static("trailers"));
+        if server.http2 {
+            // HTTP/2 names the host in `:authority` (the upstream's, from
+            // the URI); a `Host` that differs from it makes the request
+            // malformed (RFC 9113, 8.3.1). The client's host still goes as
+            // `X-Forwarded-Host`.
+            up.headers_mut().remove(HOST);
+            if te_trailers {
+                up.headers_mut()
+                    .insert(hyper::header::TE, HeaderValue::from_static("trailers"));
+            }
         }
         let client = client.to(server, switch.is_some());
         match tokio::time::timeout_at(deadline, client.request(up)).await {

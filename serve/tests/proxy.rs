@@ -1517,7 +1517,14 @@ async fn http2_backend(
                     move |req: hyper::Request<hyper::body::Incoming>| {
                         let seen = seen.clone();
                         async move {
-                            let te = req.headers().get("te").map(|v| v.as_bytes().to_vec());
+                            let header = |name: &str| {
+                                req.headers()
+                                    .get(name)
+                                    .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+                                    .unwrap_or_default()
+                            };
+                            let (te, host, xfh) =
+                                (header("te"), header("host"), header("x-forwarded-host"));
                             let version = req.version();
                             let Ok(collected) = req.into_body().collect().await else {
                                 return Err("body");
@@ -1528,8 +1535,7 @@ async fn http2_backend(
                                 .map(|v| v.as_bytes().to_vec());
                             if let Ok(mut s) = seen.lock() {
                                 s.push(format!(
-                                    "{version:?} te={} x-sum={}",
-                                    String::from_utf8_lossy(&te.unwrap_or_default()),
+                                    "{version:?} te={te} x-sum={} host={host} xfh={xfh}",
                                     String::from_utf8_lossy(&sum.unwrap_or_default())
                                 ));
                             }
@@ -1654,9 +1660,14 @@ async fn http2_upstreams_carry_grpc_calls_with_their_trailers() {
         let (status, _, _) = grpc_call(s.server.addr(), "\0\0\0\0\x06attack").await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{scheme}");
         let seen = seen.lock().map(|s| s.clone()).unwrap_or_default();
+        // No `Host` beside the upstream's `:authority`; the client's host
+        // as `X-Forwarded-Host`.
         assert_eq!(
             seen,
-            ["HTTP/2.0 te=trailers x-sum=42"],
+            [format!(
+                "HTTP/2.0 te=trailers x-sum=42 host= xfh={}",
+                s.server.addr()
+            )],
             "{scheme}: one call reached it"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -1803,4 +1814,40 @@ async fn a_client_that_stops_reading_is_cut_after_the_send_timeout() {
     );
     // Never read: held until here.
     drop(client);
+}
+
+/// An HTTP/2 client names its host in `:authority`: an HTTP/1.1 application
+/// gets it as `Host` (and `X-Forwarded-Host`), as from an HTTP/1.1 client,
+/// not the upstream's own address.
+#[tokio::test]
+async fn http2_clients_keep_their_host_on_the_way_to_the_application() {
+    use http_body_util::BodyExt;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    let s = setup(text_rules(), None).await;
+    let tcp = tokio::net::TcpStream::connect(s.server.addr())
+        .await
+        .expect("connect");
+    let (mut send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+            .await
+            .expect("h2 handshake");
+    tokio::spawn(conn);
+    let req = hyper::Request::builder()
+        .uri("http://shop.example/headers")
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .expect("request");
+    let response = send.send_request(req).await.expect("response");
+    assert_eq!(response.status(), StatusCode::OK);
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    let text = String::from_utf8_lossy(&body);
+    assert!(text.lines().any(|l| l == "host: shop.example"), "{text}");
+    assert!(
+        text.lines().any(|l| l == "x-forwarded-host: shop.example"),
+        "{text}"
+    );
 }
