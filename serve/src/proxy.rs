@@ -921,6 +921,10 @@ async fn handle(
     // header by header), less the hop-by-hop ones.
     let mut headers = parts.headers.clone();
     headers.retain_hop_by_hop();
+    // HTTP/2 clients may send their cookies as several `cookie` fields;
+    // joined with "; " before they go on (RFC 9113, 8.2.3: an HTTP/1.1
+    // application takes one `Cookie` header, often the first only).
+    join_cookies(&mut headers);
     // An HTTP/2 client's host is its `:authority`: an HTTP/1.1 application
     // gets it as `Host`, as it would from an HTTP/1.1 client (not the
     // upstream's address, which hyper would put there).
@@ -1524,6 +1528,22 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     why
+}
+
+/// Joins several `cookie` fields into one, with "; ".
+fn join_cookies(headers: &mut hyper::HeaderMap) {
+    let mut values = headers.get_all(hyper::header::COOKIE).iter();
+    let (Some(first), Some(_)) = (values.next(), values.next()) else {
+        return;
+    };
+    let mut joined = first.as_bytes().to_vec();
+    for v in headers.get_all(hyper::header::COOKIE).iter().skip(1) {
+        joined.extend_from_slice(b"; ");
+        joined.extend_from_slice(v.as_bytes());
+    }
+    if let Ok(v) = HeaderValue::from_bytes(&joined) {
+        headers.insert(hyper::header::COOKIE, v);
+    }
 }
 
 /// Whether the client's `TE` lists `trailers`.

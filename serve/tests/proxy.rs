@@ -1818,7 +1818,8 @@ async fn a_client_that_stops_reading_is_cut_after_the_send_timeout() {
 
 /// An HTTP/2 client names its host in `:authority`: an HTTP/1.1 application
 /// gets it as `Host` (and `X-Forwarded-Host`), as from an HTTP/1.1 client,
-/// not the upstream's own address.
+/// not the upstream's own address; cookies sent as several fields arrive
+/// as one `Cookie` header.
 #[tokio::test]
 async fn http2_clients_keep_their_host_on_the_way_to_the_application() {
     use http_body_util::BodyExt;
@@ -1832,8 +1833,11 @@ async fn http2_clients_keep_their_host_on_the_way_to_the_application() {
             .await
             .expect("h2 handshake");
     tokio::spawn(conn);
+    // Cookies as separate fields, as browsers send them over HTTP/2.
     let req = hyper::Request::builder()
         .uri("http://shop.example/headers")
+        .header("cookie", "a=1")
+        .header("cookie", "b=2")
         .body(http_body_util::Empty::<bytes::Bytes>::new())
         .expect("request");
     let response = send.send_request(req).await.expect("response");
@@ -1850,4 +1854,7 @@ async fn http2_clients_keep_their_host_on_the_way_to_the_application() {
         text.lines().any(|l| l == "x-forwarded-host: shop.example"),
         "{text}"
     );
+    // One `Cookie` header for the HTTP/1.1 application.
+    let cookies: Vec<&str> = text.lines().filter(|l| l.starts_with("cookie:")).collect();
+    assert_eq!(cookies, ["cookie: a=1; b=2"], "{text}");
 }
