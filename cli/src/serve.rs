@@ -45,6 +45,10 @@ pub struct Args {
     /// Longest wait, in seconds, for the upstream's response headers [default: 30].
     #[arg(long, value_name = "SECONDS")]
     pub upstream_timeout: Option<u64>,
+    /// Longest wait, in seconds, to connect to the upstream (TCP and TLS)
+    /// [default: 5].
+    #[arg(long, value_name = "SECONDS")]
+    pub connect_timeout: Option<u64>,
     /// On SIGTERM or Ctrl-C, how long requests in flight may take to finish
     /// (no new connection is accepted meanwhile) [default: 10].
     #[arg(long, value_name = "SECONDS")]
@@ -162,6 +166,7 @@ pub fn run(args: Args) -> CmdResult {
         .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 8080)));
     let mut config = Config::new(listen, upstream.clone());
     config.upstream_timeout = Duration::from_secs(args.upstream_timeout.unwrap_or(30));
+    config.connect_timeout = Duration::from_secs(args.connect_timeout.unwrap_or(5));
     config.shutdown_timeout = Duration::from_secs(args.shutdown_timeout.unwrap_or(10));
     config.tunnel_idle_timeout = Duration::from_secs(args.tunnel_idle_timeout.unwrap_or(60));
     config.send_timeout = Duration::from_secs(args.send_timeout.unwrap_or(60));
@@ -207,6 +212,7 @@ fn run_manifest(path: &Path, args: &Args) -> CmdResult {
         ("--access-log", args.access_log.is_some()),
         ("--admin", args.admin.is_some()),
         ("--upstream-timeout", args.upstream_timeout.is_some()),
+        ("--connect-timeout", args.connect_timeout.is_some()),
         ("--upstream-ca", args.upstream_ca.is_some()),
         ("--shutdown-timeout", args.shutdown_timeout.is_some()),
         ("--tunnel-idle-timeout", args.tunnel_idle_timeout.is_some()),

@@ -83,6 +83,11 @@ pub struct Config {
     pub body_timeout: Duration,
     /// Longest wait for the upstream's response headers.
     pub upstream_timeout: Duration,
+    /// Longest wait for a connection to an upstream server (TCP and TLS):
+    /// a server that does not answer is left out and the request goes to
+    /// the next one of its upstream, within `upstream_timeout` (see
+    /// upstream.rs).
+    pub connect_timeout: Duration,
     /// On shutdown (SIGTERM, Ctrl-C), how long requests in flight may take
     /// to finish before their connections are cut.
     pub shutdown_timeout: Duration,
@@ -147,6 +152,7 @@ impl Config {
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
             upstream_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(5),
             shutdown_timeout: Duration::from_secs(10),
             tunnel_idle_timeout: Duration::from_secs(60),
             send_timeout: Duration::from_secs(60),

@@ -94,6 +94,7 @@ struct TimeoutsFile {
     header: Option<u64>,
     body: Option<u64>,
     upstream: Option<u64>,
+    connect: Option<u64>,
     shutdown: Option<u64>,
     tunnel_idle: Option<u64>,
     send: Option<u64>,
@@ -420,6 +421,9 @@ impl Manifest {
         }
         if let Some(s) = file.timeouts.upstream {
             config.upstream_timeout = Duration::from_secs(s);
+        }
+        if let Some(s) = file.timeouts.connect {
+            config.connect_timeout = Duration::from_secs(s);
         }
         if let Some(s) = file.timeouts.shutdown {
             config.shutdown_timeout = Duration::from_secs(s);

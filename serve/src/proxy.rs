@@ -158,7 +158,7 @@ pub(crate) fn upstream_client(state: &State) -> UpstreamClient {
     // Read at each connection: a reload may change it.
     let config = state.config.clone();
     let connect_timeout: crate::connect::ConnectTimeout =
-        Arc::new(move || config.load().upstream_timeout);
+        Arc::new(move || config.load().connect_timeout);
     let tls = state.upstream_tls.as_ref();
     let connector = |tls| crate::connect::Connector::new(tcp.clone(), tls, connect_timeout.clone());
     let http1 = connector(tls.map(|t| t.http1.clone()));

@@ -105,6 +105,7 @@ pub(crate) fn apply(
     live!(header_timeout, "timeouts.header");
     live!(body_timeout, "timeouts.body");
     live!(upstream_timeout, "timeouts.upstream");
+    live!(connect_timeout, "timeouts.connect");
     live!(shutdown_timeout, "timeouts.shutdown");
     live!(tunnel_idle_timeout, "timeouts.tunnel_idle");
     live!(send_timeout, "timeouts.send");

@@ -600,3 +600,62 @@ fn quiet_logs() -> Logs {
         access: None,
     }
 }
+
+/// A server of an upstream that accepts no connection (its accept queue is
+/// full, so the kernel drops the SYNs, as for a host that is down) is left
+/// out after the connect timeout, and the request goes to the next server
+/// well within the upstream timeout.
+#[tokio::test]
+async fn a_server_that_does_not_connect_is_left_out_after_the_connect_timeout() {
+    let dir = scratch("connect");
+    // A listener with a backlog of one, filled and never accepted.
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind("127.0.0.1:0".parse().expect("addr"))
+        .expect("bind");
+    let stuck = socket.listen(1).expect("listen");
+    let stuck_addr = stuck.local_addr().expect("addr");
+    let mut fillers = Vec::new();
+    for _ in 0..4 {
+        if let Ok(Ok(c)) = tokio::time::timeout(
+            Duration::from_millis(200),
+            tokio::net::TcpStream::connect(stuck_addr),
+        )
+        .await
+        {
+            fillers.push(c);
+        }
+    }
+    let hits = Arc::new(AtomicUsize::new(0));
+    let live = backend(hits.clone()).await;
+    std::fs::write(dir.join("shop.conf"), SHOP_RULES).expect("write rules");
+    let manifest = dir.join("waf.yaml");
+    std::fs::write(
+        &manifest,
+        format!("listen: 127.0.0.1:0\ntimeouts: {{ connect: 1, upstream: 10 }}\nupstreams:\n  app: [http://{stuck_addr}, http://{live}]\nsites:\n  - name: all\n    upstream: app\n    rules: [shop.conf]\n"),
+    )
+    .expect("write");
+    let m = Manifest::load(&manifest).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(m.config.connect_timeout, Duration::from_secs(1));
+    let (server, log) = serve_plain(&manifest, m).await;
+    let start = std::time::Instant::now();
+    for i in 0..4 {
+        assert_eq!(
+            status(server.addr(), "shop.example", "/").await,
+            StatusCode::OK,
+            "request {i}: {}",
+            log.text()
+        );
+    }
+    // One wait of the connect timeout, not of the upstream timeout.
+    let took = start.elapsed();
+    assert!(took < Duration::from_secs(4), "{took:?}");
+    assert_eq!(hits.load(Ordering::SeqCst), 4);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let text = log.text();
+    assert!(
+        text.contains(&format!("upstream server http://{stuck_addr}/ unreachable, left out for 10 s: client error (Connect): connecting took over 1 s")),
+        "{text}"
+    );
+    drop((stuck, fillers));
+}
