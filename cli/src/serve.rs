@@ -43,11 +43,11 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub upstream_ca: Option<PathBuf>,
     /// Longest wait, in seconds, for the upstream's response headers [default: 30].
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
     pub upstream_timeout: Option<u64>,
     /// Longest wait, in seconds, to connect to the upstream (TCP and TLS)
     /// [default: 5].
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
     pub connect_timeout: Option<u64>,
     /// On SIGTERM or Ctrl-C, how long requests in flight may take to finish
     /// (no new connection is accepted meanwhile) [default: 10].
@@ -55,11 +55,11 @@ pub struct Args {
     pub shutdown_timeout: Option<u64>,
     /// How long a WebSocket (or other protocol switch) stays open with
     /// nothing passing either way [default: 60].
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
     pub tunnel_idle_timeout: Option<u64>,
     /// How long sending to a client may wait for it to read before the
     /// connection is closed (a client that stopped reading) [default: 60].
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
     pub send_timeout: Option<u64>,
     /// How often to look at the rule files (and what they include) for
     /// changes, which reload the rules as SIGHUP does; 0: only on SIGHUP

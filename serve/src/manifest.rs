@@ -413,26 +413,31 @@ impl Manifest {
         let mut config = Config::new(listeners[0].listen, upstream_uri);
         config.admin = file.admin;
         config.workers = file.workers;
-        if let Some(s) = file.timeouts.header {
-            config.header_timeout = Duration::from_secs(s);
-        }
-        if let Some(s) = file.timeouts.body {
-            config.body_timeout = Duration::from_secs(s);
-        }
-        if let Some(s) = file.timeouts.upstream {
-            config.upstream_timeout = Duration::from_secs(s);
-        }
-        if let Some(s) = file.timeouts.connect {
-            config.connect_timeout = Duration::from_secs(s);
-        }
-        if let Some(s) = file.timeouts.shutdown {
-            config.shutdown_timeout = Duration::from_secs(s);
-        }
-        if let Some(s) = file.timeouts.tunnel_idle {
-            config.tunnel_idle_timeout = Duration::from_secs(s);
-        }
-        if let Some(s) = file.timeouts.send {
-            config.send_timeout = Duration::from_secs(s);
+        // Every timeout but the shutdown's must leave time for something:
+        // 0 s would fail every connection, request or tunnel at once.
+        let t = &file.timeouts;
+        let timeouts: [(&str, Option<u64>, &mut Duration); 7] = [
+            ("header", t.header, &mut config.header_timeout),
+            ("body", t.body, &mut config.body_timeout),
+            ("upstream", t.upstream, &mut config.upstream_timeout),
+            ("connect", t.connect, &mut config.connect_timeout),
+            ("shutdown", t.shutdown, &mut config.shutdown_timeout),
+            (
+                "tunnel_idle",
+                t.tunnel_idle,
+                &mut config.tunnel_idle_timeout,
+            ),
+            ("send", t.send, &mut config.send_timeout),
+        ];
+        for (name, seconds, slot) in timeouts {
+            let Some(s) = seconds else { continue };
+            if s == 0 && name != "shutdown" {
+                return Err(invalid(
+                    &format!("timeouts.{name}"),
+                    "0 s would end every wait at once: give at least 1 (seconds)".into(),
+                ));
+            }
+            *slot = Duration::from_secs(s);
         }
         if let Some(s) = file.watch_interval {
             config.watch_interval =

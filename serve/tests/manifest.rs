@@ -370,6 +370,8 @@ fn broken_manifests_say_where_and_why() {
         ("sites: []\n", "name at least one site"),
         ("trusted_proxies: [10.0.0.0/33]\nsites:\n  - name: a\n    upstream: app\n", "trusted_proxies: trusted proxy `10.0.0.0/33`: `/33`: the prefix length is 0 to 32"),
         ("watch_interval: -1\nsites:\n  - name: a\n    upstream: app\n", "watch_interval: seconds between looks at the rule files: 0 (off) or at least 0.1"),
+        ("timeouts: { connect: 0 }\nsites:\n  - name: a\n    upstream: app\n", "timeouts.connect: 0 s would end every wait at once: give at least 1 (seconds)"),
+        ("upstreams2: {}\nsites:\n  - name: a\n    upstream: app\n", "upstreams2"),
     ];
     for (sites, want) in cases {
         let e = load_err(&dir, &format!("{base}{sites}"));
