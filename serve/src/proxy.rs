@@ -58,8 +58,9 @@ type BoxError = ProxyError;
 use crate::upstream::Endpoint;
 
 /// The upstream clients: hyper's, pooling keep-alive connections, one for
-/// HTTP/1.1 upstreams and one for HTTP/2 ones.
-#[derive(Clone)]
+/// HTTP/1.1 upstreams and one for HTTP/2 ones. Shared by reference (an
+/// `Arc`): a hyper client is several hundred bytes by value, which every
+/// idle connection would otherwise hold a copy of.
 pub(crate) struct UpstreamClient {
     http1: Client<crate::connect::Connector, ProxyBody>,
     http2: Client<crate::connect::Connector, ProxyBody>,
@@ -152,7 +153,7 @@ impl State {
 /// A client for the upstreams, with its own connection pool. Its
 /// connections are served on the runtime that opens them, so each runtime
 /// serving connections has one ([`accept_loop`], [`workers`]).
-pub(crate) fn upstream_client(state: &State) -> UpstreamClient {
+pub(crate) fn upstream_client(state: &State) -> Arc<UpstreamClient> {
     let mut tcp = HttpConnector::new();
     tcp.set_nodelay(true);
     // Read at each connection: a reload may change it.
@@ -164,7 +165,7 @@ pub(crate) fn upstream_client(state: &State) -> UpstreamClient {
     let http1 = connector(tls.map(|t| t.http1.clone()));
     let http2 = connector(tls.map(|t| t.http2.clone()));
     let idle = std::time::Duration::from_secs(60);
-    UpstreamClient {
+    Arc::new(UpstreamClient {
         http1: Client::builder(TokioExecutor::new())
             .pool_idle_timeout(idle)
             .build(http1),
@@ -172,7 +173,7 @@ pub(crate) fn upstream_client(state: &State) -> UpstreamClient {
             .pool_idle_timeout(idle)
             .http2_only(true)
             .build(http2),
-    }
+    })
 }
 
 /// Serves `/healthz` and `/metrics` until the task is aborted.
@@ -228,7 +229,7 @@ pub(crate) async fn admin_loop(
 pub(crate) async fn accept_loop(
     listener: TcpListener,
     state: Arc<State>,
-    client: UpstreamClient,
+    client: Arc<UpstreamClient>,
     tls: Option<crate::tls::TlsAcceptor>,
 ) {
     loop {
@@ -269,7 +270,7 @@ async fn serve_connection(
     stream: tokio::net::TcpStream,
     remote: SocketAddr,
     state: Arc<State>,
-    client: UpstreamClient,
+    client: Arc<UpstreamClient>,
     tls: Option<crate::tls::TlsAcceptor>,
 ) {
     let _open = state.metrics.connection_open();
