@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Same-run A/B of two `waf` binaries as proxies (e.g. before and after a
+# change to `waf serve`): both serve side by side in front of one nginx
+# backend, and wrk (-t2 -c32, 8 s) alternates between them ROUNDS times on
+# the benign corpus of corpus/serve-load.sh, so that the machine's drift
+# hits both alike. Prints each run's req/s and the proxy's CPU µs per
+# request (from /proc), then the medians and the paired differences.
+#
+#   corpus/serve-ab.sh OLD_WAF NEW_WAF [ROUNDS] [crs|none]
+#
+# `crs` (default): CRS PL1 from $CRS (../shared/crs), as corpus/crs-config.sh
+# prints it; `none`: no rules. Needs nginx and wrk (corpus/serve-load.sh
+# installs them). Loopback only; everything is stopped on exit.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+old="$1"; new="$2"; rounds="${3:-6}"; rules="${4:-crs}"
+CRS="$(cd "${CRS:-$here/../../shared/crs}" && pwd)"
+work="$(mktemp -d /tmp/waf-serve-ab.XXXXXX)"
+pids=()
+cleanup() { for p in "${pids[@]:-}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+for tool in nginx wrk; do
+  command -v "$tool" >/dev/null || { echo "serve-ab.sh: needs $tool (corpus/serve-load.sh installs it)" >&2; exit 2; }
+done
+case "$rules" in
+  crs) "$here/crs-config.sh" "$CRS" 1 > "$work/rules.conf" ;;
+  none) : > "$work/rules.conf" ;;
+  *) echo "serve-ab.sh: rules are crs or none" >&2; exit 2 ;;
+esac
+python3 "$here/gen_benign.py" --n 1000 --seed 1 --out "$work/benign.jsonl" >/dev/null
+python3 "$here/wrk_requests.py" "$work/benign.jsonl" > "$work/requests.lua"
+mkdir -p "$work/backend/logs"
+cat > "$work/backend/nginx.conf" <<CONF
+worker_processes 1;
+pid $work/backend/nginx.pid;
+error_log $work/backend/logs/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $work/backend;
+  server { listen 127.0.0.1:19730; location / { return 200 "ok\n"; } }
+}
+CONF
+nginx -p "$work/backend" -c "$work/backend/nginx.conf" -g 'daemon off;' & pids+=($!)
+"$old" serve -c "$work/rules.conf" --listen 127.0.0.1:19731 --upstream http://127.0.0.1:19730 \
+  --error-log "$work/old.log" 2>"$work/old.out" & pids+=($!); old_pid=$!
+"$new" serve -c "$work/rules.conf" --listen 127.0.0.1:19732 --upstream http://127.0.0.1:19730 \
+  --error-log "$work/new.log" 2>"$work/new.out" & pids+=($!); new_pid=$!
+for port in 19731 19732; do
+  for _ in $(seq 1 300); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
+done
+tick="$(getconf CLK_TCK)"
+cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+: > "$work/runs"
+for ((r = 1; r <= rounds; r++)); do
+  for which in old new; do
+    pid=$old_pid; port=19731
+    [ "$which" = new ] && { pid=$new_pid; port=19732; }
+    c0="$(cpu "$pid")"
+    out="$(wrk -t2 -c32 -d8s -s "$work/requests.lua" "http://127.0.0.1:$port/")"
+    c1="$(cpu "$pid")"
+    reqs="$(echo "$out" | awk '/requests in/ {print $1}')"
+    rps="$(echo "$out" | awk '/Requests\/sec/ {print $2}')"
+    us="$(python3 -c "print(round(($c1 - $c0) / $tick * 1e6 / $reqs, 1))")"
+    echo "round $r $which: $rps req/s, $us us of CPU per request"
+    echo "$which $rps $us" >> "$work/runs"
+  done
+done
+python3 - "$work/runs" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
+for w in ("old", "new"):
+    rps = statistics.median(float(r[1]) for r in rows if r[0] == w)
+    us = statistics.median(float(r[2]) for r in rows if r[0] == w)
+    print(f"{w}: median {rps:.0f} req/s, {us:.1f} us of CPU per request")
+old = [float(r[2]) for r in rows if r[0] == "old"]
+new = [float(r[2]) for r in rows if r[0] == "new"]
+print("paired differences (new - old, us per request):", [round(b - a, 1) for a, b in zip(old, new)])
+PY
