@@ -61,6 +61,11 @@ pub struct Args {
     /// connection is closed (a client that stopped reading) [default: 60].
     #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
     pub send_timeout: Option<u64>,
+    /// How long a client connection may go without a new request before
+    /// it is closed (requests in flight finish; HTTP/2: GOAWAY)
+    /// [default: 75].
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_timeout: Option<u64>,
     /// How often to look at the rule files (and what they include) for
     /// changes, which reload the rules as SIGHUP does; 0: only on SIGHUP
     /// [default: 2].
@@ -170,6 +175,7 @@ pub fn run(args: Args) -> CmdResult {
     config.shutdown_timeout = Duration::from_secs(args.shutdown_timeout.unwrap_or(10));
     config.tunnel_idle_timeout = Duration::from_secs(args.tunnel_idle_timeout.unwrap_or(60));
     config.send_timeout = Duration::from_secs(args.send_timeout.unwrap_or(60));
+    config.idle_timeout = Duration::from_secs(args.idle_timeout.unwrap_or(75));
     if let Some(s) = args.watch_interval {
         config.watch_interval = waf_serve::watch_interval(s)
             .map_err(|m| CliError::usage(format!("--watch-interval: {m}")))?;
@@ -217,6 +223,7 @@ fn run_manifest(path: &Path, args: &Args) -> CmdResult {
         ("--shutdown-timeout", args.shutdown_timeout.is_some()),
         ("--tunnel-idle-timeout", args.tunnel_idle_timeout.is_some()),
         ("--send-timeout", args.send_timeout.is_some()),
+        ("--idle-timeout", args.idle_timeout.is_some()),
         ("--watch-interval", args.watch_interval.is_some()),
         ("--tls-cert", args.tls_cert.is_some()),
         ("--profile", args.profile),

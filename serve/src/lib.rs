@@ -97,6 +97,11 @@ pub struct Config {
     /// How long a write to a client may wait for it to read (see
     /// send_timeout.rs): a client that stops reading is cut after this.
     pub send_timeout: Duration,
+    /// How long a client connection may go without starting a request
+    /// before it is closed gracefully (requests in flight finish; HTTP/2:
+    /// GOAWAY). HTTP/1.1 connections are closed sooner by the header
+    /// timeout, which also bounds the wait for the next request's headers.
+    pub idle_timeout: Duration,
     /// How often `run`/`run_sites` look at the files the rules (and the
     /// manifest) were read from, to reload when they change; `None`: only
     /// on SIGHUP (see watch.rs).
@@ -156,6 +161,7 @@ impl Config {
             shutdown_timeout: Duration::from_secs(10),
             tunnel_idle_timeout: Duration::from_secs(60),
             send_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(75),
             watch_interval: Some(Duration::from_secs(2)),
             upstream_ca: None,
             trusted_proxies: TrustedProxies::default(),

@@ -98,6 +98,7 @@ struct TimeoutsFile {
     shutdown: Option<u64>,
     tunnel_idle: Option<u64>,
     send: Option<u64>,
+    idle: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -416,7 +417,7 @@ impl Manifest {
         // Every timeout but the shutdown's must leave time for something:
         // 0 s would fail every connection, request or tunnel at once.
         let t = &file.timeouts;
-        let timeouts: [(&str, Option<u64>, &mut Duration); 7] = [
+        let timeouts: [(&str, Option<u64>, &mut Duration); 8] = [
             ("header", t.header, &mut config.header_timeout),
             ("body", t.body, &mut config.body_timeout),
             ("upstream", t.upstream, &mut config.upstream_timeout),
@@ -428,6 +429,7 @@ impl Manifest {
                 &mut config.tunnel_idle_timeout,
             ),
             ("send", t.send, &mut config.send_timeout),
+            ("idle", t.idle, &mut config.idle_timeout),
         ];
         for (name, seconds, slot) in timeouts {
             let Some(s) = seconds else { continue };

@@ -277,14 +277,17 @@ async fn serve_connection(
     let mut stopping = state.shutdown.subscribe();
     let _ = stream.set_nodelay(true);
     let local = stream.local_addr().unwrap_or(remote);
-    let (header_timeout, send_timeout) = {
+    let (header_timeout, send_timeout, idle_timeout) = {
         let c = state.config();
-        (c.header_timeout, c.send_timeout)
+        (c.header_timeout, c.send_timeout, c.idle_timeout)
     };
+    let idle = Arc::new(Idle::new(idle_timeout));
+    let requests = idle.clone();
     let stream = crate::send_timeout::SendTimeout::new(stream, send_timeout);
     let errors = state.clone();
     let secure = tls.is_some();
     let service = hyper::service::service_fn(move |req| {
+        requests.request_started();
         let (state, client) = (state.clone(), client.clone());
         async move {
             // A response goes out after its log lines are written.
@@ -320,7 +323,7 @@ async fn serve_connection(
             let conn = std::pin::pin!(
                 builder.serve_connection_with_upgrades(TokioIo::new(stream), service)
             );
-            until_closed(conn, &mut stopping).await
+            until_closed(conn, &mut stopping, &idle).await
         }
         Some(acceptor) => {
             // The handshake counts against the header timeout.
@@ -334,7 +337,7 @@ async fn serve_connection(
             let conn = std::pin::pin!(
                 builder.serve_connection_with_upgrades(TokioIo::new(stream), service)
             );
-            until_closed(conn, &mut stopping).await
+            until_closed(conn, &mut stopping, &idle).await
         }
     };
     if let Err(e) = outcome {
@@ -342,9 +345,44 @@ async fn serve_connection(
     }
 }
 
-/// Serves a connection until it closes; once a shutdown begins, it is asked
-/// to close gracefully (hyper finishes the request in flight, then closes;
-/// an idle connection closes at once), and served until it has.
+/// When a connection last started a request, to close it once it has
+/// started none for the idle timeout: an HTTP/2 client that keeps its
+/// connection open without using it (a browser tab left open, or ten
+/// thousand of them from one attacker) would otherwise hold it forever
+/// (HTTP/1.1 ones are closed by the header timeout).
+struct Idle {
+    opened: tokio::time::Instant,
+    /// Milliseconds after `opened` when the last request started.
+    last: std::sync::atomic::AtomicU64,
+    timeout: Duration,
+}
+
+impl Idle {
+    fn new(timeout: Duration) -> Idle {
+        Idle {
+            opened: tokio::time::Instant::now(),
+            last: std::sync::atomic::AtomicU64::new(0),
+            timeout,
+        }
+    }
+
+    fn request_started(&self) {
+        let ms = self.opened.elapsed().as_millis() as u64;
+        self.last.store(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// When the connection will have been idle for the timeout, unless a
+    /// request starts before.
+    fn deadline(&self) -> tokio::time::Instant {
+        let last = self.last.load(std::sync::atomic::Ordering::Relaxed);
+        self.opened + Duration::from_millis(last) + self.timeout
+    }
+}
+
+/// Serves a connection until it closes; once a shutdown begins, or once it
+/// has started no request for the idle timeout, it is asked to close
+/// gracefully (hyper finishes the requests in flight, then closes; an idle
+/// connection closes at once), and served until it has.
 ///
 /// The connection is pinned by the caller and borrowed here: moved into
 /// this function, its future (a few KiB) would take room twice in the
@@ -353,19 +391,30 @@ async fn serve_connection(
 async fn until_closed<C, E>(
     mut conn: std::pin::Pin<&mut C>,
     stopping: &mut tokio::sync::watch::Receiver<bool>,
+    idle: &Idle,
 ) -> Result<(), E>
 where
     C: std::future::Future<Output = Result<(), E>> + GracefulConnection,
 {
-    tokio::select! {
-        // The connection is polled first: bytes of a request that already
-        // arrived are read (and that request answered) before the shutdown
-        // is seen, so only a connection that has sent nothing is closed
-        // without an answer.
-        biased;
-        outcome = conn.as_mut() => return outcome,
-        // An error means the state is gone: the server was dropped.
-        _ = stopping.wait_for(|stop| *stop) => {}
+    loop {
+        let deadline = idle.deadline();
+        tokio::select! {
+            // The connection is polled first: bytes of a request that
+            // already arrived are read (and that request answered) before
+            // the shutdown is seen, so only a connection that has sent
+            // nothing is closed without an answer.
+            biased;
+            outcome = conn.as_mut() => return outcome,
+            // An error means the state is gone: the server was dropped.
+            _ = stopping.wait_for(|stop| *stop) => break,
+            // Idle for the timeout, unless a request started meanwhile
+            // (then wait again, from it).
+            () = tokio::time::sleep_until(deadline) => {
+                if idle.deadline() <= tokio::time::Instant::now() {
+                    break;
+                }
+            }
+        }
     }
     conn.as_mut().shut_down();
     conn.await

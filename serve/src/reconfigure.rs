@@ -109,6 +109,7 @@ pub(crate) fn apply(
     live!(shutdown_timeout, "timeouts.shutdown");
     live!(tunnel_idle_timeout, "timeouts.tunnel_idle");
     live!(send_timeout, "timeouts.send");
+    live!(idle_timeout, "timeouts.idle");
     live!(max_request_body, "max_request_body");
     live!(max_held_bodies, "max_held_bodies");
     live!(on_error, "on_error");

@@ -1858,3 +1858,48 @@ async fn http2_clients_keep_their_host_on_the_way_to_the_application() {
     let cookies: Vec<&str> = text.lines().filter(|l| l.starts_with("cookie:")).collect();
     assert_eq!(cookies, ["cookie: a=1; b=2"], "{text}");
 }
+
+/// An HTTP/2 connection that starts no request for the idle timeout is
+/// closed (GOAWAY), as an idle HTTP/1.1 one is by the header timeout: a
+/// client cannot hold connections open for ever without using them. A
+/// request in flight when the timeout passes still gets its answer.
+#[tokio::test]
+async fn an_idle_http2_connection_is_closed_after_the_idle_timeout() {
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    let s = setup_with(text_rules(), None, |c| {
+        c.idle_timeout = Duration::from_secs(1);
+        c.upstream_timeout = Duration::from_secs(10);
+    })
+    .await;
+    let open = |addr| async move {
+        let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let (send, conn) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+                .await
+                .expect("h2 handshake");
+        (send, tokio::spawn(conn))
+    };
+    let get = |path: &str| {
+        hyper::Request::builder()
+            .uri(format!("http://shop.example{path}"))
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .expect("request")
+    };
+    // One request, then nothing: closed once idle for 1 s.
+    let (mut send, conn) = open(s.server.addr()).await;
+    let r = send.send_request(get("/")).await.expect("response");
+    assert_eq!(r.status(), StatusCode::OK);
+    let start = std::time::Instant::now();
+    let ended = tokio::time::timeout(Duration::from_secs(5), conn).await;
+    assert!(ended.is_ok(), "the idle connection was not closed");
+    assert!(
+        start.elapsed() >= Duration::from_millis(800),
+        "{:?}",
+        start.elapsed()
+    );
+    // A request the backend answers after 3 s outlives the 1 s timeout.
+    let (mut send, _conn) = open(s.server.addr()).await;
+    let r = send.send_request(get("/slow")).await.expect("response");
+    assert_eq!(r.status(), StatusCode::OK);
+    drop(send);
+}
