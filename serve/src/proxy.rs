@@ -1006,8 +1006,6 @@ async fn handle(
     // `TE: trailers`, the one `TE` HTTP/2 allows, says the client takes
     // trailers: gRPC servers want it (their status comes in a trailer).
     let te_trailers = switch.is_none() && accepts_trailers(&parts.headers);
-    // Set when a streamed body goes past `max_request_body`.
-    let too_large = stream_rest.then(|| Arc::new(std::sync::atomic::AtomicBool::new(false)));
     // A body held whole can go to another server of the upstream when one
     // cannot be reached (see upstream.rs); so can one streaming through, as
     // long as no connection read it (it is taken back from a failed
@@ -1020,7 +1018,6 @@ async fn handle(
             rest: Capped {
                 inner: body,
                 left: max_body.saturating_sub(held.len()),
-                over: too_large.clone().unwrap_or_default(),
             },
         };
         let body = holding(body.boxed(), lease);
@@ -1114,10 +1111,8 @@ async fn handle(
                 "upstream timeout\n",
             ));
         }
-        Ok(Err(_))
-            if too_large
-                .as_ref()
-                .is_some_and(|t| t.load(std::sync::atomic::Ordering::Relaxed)) =>
+        Ok(Err(e))
+            if sources(&e).any(|s| matches!(s.downcast_ref(), Some(ProxyError::BodyTooLarge))) =>
         {
             // The body streamed on went past the limit: the upload was cut,
             // and the client is told why.
@@ -1339,11 +1334,11 @@ async fn handle(
 }
 
 /// A request body streamed on as it arrives, cut with
-/// [`ProxyError::BodyTooLarge`] (and `over` set) past `left` more bytes.
+/// [`ProxyError::BodyTooLarge`] past `left` more bytes (the upstream
+/// client's error then has it among its sources).
 struct Capped {
     inner: Incoming,
     left: usize,
-    over: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Body for Capped {
@@ -1359,7 +1354,6 @@ impl Body for Capped {
             Poll::Ready(Some(Ok(frame))) => {
                 let n = frame.data_ref().map_or(0, Bytes::len);
                 if n > self.left {
-                    self.over.store(true, std::sync::atomic::Ordering::Relaxed);
                     return Poll::Ready(Some(Err(ProxyError::BodyTooLarge)));
                 }
                 self.left -= n;
@@ -1569,15 +1563,18 @@ fn not_decoded(
 
 /// An error and its sources (refused, reset, a certificate that did not
 /// verify): hyper's own message is only "client error (Connect)".
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut why = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        why.push_str(": ");
-        why.push_str(&s.to_string());
-        source = s.source();
-    }
-    why
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    sources(e)
+        .map(|s| s.to_string())
+        .collect::<Vec<_>>()
+        .join(": ")
+}
+
+/// An error, then each of its sources in turn.
+fn sources<'a>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(e), |s| s.source())
 }
 
 /// Joins several `cookie` fields into one, with "; ".
