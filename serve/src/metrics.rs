@@ -127,6 +127,9 @@ fn label_value(v: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// Which counter of a site a `/metrics` line shows.
+type SiteCounter = fn(&SiteCounts) -> &AtomicU64;
+
 /// One site's counters: requests, those the WAF answered itself (a rule's
 /// intervention or a custom rule's block), and responses by status class.
 /// Updated with atomics only, from the request's access note.
@@ -545,29 +548,20 @@ impl Metrics {
             }
         }
         if let Ok(sites) = self.sites.lock() {
-            let _ = writeln!(
-                s,
-                "# HELP waf_site_requests_total Requests by site.\n# TYPE waf_site_requests_total counter"
-            );
-            for site in sites.iter() {
-                let n = site.requests.load(Ordering::Relaxed);
-                let _ = writeln!(
-                    s,
-                    "waf_site_requests_total{{site=\"{}\"}} {n}",
-                    label_value(&site.name)
-                );
-            }
-            let _ = writeln!(
-                s,
-                "# HELP waf_site_blocked_total Requests of a site the WAF answered itself (a rule's intervention, a custom rule's block).\n# TYPE waf_site_blocked_total counter"
-            );
-            for site in sites.iter() {
-                let n = site.blocked.load(Ordering::Relaxed);
-                let _ = writeln!(
-                    s,
-                    "waf_site_blocked_total{{site=\"{}\"}} {n}",
-                    label_value(&site.name)
-                );
+            let per_site: [(&str, &str, SiteCounter); 2] = [
+                ("waf_site_requests_total", "Requests by site.", |c| &c.requests),
+                (
+                    "waf_site_blocked_total",
+                    "Requests of a site the WAF answered itself (a rule's intervention, a custom rule's block).",
+                    |c| &c.blocked,
+                ),
+            ];
+            for (name, help, counter) in per_site {
+                let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter");
+                for site in sites.iter() {
+                    let n = counter(site).load(Ordering::Relaxed);
+                    let _ = writeln!(s, "{name}{{site=\"{}\"}} {n}", label_value(&site.name));
+                }
             }
             let _ = writeln!(
                 s,
