@@ -38,6 +38,7 @@ mod encoding;
 pub mod filter;
 mod first_byte;
 mod forwarded;
+mod health;
 mod log;
 mod manifest;
 mod metrics;
@@ -400,6 +401,7 @@ impl Server {
             access,
             metrics.clone(),
         ));
+        state.start_health_checks();
         let tasks = match workers {
             Some(n) => {
                 let workers =
@@ -592,8 +594,10 @@ fn reload(source: &SitesSource, state: &proxy::State) -> Result<Vec<String>, Rel
             let (config, notes) = reconfigure::apply(&state.config(), started, &m);
             state.set_config(config);
             let counts = m.sites.adopt_counts(&state.metrics().sites());
+            m.sites.adopt_upstream_state(&state.sites.load());
             state.sites.store(Arc::new(m.sites));
             state.metrics().set_sites(counts);
+            state.check_upstreams(&state.sites.load());
             Ok(notes)
         }
     }

@@ -3,6 +3,7 @@
 //! exceptions and custom rules. See `docs/serve.md` for the reference.
 
 use crate::filter::{Filter, FilterError};
+use crate::health::HealthCheck;
 use crate::rules::{RuleSource, Rules};
 use crate::site::{CustomAction, CustomRule, Exception, Site, Sites};
 use crate::upstream::Upstream;
@@ -53,7 +54,29 @@ struct File {
     #[serde(default)]
     upstream_ca: Option<PathBuf>,
     upstreams: BTreeMap<String, UrlsFile>,
+    #[serde(default)]
+    health_checks: BTreeMap<String, HealthFile>,
     sites: Vec<SiteFile>,
+}
+
+/// An upstream's health check (see health.rs); unset fields take
+/// `HealthCheck::new`'s defaults.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HealthFile {
+    path: String,
+    #[serde(default)]
+    host: Option<String>,
+    #[serde(default)]
+    interval: Option<f64>,
+    #[serde(default)]
+    timeout: Option<f64>,
+    #[serde(default)]
+    fails: Option<u32>,
+    #[serde(default)]
+    passes: Option<u32>,
+    #[serde(default)]
+    status: Option<Vec<IdSpec>>,
 }
 
 /// An upstream: one server's URL, or a list of servers.
@@ -287,8 +310,29 @@ impl Manifest {
                         .map_err(|e| invalid(&at, format!("`{url}`: {e}")))
                 })
                 .collect::<Result<Vec<_>, _>>()?;
-            let up = Upstream::of(&uris).map_err(|m| invalid(&at, m))?;
+            let check =
+                match file.health_checks.get(name) {
+                    Some(h) => Some(health_check(h).map_err(|(field, m)| {
+                        invalid(&format!("health_checks.{name}{field}"), m)
+                    })?),
+                    None => None,
+                };
+            let up = Upstream::of(name, &uris, check).map_err(|m| invalid(&at, m))?;
             upstreams.insert(name, Arc::new(up));
+        }
+        if let Some(name) = file
+            .health_checks
+            .keys()
+            .find(|n| !file.upstreams.contains_key(*n))
+        {
+            let known: Vec<&str> = file.upstreams.keys().map(String::as_str).collect();
+            return Err(invalid(
+                &format!("health_checks.{name}"),
+                format!(
+                    "no upstream named `{name}`; the upstreams are {}",
+                    known.join(", ")
+                ),
+            ));
         }
         let first_upstream = file
             .upstreams
@@ -480,6 +524,60 @@ impl Manifest {
             listeners,
         })
     }
+}
+
+/// A health check from the manifest, or the field that is wrong (`.path`)
+/// and why.
+fn health_check(h: &HealthFile) -> Result<HealthCheck, (&'static str, String)> {
+    let mut check = HealthCheck::new(h.path.clone());
+    if !h.path.starts_with('/') || h.path.parse::<hyper::http::uri::PathAndQuery>().is_err() {
+        return Err((
+            ".path",
+            format!("`{}`: a path and query, starting with `/`", h.path),
+        ));
+    }
+    if let Some(host) = &h.host {
+        check.host = Some(
+            hyper::header::HeaderValue::from_str(host)
+                .map_err(|_| (".host", format!("`{host}` is not a valid Host header")))?,
+        );
+    }
+    let seconds = |v: Option<f64>, field: &'static str, default: Duration| match v {
+        None => Ok(default),
+        Some(s) if s >= 0.1 => Duration::try_from_secs_f64(s)
+            .map_err(|_| (field, format!("{s}: seconds, at least 0.1"))),
+        Some(s) => Err((field, format!("{s}: seconds, at least 0.1"))),
+    };
+    check.interval = seconds(h.interval, ".interval", check.interval)?;
+    check.timeout = seconds(h.timeout, ".timeout", check.timeout)?;
+    for (v, field, slot) in [
+        (h.fails, ".fails", &mut check.fails),
+        (h.passes, ".passes", &mut check.passes),
+    ] {
+        match v {
+            Some(0) => return Err((field, "checks in a row: at least 1".into())),
+            Some(n) => *slot = n,
+            None => {}
+        }
+    }
+    if let Some(status) = &h.status {
+        check.status = status
+            .iter()
+            .map(|s| match id_range(s) {
+                Ok((a, b)) if (100..=599).contains(&a) && (100..=599).contains(&b) => {
+                    Ok((a as u16, b as u16))
+                }
+                _ => Err((
+                    ".status",
+                    "statuses are codes 100-599 or ranges `first-last`".to_string(),
+                )),
+            })
+            .collect::<Result<_, _>>()?;
+        if check.status.is_empty() {
+            return Err((".status", "name at least one status".into()));
+        }
+    }
+    Ok(check)
 }
 
 /// `942100` or `"942100-942199"`.

@@ -72,6 +72,7 @@ pub struct Metrics {
     interventions: Mutex<BTreeMap<(u64, u16), u64>>,
     upstream_errors: AtomicU64,
     upstream_servers_down: AtomicU64,
+    upstream_servers_unhealthy: AtomicU64,
     request_body_bytes: AtomicU64,
     reloads: AtomicU64,
     /// Whether the last reload was refused (the running rules are older
@@ -117,6 +118,9 @@ pub struct Metrics {
     /// The running sites' counters (replaced on reload; a site that keeps
     /// its name keeps its counters, see [`SiteCounts::adopt`]).
     sites: Mutex<Vec<Arc<SiteCounts>>>,
+    /// The health-checked upstreams now running: name and each server's
+    /// standing (see health.rs).
+    health: Mutex<Vec<CheckedUpstream>>,
 }
 
 /// A label value as the Prometheus text format writes it (`\\`, `"` and
@@ -126,6 +130,9 @@ fn label_value(v: &str) -> String {
         .replace('"', "\\\"")
         .replace('\n', "\\n")
 }
+
+/// A health-checked upstream's name and its servers' standing.
+type CheckedUpstream = (Arc<str>, Arc<[crate::health::ServerHealth]>);
 
 /// Which counter of a site a `/metrics` line shows.
 type SiteCounter = fn(&SiteCounts) -> &AtomicU64;
@@ -202,6 +209,24 @@ impl Metrics {
 
     pub(crate) fn upstream_server_down(&self) {
         self.upstream_servers_down.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A server failed its health checks and was left out.
+    pub(crate) fn upstream_server_unhealthy(&self) {
+        self.upstream_servers_unhealthy
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The health-checked upstreams now running (at start, and on reload).
+    pub(crate) fn set_health(&self, upstreams: &[Arc<crate::upstream::Upstream>]) {
+        let checked = upstreams
+            .iter()
+            .filter(|u| u.check.is_some())
+            .map(|u| (u.name.clone(), u.health.clone()))
+            .collect();
+        if let Ok(mut h) = self.health.lock() {
+            *h = checked;
+        }
     }
 
     pub(crate) fn body_bytes(&self, n: usize) {
@@ -392,6 +417,11 @@ impl Metrics {
             self.upstream_servers_down.load(Ordering::Relaxed),
         );
         counter(
+            "waf_upstream_servers_unhealthy_total",
+            "Times a server of an upstream failed its health checks and was left out.",
+            self.upstream_servers_unhealthy.load(Ordering::Relaxed),
+        );
+        counter(
             "waf_request_body_bytes_total",
             "Request body bytes received.",
             self.request_body_bytes.load(Ordering::Relaxed),
@@ -576,6 +606,40 @@ impl Metrics {
                         label_value(&site.name),
                         i + 1
                     );
+                }
+            }
+        }
+        if let Ok(health) = self.health.lock() {
+            if !health.is_empty() {
+                let _ = writeln!(
+                    s,
+                    "# HELP waf_upstream_server_healthy Whether a server of a health-checked upstream passes its checks (1) or is left out (0).\n# TYPE waf_upstream_server_healthy gauge"
+                );
+                for (upstream, servers) in health.iter() {
+                    for server in servers.iter() {
+                        let _ = writeln!(
+                            s,
+                            "waf_upstream_server_healthy{{upstream=\"{}\",server=\"{}\"}} {}",
+                            label_value(upstream),
+                            label_value(&server.url),
+                            u8::from(server.healthy())
+                        );
+                    }
+                }
+                let _ = writeln!(
+                    s,
+                    "# HELP waf_upstream_health_check_failures_total Health checks a server failed.\n# TYPE waf_upstream_health_check_failures_total counter"
+                );
+                for (upstream, servers) in health.iter() {
+                    for server in servers.iter() {
+                        let _ = writeln!(
+                            s,
+                            "waf_upstream_health_check_failures_total{{upstream=\"{}\",server=\"{}\"}} {}",
+                            label_value(upstream),
+                            label_value(&server.url),
+                            server.failed()
+                        );
+                    }
                 }
             }
         }

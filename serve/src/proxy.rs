@@ -71,7 +71,11 @@ impl UpstreamClient {
     /// over HTTP/1.1 whatever the upstream speaks, as HTTP/2 has no
     /// `Upgrade` (an application reached with `h2c://` or `h2://` then has
     /// to speak HTTP/1.1 too, which Go's, Node's and most servers do).
-    fn to(&self, server: &Endpoint, switch: bool) -> &Client<crate::connect::Connector, ProxyBody> {
+    pub(crate) fn to(
+        &self,
+        server: &Endpoint,
+        switch: bool,
+    ) -> &Client<crate::connect::Connector, ProxyBody> {
         if server.http2 && !switch {
             &self.http2
         } else {
@@ -95,6 +99,8 @@ pub(crate) struct State {
     /// Set to `true` when a shutdown begins: every connection then finishes
     /// the request it is serving and closes (HTTP/2: GOAWAY).
     shutdown: tokio::sync::watch::Sender<bool>,
+    /// Runs the upstreams' health checks (set when the server starts).
+    checker: std::sync::OnceLock<crate::health::Checker>,
 }
 
 impl State {
@@ -116,6 +122,35 @@ impl State {
             access,
             metrics,
             shutdown: tokio::sync::watch::Sender::new(false),
+            checker: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Starts the health checks of the running sites' upstreams, on the
+    /// current runtime, which also runs those of the upstreams reloads
+    /// bring.
+    pub(crate) fn start_health_checks(&self) {
+        let checker = crate::health::Checker {
+            client: upstream_client(self),
+            log: self.log.clone(),
+            metrics: self.metrics.clone(),
+            stop: self.shutdown.subscribe(),
+            runtime: tokio::runtime::Handle::current(),
+        };
+        // Set once: a second call only checks the upstreams again.
+        let _ = self.checker.set(checker);
+        self.check_upstreams(&self.sites.load());
+    }
+
+    /// Health-checks `sites`' upstreams (just put in force) and shows
+    /// them on `/metrics`.
+    pub(crate) fn check_upstreams(&self, sites: &Sites) {
+        let upstreams = sites.upstreams();
+        self.metrics.set_health(&upstreams);
+        if let Some(checker) = self.checker.get() {
+            for u in &upstreams {
+                checker.spawn(u);
+            }
         }
     }
 
@@ -1563,7 +1598,7 @@ fn not_decoded(
 
 /// An error and its sources (refused, reset, a certificate that did not
 /// verify): hyper's own message is only "client error (Connect)".
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     sources(e)
         .map(|s| s.to_string())
         .collect::<Vec<_>>()

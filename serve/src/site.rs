@@ -107,7 +107,7 @@ impl Sites {
                 name: "default".into(),
                 when: None,
                 rules,
-                upstream: Arc::new(Upstream::new(upstream)?),
+                upstream: Arc::new(Upstream::new("default", upstream)?),
                 custom: Vec::new(),
                 exceptions: Vec::new(),
                 counts: crate::metrics::SiteCounts::new("default"),
@@ -125,6 +125,28 @@ impl Sites {
             site.counts = site.counts.adopt(old);
         }
         self.list.iter().map(|s| s.counts.clone()).collect()
+    }
+
+    /// The upstreams the sites send to, each once.
+    pub(crate) fn upstreams(&self) -> Vec<Arc<Upstream>> {
+        let mut all: Vec<Arc<Upstream>> = Vec::new();
+        for s in &self.list {
+            if !all.iter().any(|u| Arc::ptr_eq(u, &s.upstream)) {
+                all.push(s.upstream.clone());
+            }
+        }
+        all
+    }
+
+    /// Takes what the running sites' upstreams know of their servers (a
+    /// reload; see `Upstream::adopt_state`).
+    pub(crate) fn adopt_upstream_state(&self, old: &Sites) {
+        let old = old.upstreams();
+        for u in self.upstreams() {
+            if let Some(o) = old.iter().find(|o| o.name == u.name) {
+                u.adopt_state(o);
+            }
+        }
     }
 
     /// The site a request belongs to.

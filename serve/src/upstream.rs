@@ -10,10 +10,16 @@
 //! server when one refuses the connection, so a server going down costs no
 //! request. A request whose body is streaming through cannot be sent twice
 //! and gets the 502.
+//!
+//! With a health check (see health.rs), a server that fails it is left out
+//! too, until it passes again: what catches an application that still
+//! accepts connections but answers errors, or one being drained for a
+//! deploy.
 
+use crate::health::{HealthCheck, ServerHealth};
 use hyper::Uri;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// How long a server that could not be reached is left out.
@@ -26,11 +32,17 @@ pub(crate) const MAX_SERVERS: usize = 64;
 /// An upstream: its servers, the next in turn, and when each may be tried
 /// again after a failure.
 pub(crate) struct Upstream {
+    /// Its name in the manifest (`default` for `--upstream`): logs, metrics.
+    pub(crate) name: Arc<str>,
     servers: Vec<Endpoint>,
     next: AtomicUsize,
     /// Per server: milliseconds since [`epoch`] before which it is not
     /// tried (0: up).
     down_until: Vec<AtomicU64>,
+    /// The health check, if any, and each server's result of it (shared
+    /// with `/metrics`, which must not keep the upstream alive).
+    pub(crate) check: Option<HealthCheck>,
+    pub(crate) health: Arc<[ServerHealth]>,
 }
 
 /// One server of an upstream.
@@ -89,14 +101,18 @@ fn now_ms() -> u64 {
 }
 
 impl Upstream {
-    /// An upstream of one server.
-    pub(crate) fn new(uri: &Uri) -> Result<Upstream, String> {
-        Self::of(std::slice::from_ref(uri))
+    /// An upstream of one server, unchecked.
+    pub(crate) fn new(name: &str, uri: &Uri) -> Result<Upstream, String> {
+        Self::of(name, std::slice::from_ref(uri), None)
     }
 
     /// An upstream of these servers (at least one, at most
-    /// [`MAX_SERVERS`]).
-    pub(crate) fn of(uris: &[Uri]) -> Result<Upstream, String> {
+    /// [`MAX_SERVERS`]), health-checked if `check` is given.
+    pub(crate) fn of(
+        name: &str,
+        uris: &[Uri],
+        check: Option<HealthCheck>,
+    ) -> Result<Upstream, String> {
         if uris.is_empty() {
             return Err("give at least one server URL".into());
         }
@@ -111,10 +127,38 @@ impl Upstream {
             .map(Endpoint::new)
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Upstream {
+            name: name.into(),
             down_until: servers.iter().map(|_| AtomicU64::new(0)).collect(),
+            health: servers
+                .iter()
+                .map(|s| ServerHealth::new(s.url.clone()))
+                .collect(),
             servers,
             next: AtomicUsize::new(0),
+            check,
         })
+    }
+
+    /// The servers, in the order given.
+    pub(crate) fn servers(&self) -> &[Endpoint] {
+        &self.servers
+    }
+
+    /// Takes what `old` (the running upstream of the same name, on a
+    /// reload) knows of the servers both have: their health and how long
+    /// they are left out. A server known to be failing stays out, and
+    /// one known healthy is not checked back in from scratch.
+    pub(crate) fn adopt_state(&self, old: &Upstream) {
+        if old.name != self.name {
+            return;
+        }
+        for (i, s) in self.servers.iter().enumerate() {
+            if let Some(j) = old.servers.iter().position(|o| o.url == s.url) {
+                self.health[i].adopt(&old.health[j]);
+                let until = old.down_until[j].load(Ordering::Relaxed);
+                self.down_until[i].store(until, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Whether a request may try another server than those in `tried`.
@@ -128,8 +172,10 @@ impl Upstream {
     }
 
     /// The server a request tries next, not one of `tried` (a bit per
-    /// server) if it can: the next one in turn that is up, else the one
-    /// back soonest (all down: trying is better than refusing).
+    /// server) if it can: the next one in turn that is up and passes its
+    /// health check; else the next that is up (every server failing its
+    /// check: the check may be what is wrong, and trying is better than
+    /// refusing); else the one back soonest.
     pub(crate) fn pick(&self, tried: u64) -> (usize, &Endpoint) {
         let n = self.servers.len();
         if n == 1 {
@@ -137,6 +183,7 @@ impl Upstream {
         }
         let start = self.next.fetch_add(1, Ordering::Relaxed) % n;
         let now = now_ms();
+        let mut up_unhealthy: Option<usize> = None;
         let mut soonest: Option<(usize, u64)> = None;
         for k in 0..n {
             let i = (start + k) % n;
@@ -145,13 +192,15 @@ impl Upstream {
             }
             let until = self.down_until[i].load(Ordering::Relaxed);
             if until <= now {
-                return (i, &self.servers[i]);
-            }
-            if soonest.is_none_or(|(_, u)| until < u) {
+                if self.health[i].healthy() {
+                    return (i, &self.servers[i]);
+                }
+                up_unhealthy.get_or_insert(i);
+            } else if soonest.is_none_or(|(_, u)| until < u) {
                 soonest = Some((i, until));
             }
         }
-        let i = soonest.map_or(start, |(i, _)| i);
+        let i = up_unhealthy.or(soonest.map(|(i, _)| i)).unwrap_or(start);
         (i, &self.servers[i])
     }
 
@@ -169,7 +218,7 @@ mod tests {
 
     fn upstream(urls: &[&str]) -> Upstream {
         let uris: Vec<Uri> = urls.iter().filter_map(|u| u.parse().ok()).collect();
-        Upstream::of(&uris).unwrap_or_else(|e| panic!("{e}"))
+        Upstream::of("app", &uris, None).unwrap_or_else(|e| panic!("{e}"))
     }
 
     #[test]
@@ -191,6 +240,40 @@ mod tests {
     }
 
     #[test]
+    fn a_server_failing_its_checks_is_skipped_unless_all_are() {
+        let check = HealthCheck {
+            fails: 1,
+            ..HealthCheck::new("/healthz".into())
+        };
+        let u = upstream(&["http://a:1", "http://b:1", "http://c:1"]);
+        assert_eq!(u.health[2].record(false, &check), Some(false));
+        let picked: Vec<usize> = (0..6).map(|_| u.pick(0).0).collect();
+        assert_eq!(picked, [0, 1, 0, 0, 1, 0]);
+        // Every server up failing: the next one up in turn, not refused.
+        u.health[0].record(false, &check);
+        u.mark_down(1);
+        assert_eq!(u.pick(0).0, 0);
+        u.health[1].record(false, &check);
+        assert!((0..3).all(|_| u.pick(0).0 != 1), "down beats failing");
+        // A reload keeps what was known of the servers it keeps.
+        let uris: Vec<Uri> = ["http://c:1", "http://b:1", "http://d:1"]
+            .iter()
+            .filter_map(|u| u.parse().ok())
+            .collect();
+        let again = Upstream::of("app", &uris, None).unwrap_or_else(|e| panic!("{e}"));
+        again.adopt_state(&u);
+        assert!(!again.health[0].healthy() && !again.health[1].healthy());
+        assert!(again.health[2].healthy());
+        assert_ne!(again.down_until[1].load(Ordering::Relaxed), 0);
+        let other = Upstream::of("other", &uris, None).unwrap_or_else(|e| panic!("{e}"));
+        other.adopt_state(&u);
+        assert!(
+            other.health[0].healthy(),
+            "another upstream's servers are its own"
+        );
+    }
+
+    #[test]
     fn a_retry_takes_a_server_not_tried_and_all_down_still_picks_one() {
         let u = upstream(&["http://a:1", "http://b:1"]);
         let (first, _) = u.pick(0);
@@ -206,12 +289,12 @@ mod tests {
 
     #[test]
     fn urls_are_checked() {
-        assert!(Upstream::of(&[]).is_err());
+        assert!(Upstream::of("app", &[], None).is_err());
         let ftp: Uri = "ftp://a:1".parse().unwrap_or_default();
-        let e = Upstream::new(&ftp).err().unwrap_or_default();
+        let e = Upstream::new("app", &ftp).err().unwrap_or_default();
         assert!(e.contains("h2c://"), "{e}");
         let h2c: Uri = "h2c://a:50051/api/".parse().unwrap_or_default();
-        let u = Upstream::new(&h2c).unwrap_or_else(|e| panic!("{e}"));
+        let u = Upstream::new("app", &h2c).unwrap_or_else(|e| panic!("{e}"));
         let (_, e) = u.pick(0);
         assert!(e.http2);
         let uri = e.uri("/x?y").map(|u| u.to_string()).unwrap_or_default();

@@ -6,8 +6,8 @@
 use hyper::StatusCode;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use waf_serve::{ErrorLog, Logs, Manifest, ManifestError, Server, SitesSource};
 
@@ -334,6 +334,182 @@ async fn several_servers(case: &str, rules: &str) {
     assert!(!text.contains("upstream unavailable"), "{case}: {text}");
 }
 
+/// A backend for health checks: `/healthz` answers 200 or, once `failing`
+/// is set, 503, and every other path 200 (500 while failing: an
+/// application that accepts connections but is broken). Counts the other
+/// requests in `hits` and the checks in `checks`, and keeps the `Host` of
+/// the last check.
+async fn checked_backend(
+    failing: Arc<AtomicBool>,
+    hits: Arc<AtomicUsize>,
+    checks: Arc<AtomicUsize>,
+    check_host: Arc<Mutex<String>>,
+) -> SocketAddr {
+    use http_body_util::Full;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let (failing, hits, checks, check_host) = (
+                failing.clone(),
+                hits.clone(),
+                checks.clone(),
+                check_host.clone(),
+            );
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(
+                    move |req: hyper::Request<hyper::body::Incoming>| {
+                        let failing = failing.load(Ordering::SeqCst);
+                        let status = if req.uri().path() == "/healthz" {
+                            checks.fetch_add(1, Ordering::SeqCst);
+                            if let Some(h) = req.headers().get("host").and_then(|h| h.to_str().ok())
+                            {
+                                *check_host.lock().expect("lock") = h.to_string();
+                            }
+                            if failing {
+                                503
+                            } else {
+                                200
+                            }
+                        } else {
+                            hits.fetch_add(1, Ordering::SeqCst);
+                            if failing {
+                                500
+                            } else {
+                                200
+                            }
+                        };
+                        async move {
+                            let mut r =
+                                hyper::Response::new(Full::new(bytes::Bytes::from_static(b"ok")));
+                            *r.status_mut() =
+                                StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+                            Ok::<_, std::convert::Infallible>(r)
+                        }
+                    },
+                );
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+/// Waits (at most 10 s) for `line` in the log.
+async fn log_shows(log: &Shared, line: &str) {
+    for _ in 0..200 {
+        if log.text().contains(line) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no {line:?} in the log:\n{}", log.text());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_checks_take_a_failing_server_out_and_back_in() {
+    let dir = scratch("health");
+    let failing = Arc::new(AtomicBool::new(false));
+    let (hits_a, hits_b) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (checks_a, checks_b) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let host_b = Arc::new(Mutex::new(String::new()));
+    let a = checked_backend(
+        Arc::new(AtomicBool::new(false)),
+        hits_a.clone(),
+        checks_a.clone(),
+        Arc::new(Mutex::new(String::new())),
+    )
+    .await;
+    let b = checked_backend(
+        failing.clone(),
+        hits_b.clone(),
+        checks_b.clone(),
+        host_b.clone(),
+    )
+    .await;
+    std::fs::write(dir.join("shop.conf"), SHOP_RULES).expect("write rules");
+    let manifest = dir.join("waf.yaml");
+    std::fs::write(
+        &manifest,
+        format!("listen: 127.0.0.1:0\nupstreams:\n  app: [http://{a}, http://{b}]\nhealth_checks:\n  app: {{ path: /healthz, host: app.internal, interval: 0.1, timeout: 1, fails: 2, passes: 3 }}\nsites:\n  - name: all\n    upstream: app\n    rules: [shop.conf]\n"),
+    )
+    .expect("write");
+    let m = Manifest::load(&manifest).unwrap_or_else(|e| panic!("{e}"));
+    let (server, log) = serve_plain(&manifest, m).await;
+    let addr = server.addr();
+    let get_all = |n: usize| async move {
+        for i in 0..n {
+            let got = status(addr, "shop.example", "/page").await;
+            assert_eq!(got, StatusCode::OK, "request {i}");
+        }
+    };
+    get_all(6).await;
+    assert!(hits_a.load(Ordering::SeqCst) >= 2 && hits_b.load(Ordering::SeqCst) >= 2);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(checks_b.load(Ordering::SeqCst) >= 1);
+    assert_eq!(*host_b.lock().expect("lock"), "app.internal");
+
+    // B breaks: out after two failed checks; every request goes to A.
+    failing.store(true, Ordering::SeqCst);
+    let out = format!("upstream app server http://{b}/ failed 2 health checks in a row, left out until it passes 3: HTTP 503 [path \"/healthz\"]");
+    log_shows(&log, &out).await;
+    let before = hits_b.load(Ordering::SeqCst);
+    get_all(10).await;
+    assert_eq!(
+        hits_b.load(Ordering::SeqCst),
+        before,
+        "no request to the failing server"
+    );
+    let text = server.metrics().render(Default::default());
+    for line in [
+        format!("waf_upstream_server_healthy{{upstream=\"app\",server=\"http://{a}/\"}} 1"),
+        format!("waf_upstream_server_healthy{{upstream=\"app\",server=\"http://{b}/\"}} 0"),
+        "waf_upstream_servers_unhealthy_total 1".to_string(),
+    ] {
+        assert!(text.contains(&line), "no {line} in:\n{text}");
+    }
+
+    // A reload keeps B out, and the replaced upstream's checks stop.
+    server.reload().expect("reload");
+    get_all(6).await;
+    assert_eq!(
+        hits_b.load(Ordering::SeqCst),
+        before,
+        "still out after the reload"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let n0 = checks_a.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let per_s = checks_a.load(Ordering::SeqCst) - n0;
+    assert!(
+        per_s <= 12,
+        "{per_s} checks in 1 s at 0.1 s intervals: the old upstream's still run"
+    );
+
+    // B recovers: back after three passed checks.
+    failing.store(false, Ordering::SeqCst);
+    log_shows(
+        &log,
+        &format!("upstream app server http://{b}/ passed 3 health checks in a row, back in"),
+    )
+    .await;
+    get_all(6).await;
+    assert!(hits_b.load(Ordering::SeqCst) >= before + 2, "back in turn");
+    let text = server.metrics().render(Default::default());
+    let line = format!("waf_upstream_server_healthy{{upstream=\"app\",server=\"http://{b}/\"}} 1");
+    assert!(text.contains(&line), "no {line} in:\n{text}");
+    assert_eq!(
+        log.text().matches("failed 2 health checks").count(),
+        1,
+        "{}",
+        log.text()
+    );
+}
+
 fn load_err(dir: &Path, text: &str) -> String {
     let p = dir.join("bad.yaml");
     std::fs::write(&p, text).expect("write");
@@ -372,6 +548,12 @@ fn broken_manifests_say_where_and_why() {
         ("watch_interval: -1\nsites:\n  - name: a\n    upstream: app\n", "watch_interval: seconds between looks at the rule files: 0 (off) or at least 0.1"),
         ("timeouts: { connect: 0 }\nsites:\n  - name: a\n    upstream: app\n", "timeouts.connect: 0 s would end every wait at once: give at least 1 (seconds)"),
         ("upstreams2: {}\nsites:\n  - name: a\n    upstream: app\n", "upstreams2"),
+        ("health_checks:\n  nope: { path: /h }\nsites:\n  - name: a\n    upstream: app\n", "health_checks.nope: no upstream named `nope`; the upstreams are app"),
+        ("health_checks:\n  app: { path: h }\nsites:\n  - name: a\n    upstream: app\n", "health_checks.app.path: `h`: a path and query, starting with `/`"),
+        ("health_checks:\n  app: { path: /h, fails: 0 }\nsites:\n  - name: a\n    upstream: app\n", "health_checks.app.fails: checks in a row: at least 1"),
+        ("health_checks:\n  app: { path: /h, interval: 0.01 }\nsites:\n  - name: a\n    upstream: app\n", "health_checks.app.interval: 0.01: seconds, at least 0.1"),
+        ("health_checks:\n  app: { path: /h, status: [200, 700] }\nsites:\n  - name: a\n    upstream: app\n", "health_checks.app.status: statuses are codes 100-599"),
+        ("health_checks:\n  app: { path: /h, method: HEAD }\nsites:\n  - name: a\n    upstream: app\n", "method"),
     ];
     for (sites, want) in cases {
         let e = load_err(&dir, &format!("{base}{sites}"));
