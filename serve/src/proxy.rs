@@ -530,9 +530,19 @@ fn local_response(status: StatusCode, body: &'static str) -> Response<ProxyBody>
     r
 }
 
+/// The header that names a request's id (`UNIQUE_ID`, the one its error,
+/// audit and access-log lines carry): on the request to the application,
+/// and on the WAF's own block responses.
+const UNIQUE_ID_HEADER: &str = "x-waf-unique-id";
+
 /// The response for an intervention, or `Err` to close the connection
-/// (`drop`).
-fn intervention_response(i: &Intervention) -> Result<Response<ProxyBody>, BoxError> {
+/// (`drop`). A block names the request's id, in its body and in
+/// [`UNIQUE_ID_HEADER`]: someone blocked by mistake has something to quote,
+/// and whoever reads the logs finds the rule from it.
+fn intervention_response(
+    i: &Intervention,
+    unique_id: &str,
+) -> Result<Response<ProxyBody>, BoxError> {
     match i.action {
         "drop" => Err(ProxyError::Dropped),
         "redirect" => {
@@ -548,12 +558,20 @@ fn intervention_response(i: &Intervention) -> Result<Response<ProxyBody>, BoxErr
         }
         _ => {
             let status = StatusCode::from_u16(i.status).unwrap_or(StatusCode::FORBIDDEN);
-            let body = match status.as_u16() {
-                413 => "request body too large\n",
-                500 => "internal server error\n",
-                _ => "request blocked\n",
+            let what = match status.as_u16() {
+                413 => "request body too large",
+                500 => "internal server error",
+                _ => "request blocked",
             };
-            Ok(local_response(status, body))
+            let mut r = local_response(status, "");
+            *r.body_mut() = Full::new(Bytes::from(format!("{what}\nrequest id: {unique_id}\n")))
+                .map_err(|never| match never {})
+                .boxed();
+            if let Ok(v) = HeaderValue::from_str(unique_id) {
+                r.headers_mut()
+                    .insert(HeaderName::from_static(UNIQUE_ID_HEADER), v);
+            }
+            Ok(r)
         }
     }
 }
@@ -613,7 +631,7 @@ fn finish_with_intervention(
                 n.blocked = true;
             });
             state.metrics.intervention(i.rule_id, i.status);
-            intervention_response(i)
+            intervention_response(i, tx.unique_id())
         }
         None => Ok(local_response(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -1029,7 +1047,7 @@ async fn handle(
     // The request's id in the WAF's logs (error, audit, access), so that
     // the application's own logs can name it; a client's is replaced.
     if let Ok(id) = HeaderValue::from_str(tx.unique_id()) {
-        headers.insert(HeaderName::from_static("x-waf-unique-id"), id);
+        headers.insert(HeaderName::from_static(UNIQUE_ID_HEADER), id);
     }
     if let Some(protocol) = &switch {
         crate::upgrade::mark(&mut headers, protocol.clone());

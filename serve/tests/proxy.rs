@@ -179,10 +179,18 @@ async fn request_headers_are_forwarded_less_the_hop_by_hop_ones() {
 #[tokio::test]
 async fn phase_1_and_2_blocks_never_reach_the_backend() {
     let s = setup(text_rules(), None).await;
-    let (status, _, _) = send(s.server.addr(), "GET", "/?x=attack", "")
+    let (status, headers, body) = send(s.server.addr(), "GET", "/?x=attack", "")
         .await
         .expect("response");
     assert_eq!(status, StatusCode::FORBIDDEN);
+    // The block names the request's id, which its log lines carry.
+    let id = headers
+        .get("x-waf-unique-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    assert!(id.len() >= 16, "{headers:?}");
+    assert_eq!(body, format!("request blocked\nrequest id: {id}\n"));
     let (status, _, _) = send(s.server.addr(), "POST", "/form", "a=attack")
         .await
         .expect("response");
@@ -198,6 +206,7 @@ async fn phase_1_and_2_blocks_never_reach_the_backend() {
         log.contains(r#"[id "1"]"#) && log.contains("attack in an argument"),
         "{log}"
     );
+    assert!(log.contains(&format!("[unique_id \"{id}\"]")), "{log}");
     assert!(
         log.contains("Access denied with code 403 (phase 2)"),
         "{log}"
