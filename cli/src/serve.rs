@@ -80,6 +80,11 @@ pub struct Args {
     /// `waf profile -c RULES --from-metrics FILE...` (costs engine time).
     #[arg(long)]
     pub profile: bool,
+    /// Listen with SO_REUSEPORT, so that a new `waf serve` (a new binary or
+    /// settings) can start on the same addresses before this one is told to
+    /// stop (SIGTERM): a handoff with no moment of closed port.
+    #[arg(long)]
+    pub reuse_port: bool,
     /// Worker threads serving connections, each on a single-threaded runtime
     /// of its own (a connection stays on one thread); 0: one work-stealing
     /// runtime instead [default: one per CPU].
@@ -183,6 +188,7 @@ pub fn run(args: Args) -> CmdResult {
     config.admin = args.admin;
     config.upstream_ca = args.upstream_ca.clone();
     config.profile = args.profile;
+    config.reuse_port = args.reuse_port;
     config.trusted_proxies =
         waf_serve::TrustedProxies::parse(&args.trusted_proxies).map_err(CliError::usage)?;
     config.workers = Some(args.workers.unwrap_or_else(default_workers));
@@ -227,6 +233,7 @@ fn run_manifest(path: &Path, args: &Args) -> CmdResult {
         ("--watch-interval", args.watch_interval.is_some()),
         ("--tls-cert", args.tls_cert.is_some()),
         ("--profile", args.profile),
+        ("--reuse-port", args.reuse_port),
         ("--workers", args.workers.is_some()),
         ("--trusted-proxy", !args.trusted_proxies.is_empty()),
     ];

@@ -136,6 +136,13 @@ pub struct Config {
     /// thread (`waf serve` starts one per CPU); `None`: served on the
     /// runtime that starts the server (embedding, tests).
     pub workers: Option<usize>,
+    /// Bind the listeners (and the admin address) with `SO_REUSEPORT`, so
+    /// that a second process can listen on the same addresses while this
+    /// one runs: a new binary or configuration takes over without a moment
+    /// where the port is closed (see docs/serve.md, *Handoff*). Off, a
+    /// second process on the same address fails to start, which is what a
+    /// mistake wants.
+    pub reuse_port: bool,
 }
 
 /// What the proxy does with a request the engine could not finish checking
@@ -173,6 +180,7 @@ impl Config {
             time_budget: None,
             profile: false,
             workers: None,
+            reuse_port: false,
         }
     }
 
@@ -241,15 +249,19 @@ pub struct Logs {
 /// dropped SYNs and one-second retransmits (tokio's default is 1,024).
 const LISTEN_BACKLOG: u32 = 4096;
 
-/// The listening socket, with `SO_REUSEADDR` (a restart rebinds at once)
-/// and a backlog of [`LISTEN_BACKLOG`].
-fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+/// The listening socket, with `SO_REUSEADDR` (a restart rebinds at once),
+/// `SO_REUSEPORT` if asked ([`Config::reuse_port`]), and a backlog of
+/// [`LISTEN_BACKLOG`].
+fn listen(addr: SocketAddr, reuse_port: bool) -> std::io::Result<TcpListener> {
     let socket = if addr.is_ipv4() {
         tokio::net::TcpSocket::new_v4()?
     } else {
         tokio::net::TcpSocket::new_v6()?
     };
     socket.set_reuseaddr(true)?;
+    if reuse_port {
+        socket.set_reuseport(true)?;
+    }
     socket.bind(addr)?;
     socket.listen(LISTEN_BACKLOG)
 }
@@ -358,7 +370,7 @@ impl Server {
             let at = |e: std::io::Error| {
                 ServeError::Listen(std::io::Error::new(e.kind(), format!("{}: {e}", l.addr)))
             };
-            let socket = listen(l.addr).map_err(at)?;
+            let socket = listen(l.addr, config.reuse_port).map_err(at)?;
             addrs.push(socket.local_addr().map_err(at)?);
             bound.push((socket, l.tls.map(|t| t.acceptor())));
         }
@@ -374,7 +386,7 @@ impl Server {
         metrics.set_sites(sites.adopt_counts(&[]));
         let (admin_addr, admin_task) = match config.admin {
             Some(a) => {
-                let l = TcpListener::bind(a).await.map_err(ServeError::Listen)?;
+                let l = listen(a, config.reuse_port).map_err(ServeError::Listen)?;
                 let at = l.local_addr().map_err(ServeError::Listen)?;
                 let (log, audit, access) = (log.clone(), audit.clone(), access.clone());
                 let dropped = |l: &Option<ErrorLog>| l.as_ref().map_or(0, ErrorLog::dropped);
@@ -485,9 +497,11 @@ impl Server {
     }
 
     /// Shuts down without losing a request: stops accepting (new clients
-    /// are refused, `/healthz` answers 503), asks every open connection to
-    /// close once its request in flight is answered (idle keep-alive
-    /// connections close at once, HTTP/2 ones get GOAWAY), waits up to
+    /// are refused, `/healthz` answers 503), serves the open connections a
+    /// moment longer with `Connection: close` on every HTTP/1.x response
+    /// (`proxy::DRAIN_LINGER`), then asks each to close once its request in
+    /// flight is answered (idle ones close at once, HTTP/2 ones get
+    /// GOAWAY), waits up to
     /// `grace` for them, then for the logs to be written. Connections still
     /// open after `grace` are left to the process's exit (`waf serve` exits
     /// right after) to cut.

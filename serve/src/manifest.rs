@@ -46,6 +46,8 @@ struct File {
     #[serde(default)]
     profile: bool,
     #[serde(default)]
+    reuse_port: bool,
+    #[serde(default)]
     workers: Option<usize>,
     #[serde(default)]
     trusted_proxies: Vec<String>,
@@ -515,6 +517,7 @@ impl Manifest {
         };
         config.time_budget = file.time_budget_ms.map(Duration::from_millis);
         config.profile = file.profile;
+        config.reuse_port = file.reuse_port;
         Ok(Manifest {
             config,
             sites: Sites { list: sites },

@@ -335,8 +335,26 @@ async fn serve_connection(
             let access = state.access.clone();
             let seen = access.as_ref().map(|_| access::Seen::of(&req, remote.ip()));
             let start = Instant::now();
+            let version = req.version();
+            let metrics = state.metrics.clone();
             let (out, note) =
                 access::noted(log.written_before(handle(state, &client, req, conn))).await;
+            let mut out = out;
+            // Draining: an HTTP/1.x client's next request is answered and
+            // its connection closed after it (hyper honours the header),
+            // so that the client reconnects (to the process that took the
+            // port over, in a handoff) instead of racing a close of its
+            // idle connection.
+            if metrics.draining() && version < Version::HTTP_2 {
+                if let Some(r) = out
+                    .as_mut()
+                    .ok()
+                    .filter(|r| r.status() != StatusCode::SWITCHING_PROTOCOLS)
+                {
+                    r.headers_mut()
+                        .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+                }
+            }
             let status = out.as_ref().map_or(0, |r| r.status().as_u16());
             if let Some(site) = &note.site {
                 site.record(status, note.blocked);
@@ -414,10 +432,17 @@ impl Idle {
     }
 }
 
-/// Serves a connection until it closes; once a shutdown begins, or once it
-/// has started no request for the idle timeout, it is asked to close
-/// gracefully (hyper finishes the requests in flight, then closes; an idle
-/// connection closes at once), and served until it has.
+/// How long a connection is still served once a shutdown begins, before
+/// it is asked to close: long enough for a busy HTTP/1.1 client to send its
+/// next request, get its answer with `Connection: close` and reconnect
+/// elsewhere, short enough not to hold a restart up.
+pub(crate) const DRAIN_LINGER: Duration = Duration::from_secs(1);
+
+/// Serves a connection until it closes; once it has started no request for
+/// the idle timeout, or [`DRAIN_LINGER`] after a shutdown begins, it is
+/// asked to close gracefully (hyper finishes the requests in flight, then
+/// closes; an idle connection closes at once; HTTP/2 gets GOAWAY), and
+/// served until it has.
 ///
 /// The connection is pinned by the caller and borrowed here: moved into
 /// this function, its future (a few KiB) would take room twice in the
@@ -431,6 +456,7 @@ async fn until_closed<C, E>(
 where
     C: std::future::Future<Output = Result<(), E>> + GracefulConnection,
 {
+    let mut draining = false;
     loop {
         let deadline = idle.deadline();
         tokio::select! {
@@ -441,7 +467,10 @@ where
             biased;
             outcome = conn.as_mut() => return outcome,
             // An error means the state is gone: the server was dropped.
-            _ = stopping.wait_for(|stop| *stop) => break,
+            _ = stopping.wait_for(|stop| *stop) => {
+                draining = true;
+                break;
+            }
             // Idle for the timeout, unless a request started meanwhile
             // (then wait again, from it).
             () = tokio::time::sleep_until(deadline) => {
@@ -449,6 +478,17 @@ where
                     break;
                 }
             }
+        }
+    }
+    if draining {
+        // A client sending its next request now gets it answered with
+        // `Connection: close` (see `serve_connection`); closed while idle,
+        // the connection could cross that request on the way, and the
+        // client would see an error.
+        tokio::select! {
+            biased;
+            outcome = conn.as_mut() => return outcome,
+            () = tokio::time::sleep(DRAIN_LINGER) => {}
         }
     }
     conn.as_mut().shut_down();

@@ -11,7 +11,7 @@
 //!   starts after the reload; those in flight keep what they started with;
 //! - the settings that shape the process (the listeners and their TLS
 //!   files' paths, the admin address, the log files, `upstream_ca`, `workers`,
-//!   `watch_interval`, `profile`) keep their running value until a
+//!   `watch_interval`, `profile`, `reuse_port`) keep their running value until a
 //!   restart, and the reload names each one that changed.
 //!
 //! The certificate and key in the TLS files are read again on every reload
@@ -38,6 +38,7 @@ pub struct FixedSettings {
     workers: Option<usize>,
     watch_interval: Option<Duration>,
     profile: bool,
+    reuse_port: bool,
 }
 
 impl FixedSettings {
@@ -55,6 +56,7 @@ impl FixedSettings {
             workers: c.workers,
             watch_interval: c.watch_interval,
             profile: c.profile,
+            reuse_port: c.reuse_port,
         }
     }
 
@@ -79,6 +81,7 @@ impl FixedSettings {
             self.watch_interval != fresh.watch_interval,
         );
         check("profile", self.profile != fresh.profile);
+        check("reuse_port", self.reuse_port != fresh.reuse_port);
         names
     }
 }

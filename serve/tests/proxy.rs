@@ -3,7 +3,7 @@
 
 use hyper::StatusCode;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use waf_serve::{Config, ErrorLog, Logs, RuleSource, Rules, Server};
@@ -880,8 +880,10 @@ async fn shutdown_answers_requests_in_flight_and_accepts_no_new_client() {
         "{:?}",
         String::from_utf8_lossy(&buf[..n])
     );
+    // Another, opened and left without a request.
+    let mut silent = tokio::net::TcpStream::connect(addr).await.expect("connect");
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(s.server.metrics().connections_open(), 2);
+    assert_eq!(s.server.metrics().connections_open(), 3);
 
     let started = std::time::Instant::now();
     let shutdown = tokio::spawn(s.server.shutdown(Duration::from_secs(10)));
@@ -896,17 +898,137 @@ async fn shutdown_answers_requests_in_flight_and_accepts_no_new_client() {
     );
     let (_, _, metrics) = send(admin, "GET", "/metrics", "").await.expect("metrics");
     assert!(metrics.contains("waf_draining 1\n"), "{metrics}");
-    // The idle connection is closed at once.
-    let (_, closed) = read_until_closed(&mut idle, Duration::from_secs(1)).await;
-    assert!(closed, "the idle keep-alive connection is closed");
+    // The keep-alive connection's next request is answered, with
+    // `Connection: close`, then the connection closes: closed while idle, it
+    // could have crossed that request.
+    idle.write_all(b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n")
+        .await
+        .expect("write");
+    let (answer, closed) = read_until_closed(&mut idle, Duration::from_secs(2)).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        answer
+            .to_ascii_lowercase()
+            .contains("\r\nconnection: close\r\n"),
+        "{answer}"
+    );
+    assert!(closed, "closed after the answer: {answer}");
+    // The silent one is closed once the drain's linger is over.
+    let (_, closed) = read_until_closed(&mut silent, Duration::from_secs(2)).await;
+    assert!(closed, "the connection that sent nothing is closed");
     // The request in flight is answered.
     let (status, _, body) = slow.await.expect("task").expect("response");
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body, "hello from backend");
     let outcome = shutdown.await.expect("shutdown");
-    assert_eq!((outcome.open_at_start, outcome.cut), (2, 0), "{outcome}");
+    assert_eq!((outcome.open_at_start, outcome.cut), (3, 0), "{outcome}");
     assert!(outcome.logs_written, "{outcome}");
     assert!(started.elapsed() < Duration::from_secs(6), "{outcome}");
+}
+
+/// Keep-alive requests on one connection after another, as a client with
+/// think time sends them, until `stop`: (answered, failed). A connection the
+/// proxy closes is replaced, unless a request was on it: that is a failure.
+async fn keep_alive_client(addr: SocketAddr, stop: Arc<AtomicBool>) -> (usize, usize) {
+    use hyper::client::conn::http1;
+    let (mut ok, mut failed) = (0, 0);
+    let mut sender: Option<http1::SendRequest<http_body_util::Empty<bytes::Bytes>>> = None;
+    while !stop.load(Ordering::SeqCst) {
+        let mut s = match sender.take() {
+            Some(s) if !s.is_closed() => s,
+            _ => {
+                let Ok(io) = tokio::net::TcpStream::connect(addr).await else {
+                    failed += 1;
+                    continue;
+                };
+                let Ok((s, conn)) = http1::handshake(hyper_util::rt::TokioIo::new(io)).await else {
+                    failed += 1;
+                    continue;
+                };
+                tokio::spawn(conn);
+                s
+            }
+        };
+        // Closed while idle: nothing was sent, a client reconnects.
+        if s.ready().await.is_err() {
+            continue;
+        }
+        let req = hyper::Request::builder()
+            .uri("/")
+            .header("host", "example.com")
+            .body(http_body_util::Empty::new())
+            .expect("request");
+        match s.send_request(req).await {
+            Ok(r) if r.status() == StatusCode::OK => {
+                ok += 1;
+                let close = r
+                    .headers()
+                    .get("connection")
+                    .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"));
+                let _ = http_body_util::BodyExt::collect(r.into_body()).await;
+                if !close {
+                    sender = Some(s);
+                }
+            }
+            _ => failed += 1,
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    (ok, failed)
+}
+
+/// A new server starts on the port of a running one (`reuse_port`), the
+/// old one shuts down, and the clients of the old one go on to the new one
+/// without a failed request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_server_takes_the_port_over_with_reuse_port_and_no_request_fails() {
+    let old = setup_with(text_rules(), None, |c| c.reuse_port = true).await;
+    let addr = old.server.addr();
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..6)
+        .map(|_| tokio::spawn(keep_alive_client(addr, stop.clone())))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Without SO_REUSEPORT the port is taken.
+    let mut config = Config::new(addr, "http://127.0.0.1:9".parse().expect("uri"));
+    config.workers = Some(1);
+    let rules = Arc::new(Rules::load(text_rules()).expect("rules compile"));
+    let logs = Logs {
+        error: ErrorLog::to_writer(Box::new(Shared::default())),
+        audit: None,
+        access: None,
+    };
+    let refused = Server::start(config, rules, logs).await.err();
+    assert!(
+        refused
+            .as_ref()
+            .is_some_and(|e| e.to_string().contains("in use")),
+        "{refused:?}"
+    );
+    let new = setup_with(text_rules(), None, |c| {
+        c.listen = addr;
+        c.reuse_port = true;
+    })
+    .await;
+    assert_eq!(new.server.addr(), addr);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let outcome = old.server.shutdown(Duration::from_secs(5)).await;
+    assert_eq!(outcome.cut, 0, "{outcome}");
+    let served_by_old = old.hits.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, Ordering::SeqCst);
+    let (mut ok, mut failed) = (0, 0);
+    for c in clients {
+        let (o, f) = c.await.expect("client");
+        ok += o;
+        failed += f;
+    }
+    assert_eq!(failed, 0, "{ok} answered");
+    assert!(served_by_old > 0, "the old server served");
+    assert!(
+        new.hits.load(Ordering::SeqCst) > 0,
+        "the new server took over"
+    );
 }
 
 #[tokio::test]
