@@ -677,6 +677,58 @@ fn serve_reloads_when_the_rule_files_change() {
     );
 }
 
+/// A manifest's files are watched with it: an edit to a site's block page
+/// reloads, and the next block shows the new page.
+#[test]
+fn serve_reloads_a_manifest_when_its_block_page_changes() {
+    use std::time::{Duration, Instant};
+    let upstream = common::backend(100, Duration::ZERO, "ok\n");
+    let dir = std::env::temp_dir().join(format!("waf-cli-page-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::write(
+        dir.join("rules.conf"),
+        "SecRuleEngine On\nSecRule ARGS \"@contains alpha\" \"id:10,phase:1,deny,status:403\"\n",
+    )
+    .expect("write");
+    std::fs::write(dir.join("page.html"), "<p>first {{status}}</p>").expect("write");
+    let listen = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .to_string();
+    std::fs::write(
+        dir.join("waf.yaml"),
+        format!("listen: {listen}\nworkers: 1\nwatch_interval: 0.2\nupstreams:\n  app: http://{upstream}\nsites:\n  - name: a\n    upstream: app\n    rules: [rules.conf]\n    block_page: page.html\n"),
+    )
+    .expect("write");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_waf"))
+        .args(["serve", "--config"])
+        .arg(dir.join("waf.yaml"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start waf serve");
+    let body_shows = |text: &str| {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if common::get(&listen, "/?q=alpha").contains(text) {
+                return true;
+            }
+            if Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let first = body_shows("<p>first 403</p>");
+    std::fs::write(dir.join("page.html"), "<p>second {{status}}</p>").expect("write");
+    let second = body_shows("<p>second 403</p>");
+    let (_, stderr) = common::stop(child);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(first && second, "{stderr}");
+    assert!(stderr.contains("page.html changed: reloading"), "{stderr}");
+}
+
 /// `waf serve` reopens its log files on SIGUSR1, as logrotate expects:
 /// lines before the signal stay in the renamed files, lines after go to new
 /// ones at the configured paths.

@@ -32,6 +32,7 @@
 
 mod access;
 mod audit;
+mod block_page;
 mod budget;
 mod connect;
 mod encoding;
@@ -589,6 +590,11 @@ fn inputs(source: &SitesSource, state: &proxy::State) -> watch::Inputs {
             };
             for site in &state.sites.load().list {
                 inputs.extend(site.rules.inputs());
+                if let Some(page) = &site.block_page {
+                    if !inputs.files.iter().any(|(p, _)| *p == page.path) {
+                        inputs.files.push((page.path.clone(), None));
+                    }
+                }
             }
             inputs
         }

@@ -2,6 +2,7 @@
 //! logs, timeouts, and sites with their rules, engine mode, paranoia level,
 //! exceptions and custom rules. See `docs/serve.md` for the reference.
 
+use crate::block_page::BlockPage;
 use crate::filter::{Filter, FilterError};
 use crate::health::HealthCheck;
 use crate::rules::{RuleSource, Rules};
@@ -58,6 +59,8 @@ struct File {
     upstreams: BTreeMap<String, UrlsFile>,
     #[serde(default)]
     health_checks: BTreeMap<String, HealthFile>,
+    #[serde(default)]
+    block_page: Option<PathBuf>,
     sites: Vec<SiteFile>,
 }
 
@@ -143,6 +146,8 @@ struct SiteFile {
     exceptions: Vec<ExceptionFile>,
     #[serde(default)]
     custom: Vec<CustomFile>,
+    #[serde(default)]
+    block_page: Option<PathBuf>,
 }
 
 #[derive(Deserialize)]
@@ -349,6 +354,7 @@ impl Manifest {
         }
 
         let mut compiled: Vec<(String, Arc<Rules>)> = Vec::new();
+        let mut pages: Vec<Arc<BlockPage>> = Vec::new();
         let mut sites = Vec::new();
         let mut names = Vec::new();
         for (i, s) in file.sites.iter().enumerate() {
@@ -443,6 +449,26 @@ impl Manifest {
                     action,
                 });
             }
+            let block_page = match s.block_page.as_ref().or(file.block_page.as_ref()) {
+                None => None,
+                Some(p) => {
+                    let p = resolve(p);
+                    match pages.iter().find(|page| page.path == p) {
+                        Some(page) => Some(page.clone()),
+                        None => {
+                            let field = if s.block_page.is_some() {
+                                at("block_page")
+                            } else {
+                                "block_page".to_string()
+                            };
+                            let page =
+                                Arc::new(BlockPage::load(&p).map_err(|m| invalid(&field, m))?);
+                            pages.push(page.clone());
+                            Some(page)
+                        }
+                    }
+                }
+            };
             sites.push(Site {
                 name: s.name.clone(),
                 when,
@@ -451,6 +477,7 @@ impl Manifest {
                 custom,
                 exceptions,
                 counts: crate::metrics::SiteCounts::new(&s.name),
+                block_page,
             });
         }
 

@@ -2,6 +2,7 @@
 
 use crate::access;
 use crate::audit::{self, Exchange};
+use crate::block_page::BlockPage;
 use crate::budget::{Holding, Lease};
 use crate::filter::RequestView;
 use crate::first_byte::FirstByte;
@@ -582,6 +583,7 @@ const UNIQUE_ID_HEADER: &str = "x-waf-unique-id";
 fn intervention_response(
     i: &Intervention,
     unique_id: &str,
+    page: Option<&BlockPage>,
 ) -> Result<Response<ProxyBody>, BoxError> {
     match i.action {
         "drop" => Err(ProxyError::Dropped),
@@ -603,17 +605,34 @@ fn intervention_response(
                 500 => "internal server error",
                 _ => "request blocked",
             };
-            let mut r = local_response(status, "");
-            *r.body_mut() = Full::new(Bytes::from(format!("{what}\nrequest id: {unique_id}\n")))
-                .map_err(|never| match never {})
-                .boxed();
-            if let Ok(v) = HeaderValue::from_str(unique_id) {
-                r.headers_mut()
-                    .insert(HeaderName::from_static(UNIQUE_ID_HEADER), v);
-            }
-            Ok(r)
+            Ok(block_response(status, what, unique_id, page))
         }
     }
+}
+
+/// A block: the site's page if it has one, else `what` and the request's
+/// id as text; either way the id in [`UNIQUE_ID_HEADER`] too.
+fn block_response(
+    status: StatusCode,
+    what: &str,
+    unique_id: &str,
+    page: Option<&BlockPage>,
+) -> Response<ProxyBody> {
+    let mut r = local_response(status, "");
+    let body = match page {
+        Some(p) => {
+            r.headers_mut()
+                .insert(hyper::header::CONTENT_TYPE, p.content_type.clone());
+            p.render(status.as_u16(), unique_id)
+        }
+        None => Bytes::from(format!("{what}\nrequest id: {unique_id}\n")),
+    };
+    *r.body_mut() = Full::new(body).map_err(|never| match never {}).boxed();
+    if let Ok(v) = HeaderValue::from_str(unique_id) {
+        r.headers_mut()
+            .insert(HeaderName::from_static(UNIQUE_ID_HEADER), v);
+    }
+    r
 }
 
 pub(crate) fn version_bytes(v: Version) -> &'static [u8] {
@@ -660,6 +679,7 @@ fn finish_with_intervention(
     state: &State,
     tx: &mut Transaction<'_>,
     x: &Exchange<'_>,
+    page: Option<&BlockPage>,
 ) -> Result<Response<ProxyBody>, BoxError> {
     tx.process_logging();
     let status = tx.intervention().map_or(500, |i| i.status);
@@ -671,7 +691,7 @@ fn finish_with_intervention(
                 n.blocked = true;
             });
             state.metrics.intervention(i.rule_id, i.status);
-            intervention_response(i, tx.unique_id())
+            intervention_response(i, tx.unique_id(), page)
         }
         None => Ok(local_response(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -859,13 +879,29 @@ async fn handle(
         ));
     };
     access::note(|n| n.site = Some(site.counts.clone()));
+    // The transaction comes first: a custom rule's block or log line names
+    // the request's id too.
+    let rs = site.rules.current();
+    let mut tx = if state.config().profile {
+        rs.transaction_with(waf_engine::EvalOptions {
+            profile: true,
+            ..rs.eval_options()
+        })
+    } else {
+        rs.transaction()
+    };
+    site.apply_exceptions(&view, &mut tx);
+    if state.access.is_some() {
+        access::note(|n| n.unique_id = Some(tx.unique_id().to_string()));
+    }
     let log_custom = |c: &crate::site::CustomRule, what: &str| {
         state.log.write(format!(
-            "waf serve: custom rule \"{}\" {what} [when \"{}\"] [client \"{}\"] [uri \"{}\"]",
+            "waf serve: custom rule \"{}\" {what} [when \"{}\"] [client \"{}\"] [uri \"{}\"] [unique_id \"{}\"]",
             c.name.escape_debug(),
             c.when.source().escape_debug(),
             remote.ip(),
             target.escape_debug(),
+            tx.unique_id(),
         ));
     };
     let custom = site.custom_action(&view, |c| {
@@ -884,7 +920,12 @@ async fn handle(
                 state.metrics.intervention(0, status);
                 log_custom(c, &format!("blocked with {status}"));
                 let status = StatusCode::from_u16(status).unwrap_or(StatusCode::FORBIDDEN);
-                return Ok(local_response(status, "request blocked\n"));
+                return Ok(block_response(
+                    status,
+                    "request blocked",
+                    tx.unique_id(),
+                    site.block_page.as_deref(),
+                ));
             }
             CustomAction::Allow => {
                 access::note(|n| n.custom_rule = Some(c.name.clone()));
@@ -893,19 +934,6 @@ async fn handle(
             }
             CustomAction::Log => {}
         }
-    }
-    let rs = site.rules.current();
-    let mut tx = if state.config().profile {
-        rs.transaction_with(waf_engine::EvalOptions {
-            profile: true,
-            ..rs.eval_options()
-        })
-    } else {
-        rs.transaction()
-    };
-    site.apply_exceptions(&view, &mut tx);
-    if state.access.is_some() {
-        access::note(|n| n.unique_id = Some(tx.unique_id().to_string()));
     }
     if allow_all {
         tx.remove_rules_by_id(0, u64::MAX);
@@ -952,7 +980,7 @@ async fn handle(
         response_body: &[],
     };
     if tx.intervention().is_some() {
-        return finish_with_intervention(&state, &mut tx, &exchange);
+        return finish_with_intervention(&state, &mut tx, &exchange, site.block_page.as_deref());
     }
     if parts.method == hyper::Method::CONNECT {
         // A reverse proxy opens no tunnels; the WAF still saw and logged it.
@@ -1038,7 +1066,7 @@ async fn handle(
                     request_body: &held,
                     ..exchange
                 };
-                return finish_with_intervention(&state, &mut tx, &x);
+                return finish_with_intervention(&state, &mut tx, &x, site.block_page.as_deref());
             }
         }
         held.extend_from_slice(&data);
@@ -1056,7 +1084,7 @@ async fn handle(
         return Ok(fault_response(&state, &mut tx, f, &target));
     }
     if tx.intervention().is_some() {
-        return finish_with_intervention(&state, &mut tx, &exchange);
+        return finish_with_intervention(&state, &mut tx, &exchange, site.block_page.as_deref());
     }
 
     // Upstream.
@@ -1260,7 +1288,7 @@ async fn handle(
         return Ok(fault_response(&state, &mut tx, f, &target));
     }
     if tx.intervention().is_some() {
-        return finish_with_intervention(&state, &mut tx, &exchange);
+        return finish_with_intervention(&state, &mut tx, &exchange, site.block_page.as_deref());
     }
     if rparts.status == StatusCode::SWITCHING_PROTOCOLS {
         return Ok(switch_protocols(
@@ -1390,7 +1418,12 @@ async fn handle(
                         response_body: read.as_deref().unwrap_or(&buffered),
                         ..exchange
                     };
-                    return finish_with_intervention(&state, &mut tx, &x);
+                    return finish_with_intervention(
+                        &state,
+                        &mut tx,
+                        &x,
+                        site.block_page.as_deref(),
+                    );
                 }
             }
         }
@@ -1406,7 +1439,7 @@ async fn handle(
         ..exchange
     };
     if tx.intervention().is_some() {
-        return finish_with_intervention(&state, &mut tx, &x);
+        return finish_with_intervention(&state, &mut tx, &x, site.block_page.as_deref());
     }
     let _ = guard.run(5, || tx.process_logging());
     log_transaction(&state, &tx, &x);

@@ -57,6 +57,8 @@ pub struct Site {
     pub exceptions: Vec<Exception>,
     /// Its counters on `/metrics` (kept across reloads by name).
     pub(crate) counts: Arc<crate::metrics::SiteCounts>,
+    /// What a client the rules block gets, if not the proxy's own text.
+    pub(crate) block_page: Option<Arc<crate::block_page::BlockPage>>,
 }
 
 impl Site {
@@ -111,6 +113,7 @@ impl Sites {
                 custom: Vec::new(),
                 exceptions: Vec::new(),
                 counts: crate::metrics::SiteCounts::new("default"),
+                block_page: None,
             }],
         })
     }

@@ -510,6 +510,100 @@ async fn health_checks_take_a_failing_server_out_and_back_in() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn block_pages_carry_the_request_id_and_reload_with_their_file() {
+    let dir = scratch("block-page");
+    let up = backend(Arc::new(AtomicUsize::new(0))).await;
+    std::fs::write(dir.join("shop.conf"), SHOP_RULES).expect("write rules");
+    std::fs::create_dir_all(dir.join("pages")).expect("dir");
+    let page = dir.join("pages/blocked.html");
+    std::fs::write(
+        &page,
+        "<h1>Blocked ({{status}})</h1><p>Quote {{unique_id}}</p>{{other}}",
+    )
+    .expect("write page");
+    std::fs::write(dir.join("default.json"), "{\"blocked\": \"{{unique_id}}\"}")
+        .expect("write page");
+    let manifest = dir.join("waf.yaml");
+    std::fs::write(
+        &manifest,
+        format!(
+            r#"listen: 127.0.0.1:0
+watch_interval: 0.2
+block_page: default.json
+upstreams:
+  app: http://{up}
+sites:
+  - name: shop
+    when: 'http.host eq "shop.example"'
+    upstream: app
+    rules: [shop.conf]
+    block_page: pages/blocked.html
+    custom:
+      - name: no-admin
+        when: 'http.request.uri.path eq "/admin"'
+        action: block
+        status: 451
+  - name: other
+    upstream: app
+    rules: [shop.conf]
+"#
+        ),
+    )
+    .expect("write manifest");
+    let m = Manifest::load(&manifest).unwrap_or_else(|e| panic!("{e}"));
+    let (server, log) = serve_plain(&manifest, m).await;
+    let addr = server.addr();
+    let blocked = |host: &'static str, path: &'static str| async move {
+        let (status, headers, body) = send_to_host(addr, host, "GET", path, "")
+            .await
+            .unwrap_or_else(|e| panic!("{host}{path}: {e}"));
+        let id = headers
+            .get("x-waf-unique-id")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        let ctype = headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        (status, ctype, id, body)
+    };
+    // A rule's block.
+    let (status, ctype, id, body) = blocked("shop.example", "/?q=attack").await;
+    assert_eq!(
+        (status, ctype.as_str()),
+        (StatusCode::FORBIDDEN, "text/html; charset=utf-8")
+    );
+    assert!(id.len() >= 16, "{id}");
+    assert_eq!(
+        body,
+        format!("<h1>Blocked (403)</h1><p>Quote {id}</p>{{{{other}}}}")
+    );
+    // A custom rule's block, its id in the error log too.
+    let (status, _, id, body) = blocked("shop.example", "/admin").await;
+    assert_eq!(status.as_u16(), 451);
+    assert_eq!(
+        body,
+        format!("<h1>Blocked (451)</h1><p>Quote {id}</p>{{{{other}}}}")
+    );
+    log_shows(&log, &format!("custom rule \"shop/no-admin\" blocked with 451 [when \"http.request.uri.path eq \\\"/admin\\\"\"] [client \"127.0.0.1\"] [uri \"/admin\"] [unique_id \"{id}\"]")).await;
+    // The manifest's default page for a site without its own.
+    let (status, ctype, id, body) = blocked("blog.example", "/?q=attack").await;
+    assert_eq!(
+        (status, ctype.as_str()),
+        (StatusCode::FORBIDDEN, "application/json")
+    );
+    assert_eq!(body, format!("{{\"blocked\": \"{id}\"}}"));
+    // A reload reads the page again (that a change to it reloads is
+    // cli/tests/cli.rs's `serve_reloads_a_manifest_when_its_block_page_changes`).
+    std::fs::write(&page, "<p>Still blocked: {{unique_id}}</p>").expect("write page");
+    server.reload().expect("reload");
+    let (_, _, id, body) = blocked("shop.example", "/?q=attack").await;
+    assert_eq!(body, format!("<p>Still blocked: {id}</p>"));
+}
+
 fn load_err(dir: &Path, text: &str) -> String {
     let p = dir.join("bad.yaml");
     std::fs::write(&p, text).expect("write");
@@ -554,6 +648,8 @@ fn broken_manifests_say_where_and_why() {
         ("health_checks:\n  app: { path: /h, interval: 0.01 }\nsites:\n  - name: a\n    upstream: app\n", "health_checks.app.interval: 0.01: seconds, at least 0.1"),
         ("health_checks:\n  app: { path: /h, status: [200, 700] }\nsites:\n  - name: a\n    upstream: app\n", "health_checks.app.status: statuses are codes 100-599"),
         ("health_checks:\n  app: { path: /h, method: HEAD }\nsites:\n  - name: a\n    upstream: app\n", "method"),
+        ("sites:\n  - name: a\n    upstream: app\n    block_page: nowhere.html\n", "sites[0] (a).block_page: "),
+        ("block_page: nowhere.html\nsites:\n  - name: a\n    upstream: app\n", ": block_page: "),
     ];
     for (sites, want) in cases {
         let e = load_err(&dir, &format!("{base}{sites}"));
