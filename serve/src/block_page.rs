@@ -61,7 +61,7 @@ impl BlockPage {
     }
 
     /// The page for a request blocked with `status`, whose id is
-    /// `unique_id` (HTML-escaped: the page may be HTML).
+    /// `unique_id` (see [`safe_id`]: the page may be HTML or JSON).
     pub(crate) fn render(&self, status: u16, unique_id: &str) -> Bytes {
         if let [Part::Text(t)] = self.parts.as_slice() {
             return t.clone();
@@ -70,7 +70,7 @@ impl BlockPage {
         for p in &self.parts {
             match p {
                 Part::Text(t) => out.extend_from_slice(t),
-                Part::UniqueId => out.extend_from_slice(escape_html(unique_id).as_bytes()),
+                Part::UniqueId => out.extend(safe_id(unique_id)),
                 Part::Status => out.extend_from_slice(status.to_string().as_bytes()),
             }
         }
@@ -111,19 +111,12 @@ fn split(bytes: &[u8]) -> Vec<Part> {
     parts
 }
 
-fn escape_html(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
+/// The id as the page may show it: the engine's ids are letters and
+/// digits; anything else (none of which HTML or JSON would need escaped
+/// then) is left out.
+fn safe_id(id: &str) -> impl Iterator<Item = u8> + '_ {
+    id.bytes()
+        .filter(|b| b.is_ascii_alphanumeric() || b"-_.:@".contains(b))
 }
 
 #[cfg(test)]
@@ -145,10 +138,10 @@ mod tests {
             "a.html",
         );
         assert_eq!(p.content_type, "text/html; charset=utf-8");
-        let out = p.render(403, "aB3<&");
+        let out = p.render(403, "aB3<&\"-9");
         assert_eq!(
             &out[..],
-            b"<p>Blocked (403). Quote aB3&lt;&amp;.</p><script>let t = '{{x}}';{{</script>403"
+            b"<p>Blocked (403). Quote aB3-9.</p><script>let t = '{{x}}';{{</script>403"
         );
     }
 
