@@ -10,7 +10,9 @@
 //! `proto`, `status` (0 when no response was made: the connection failed),
 //! `duration` (seconds, until the response headers were ready), `waf_time`
 //! (the engine's seconds on it), `unique_id`, `site` (manifest), `upstream`
-//! (the server the request went to, as nginx's `$upstream_addr`), `rule_id`
+//! (the server the request went to, as nginx's `$upstream_addr`),
+//! `upstream_time` (seconds from sending it there to the response headers,
+//! as nginx's `$upstream_header_time`), `rule_id`
 //! (the rule whose intervention answered), `custom_rule` (the manifest
 //! custom rule that answered or allowed it), `user_agent`, `referer`.
 //!
@@ -30,6 +32,9 @@ pub(crate) struct Note {
     /// Answered by the WAF itself (an intervention, a custom rule's block).
     pub blocked: bool,
     pub upstream: Option<std::sync::Arc<str>>,
+    /// From sending the request to the upstream server to its response
+    /// headers (the last server tried).
+    pub upstream_time: Option<Duration>,
     pub unique_id: Option<String>,
     pub waf_time: Duration,
     pub rule_id: Option<u64>,
@@ -127,6 +132,9 @@ pub(crate) fn line(seen: &Seen, note: &Note, status: u16, duration: Duration) ->
     if let Some(v) = &note.upstream {
         fields.push(("upstream", text(v)));
     }
+    if let Some(t) = note.upstream_time {
+        fields.push(("upstream_time", seconds(t).into()));
+    }
     if let Some(id) = note.rule_id {
         fields.push(("rule_id", id.into()));
     }
@@ -183,6 +191,7 @@ mod tests {
             client: Some("203.0.113.7".parse().expect("ip")),
             unique_id: Some("abc".into()),
             upstream: Some("http://10.0.0.5:8080/".into()),
+            upstream_time: Some(Duration::from_micros(2500)),
             rule_id: Some(949110),
             waf_time: Duration::from_micros(1234),
             ..Note::default()
@@ -205,6 +214,7 @@ mod tests {
             "waf_time",
             "unique_id",
             "upstream",
+            "upstream_time",
             "rule_id",
             "user_agent",
             "referer",
@@ -224,6 +234,7 @@ mod tests {
         assert_eq!(v["uri"], "/search?q=%27%22");
         assert_eq!(v["status"], 403);
         assert_eq!(v["waf_time"], 0.001234);
+        assert_eq!(v["upstream_time"], 0.0025);
         assert_eq!(v["user_agent"], "curl/8 \"quoted\"");
     }
 }

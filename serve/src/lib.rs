@@ -385,6 +385,7 @@ impl Server {
         metrics.rules_loaded();
         let mut sites = sites;
         metrics.set_sites(sites.adopt_counts(&[]));
+        metrics.register_upstreams(&sites.upstreams());
         let (admin_addr, admin_task) = match config.admin {
             Some(a) => {
                 let l = listen(a, config.reuse_port).map_err(ServeError::Listen)?;
@@ -615,6 +616,7 @@ fn reload(source: &SitesSource, state: &proxy::State) -> Result<Vec<String>, Rel
             state.set_config(config);
             let counts = m.sites.adopt_counts(&state.metrics().sites());
             m.sites.adopt_upstream_state(&state.sites.load());
+            state.metrics().register_upstreams(&m.sites.upstreams());
             state.sites.store(Arc::new(m.sites));
             state.metrics().set_sites(counts);
             state.check_upstreams(&state.sites.load());

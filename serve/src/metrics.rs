@@ -8,13 +8,23 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Upper bounds of the WAF-time histogram buckets, in microseconds.
-const BUCKETS_US: [u64; 14] = [
+const BUCKETS_US: Buckets = [
     10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000,
 ];
 
-/// A Prometheus histogram with fixed buckets, updated with atomics.
-#[derive(Default)]
-struct Histogram {
+/// Upper bounds of the upstream-time histogram buckets, in microseconds
+/// (1 ms to 30 s: an application's answer, not the engine's work).
+const UPSTREAM_BUCKETS_US: Buckets = [
+    1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000,
+    5_000_000, 10_000_000, 30_000_000,
+];
+
+type Buckets = [u64; 14];
+
+/// A Prometheus histogram with fixed buckets (given to `observe` and
+/// `render`, the same each time), updated with atomics.
+#[derive(Default, Debug)]
+pub(crate) struct Histogram {
     /// Observations at or under each bound (not cumulative; summed when
     /// rendered), then the ones over every bound.
     counts: [AtomicU64; BUCKETS_US.len() + 1],
@@ -22,12 +32,12 @@ struct Histogram {
 }
 
 impl Histogram {
-    fn observe(&self, d: Duration) {
+    fn observe(&self, d: Duration, bounds: &Buckets) {
         let us = d.as_micros();
-        let i = BUCKETS_US
+        let i = bounds
             .iter()
             .position(|&b| us <= u128::from(b))
-            .unwrap_or(BUCKETS_US.len());
+            .unwrap_or(bounds.len());
         self.counts[i].fetch_add(1, Ordering::Relaxed);
         self.sum_ns.fetch_add(
             u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
@@ -35,20 +45,55 @@ impl Histogram {
         );
     }
 
-    fn render(&self, s: &mut String, name: &str, labels: &str) {
+    fn render(&self, s: &mut String, name: &str, labels: &str, bounds: &Buckets) {
         let mut cumulative = 0;
-        for (i, bound) in BUCKETS_US.iter().enumerate() {
+        for (i, bound) in bounds.iter().enumerate() {
             cumulative += self.counts[i].load(Ordering::Relaxed);
             let le = *bound as f64 / 1e6;
             let _ = writeln!(s, "{name}_bucket{{{labels},le=\"{le}\"}} {cumulative}");
         }
-        cumulative += self.counts[BUCKETS_US.len()].load(Ordering::Relaxed);
+        cumulative += self.counts[bounds.len()].load(Ordering::Relaxed);
         let _ = writeln!(s, "{name}_bucket{{{labels},le=\"+Inf\"}} {cumulative}");
         let sum = self.sum_ns.load(Ordering::Relaxed) as f64 / 1e9;
         let _ = writeln!(s, "{name}_sum{{{labels}}} {sum}");
         let _ = writeln!(s, "{name}_count{{{labels}}} {cumulative}");
     }
 }
+
+/// One upstream server's counters: requests sent to it, its answers by
+/// status class, the requests it did not answer (connection refused or
+/// reset, timeout), and the time to its response headers. Shared by the
+/// upstreams that name the server through reloads (see
+/// [`Metrics::register_upstreams`]), so the counters only grow.
+#[derive(Debug, Default)]
+pub(crate) struct ServerStats {
+    requests: AtomicU64,
+    by_class: [AtomicU64; 5],
+    failures: AtomicU64,
+    time: Histogram,
+}
+
+impl ServerStats {
+    /// The server answered with `status` after `took`.
+    pub(crate) fn answered(&self, status: u16, took: Duration) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        let class = usize::from(status / 100).clamp(1, 5) - 1;
+        self.by_class[class].fetch_add(1, Ordering::Relaxed);
+        self.time.observe(took, &UPSTREAM_BUCKETS_US);
+    }
+
+    /// The server did not answer.
+    pub(crate) fn failed(&self) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.failures.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Which counter of a server a `/metrics` line shows.
+type ServerCounter = fn(&ServerStats) -> &AtomicU64;
+
+/// A server's counters with its upstream's name and its URL.
+type ServerEntry = (Arc<str>, Arc<str>, Arc<ServerStats>);
 
 /// The log writers' counters, for [`Metrics::render`].
 #[derive(Clone, Copy, Debug, Default)]
@@ -121,6 +166,8 @@ pub struct Metrics {
     /// The health-checked upstreams now running: name and each server's
     /// standing (see health.rs).
     health: Mutex<Vec<CheckedUpstream>>,
+    /// Every server of the running upstreams, in order.
+    servers: Mutex<Vec<ServerEntry>>,
 }
 
 /// A label value as the Prometheus text format writes it (`\\`, `"` and
@@ -217,6 +264,30 @@ impl Metrics {
             .fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Gives each server of `upstreams` (about to be put in force) its
+    /// counters: those a server of the same upstream name and URL had, else
+    /// new ones; the servers no longer named are dropped from `/metrics`.
+    pub(crate) fn register_upstreams(&self, upstreams: &[Arc<crate::upstream::Upstream>]) {
+        let Ok(mut known) = self.servers.lock() else {
+            return;
+        };
+        let mut next: Vec<ServerEntry> = Vec::new();
+        for u in upstreams {
+            for (i, server) in u.servers().iter().enumerate() {
+                let same = |(name, url, _): &&ServerEntry| *name == u.name && *url == server.url;
+                let stats = match known.iter().find(same).or(next.iter().find(same)) {
+                    Some((_, _, s)) => s.clone(),
+                    None => Arc::new(ServerStats::default()),
+                };
+                u.set_stats(i, stats.clone());
+                if !next.iter().any(|e| same(&e)) {
+                    next.push((u.name.clone(), server.url.clone(), stats));
+                }
+            }
+        }
+        *known = next;
+    }
+
     /// The health-checked upstreams now running (at start, and on reload).
     pub(crate) fn set_health(&self, upstreams: &[Arc<crate::upstream::Upstream>]) {
         let checked = upstreams
@@ -236,7 +307,7 @@ impl Metrics {
 
     pub(crate) fn phase_time(&self, phase: u8, d: Duration) {
         if let Some(h) = self.phase_time.get(usize::from(phase).wrapping_sub(1)) {
-            h.observe(d);
+            h.observe(d, &BUCKETS_US);
         }
     }
 
@@ -609,6 +680,61 @@ impl Metrics {
                 }
             }
         }
+        if let Ok(servers) = self.servers.lock() {
+            let labels = |(name, url, _): &ServerEntry| {
+                format!(
+                    "upstream=\"{}\",server=\"{}\"",
+                    label_value(name),
+                    label_value(url)
+                )
+            };
+            let per_server: [(&str, &str, ServerCounter); 2] = [
+                (
+                    "waf_upstream_requests_total",
+                    "Requests sent to a server of an upstream (each attempt).",
+                    |c| &c.requests,
+                ),
+                (
+                    "waf_upstream_failures_total",
+                    "Requests a server did not answer (connection failed or reset, timeout).",
+                    |c| &c.failures,
+                ),
+            ];
+            for (name, help, counter) in per_server {
+                let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter");
+                for e in servers.iter() {
+                    let n = counter(&e.2).load(Ordering::Relaxed);
+                    let _ = writeln!(s, "{name}{{{}}} {n}", labels(e));
+                }
+            }
+            let _ = writeln!(
+                s,
+                "# HELP waf_upstream_responses_total Answers of a server of an upstream by status class.\n# TYPE waf_upstream_responses_total counter"
+            );
+            for e in servers.iter() {
+                for (i, c) in e.2.by_class.iter().enumerate() {
+                    let n = c.load(Ordering::Relaxed);
+                    let _ = writeln!(
+                        s,
+                        "waf_upstream_responses_total{{{},code=\"{}xx\"}} {n}",
+                        labels(e),
+                        i + 1
+                    );
+                }
+            }
+            let _ = writeln!(
+                s,
+                "# HELP waf_upstream_response_seconds Time from sending a request to a server to its response headers.\n# TYPE waf_upstream_response_seconds histogram"
+            );
+            for e in servers.iter() {
+                e.2.time.render(
+                    &mut s,
+                    "waf_upstream_response_seconds",
+                    &labels(e),
+                    &UPSTREAM_BUCKETS_US,
+                );
+            }
+        }
         if let Ok(health) = self.health.lock() {
             if !health.is_empty() {
                 let _ = writeln!(
@@ -653,7 +779,12 @@ impl Metrics {
             "# HELP waf_phase_seconds WAF time per request and phase.\n# TYPE waf_phase_seconds histogram"
         );
         for (i, h) in self.phase_time.iter().enumerate() {
-            h.render(&mut s, "waf_phase_seconds", &format!("phase=\"{}\"", i + 1));
+            h.render(
+                &mut s,
+                "waf_phase_seconds",
+                &format!("phase=\"{}\"", i + 1),
+                &BUCKETS_US,
+            );
         }
         s
     }

@@ -1190,7 +1190,17 @@ async fn handle(
             }
         }
         let client = client.to(server, switch.is_some());
-        match tokio::time::timeout_at(deadline, client.request(up)).await {
+        let asked = Instant::now();
+        let outcome = tokio::time::timeout_at(deadline, client.request(up)).await;
+        let took = asked.elapsed();
+        if let Some(stats) = site.upstream.stats(i) {
+            match &outcome {
+                Ok(Ok(r)) => stats.answered(r.status().as_u16(), took),
+                _ => stats.failed(),
+            }
+        }
+        access::note(|n| n.upstream_time = Some(took));
+        match outcome {
             Ok(Err(e)) if e.is_connect() && site.upstream.several() => {
                 site.upstream.mark_down(i);
                 state.metrics.upstream_server_down();

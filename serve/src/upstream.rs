@@ -17,6 +17,7 @@
 //! deploy.
 
 use crate::health::{HealthCheck, ServerHealth};
+use crate::metrics::ServerStats;
 use hyper::Uri;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -43,6 +44,9 @@ pub(crate) struct Upstream {
     /// with `/metrics`, which must not keep the upstream alive).
     pub(crate) check: Option<HealthCheck>,
     pub(crate) health: Arc<[ServerHealth]>,
+    /// Per server: its counters on `/metrics`, given by
+    /// `Metrics::register_upstreams` before the upstream is put in force.
+    stats: Vec<OnceLock<Arc<ServerStats>>>,
 }
 
 /// One server of an upstream.
@@ -133,10 +137,23 @@ impl Upstream {
                 .iter()
                 .map(|s| ServerHealth::new(s.url.clone()))
                 .collect(),
+            stats: servers.iter().map(|_| OnceLock::new()).collect(),
             servers,
             next: AtomicUsize::new(0),
             check,
         })
+    }
+
+    /// Server `i`'s counters, once registered.
+    pub(crate) fn stats(&self, i: usize) -> Option<&ServerStats> {
+        self.stats.get(i).and_then(OnceLock::get).map(|s| &**s)
+    }
+
+    /// Gives server `i` its counters (the first call only counts).
+    pub(crate) fn set_stats(&self, i: usize, stats: Arc<ServerStats>) {
+        if let Some(slot) = self.stats.get(i) {
+            let _ = slot.set(stats);
+        }
     }
 
     /// The servers, in the order given.

@@ -293,7 +293,7 @@ async fn an_upstream_of_several_servers_takes_them_in_turn_and_skips_one_down() 
 async fn several_servers(case: &str, rules: &str) {
     let dir = scratch(&format!("servers-{case}"));
     let (hits_a, hits_b) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    let (a, b) = (backend(hits_a.clone()).await, backend(hits_b.clone()).await);
+    let (addr_a, addr_b) = (backend(hits_a.clone()).await, backend(hits_b.clone()).await);
     // A port nobody listens on.
     let dead = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -303,7 +303,7 @@ async fn several_servers(case: &str, rules: &str) {
     let manifest = dir.join("waf.yaml");
     std::fs::write(
         &manifest,
-        format!("listen: 127.0.0.1:0\nupstreams:\n  app: [http://{dead}, http://{a}, http://{b}]\nsites:\n  - name: all\n    upstream: app\n    rules: [shop.conf]\n"),
+        format!("listen: 127.0.0.1:0\nupstreams:\n  app: [http://{dead}, http://{addr_a}, http://{addr_b}]\nsites:\n  - name: all\n    upstream: app\n    rules: [shop.conf]\n"),
     )
     .expect("write");
     let m = Manifest::load(&manifest).unwrap_or_else(|e| panic!("{e}"));
@@ -332,6 +332,31 @@ async fn several_servers(case: &str, rules: &str) {
     let down = format!("upstream server http://{dead}/ unreachable, left out for 10 s");
     assert_eq!(text.matches(&down).count(), 1, "{case}: {text}");
     assert!(!text.contains("upstream unavailable"), "{case}: {text}");
+    // Each server's counters: the dead one tried once, unanswered; the
+    // live ones' answers, all 2xx, timed.
+    let metrics = server.metrics().render(Default::default());
+    let label = |addr: &SocketAddr| format!("upstream=\"app\",server=\"http://{addr}/\"");
+    for want in [
+        format!("waf_upstream_requests_total{{{}}} 1\n", label(&dead)),
+        format!("waf_upstream_failures_total{{{}}} 1\n", label(&dead)),
+        format!("waf_upstream_requests_total{{{}}} {}\n", label(&addr_a), a),
+        format!(
+            "waf_upstream_responses_total{{{},code=\"2xx\"}} {}\n",
+            label(&addr_a),
+            a
+        ),
+        format!("waf_upstream_failures_total{{{}}} 0\n", label(&addr_b)),
+        format!(
+            "waf_upstream_response_seconds_count{{{}}} {}\n",
+            label(&addr_b),
+            b
+        ),
+    ] {
+        assert!(
+            metrics.contains(&want),
+            "{case}: no {want:?} in:\n{metrics}"
+        );
+    }
 }
 
 /// A backend for health checks: `/healthz` answers 200 or, once `failing`
@@ -473,9 +498,22 @@ async fn health_checks_take_a_failing_server_out_and_back_in() {
         assert!(text.contains(&line), "no {line} in:\n{text}");
     }
 
-    // A reload keeps B out, and the replaced upstream's checks stop.
+    // A reload keeps B out, and the replaced upstream's checks stop; the
+    // servers' request counters go on from where they were.
+    let served_by_a = |text: &str| {
+        let line =
+            format!("waf_upstream_requests_total{{upstream=\"app\",server=\"http://{a}/\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&line))
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let before_reload = served_by_a(&server.metrics().render(Default::default()));
+    assert!(before_reload >= 12, "{before_reload}");
     server.reload().expect("reload");
     get_all(6).await;
+    let after_reload = served_by_a(&server.metrics().render(Default::default()));
+    assert_eq!(after_reload, before_reload + 6);
     assert_eq!(
         hits_b.load(Ordering::SeqCst),
         before,

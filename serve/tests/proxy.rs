@@ -1239,12 +1239,15 @@ async fn every_request_gets_an_access_log_line_with_what_the_waf_did() {
             .is_some_and(|u| u.starts_with("http://127.0.0.1:")),
         "{ok}"
     );
+    let upstream_time = ok["upstream_time"].as_f64().unwrap_or(-1.0);
+    assert!(upstream_time > 0.0 && upstream_time < 5.0, "{ok}");
     let blocked = by_uri("/?x=attack");
     assert_eq!(
         (blocked["status"].as_u64(), blocked["rule_id"].as_u64()),
         (Some(403), Some(1))
     );
     assert!(blocked.get("upstream").is_none(), "{blocked}");
+    assert!(blocked.get("upstream_time").is_none(), "{blocked}");
     // Refused by a body limit (before any rule): a line all the same.
     let too_big = lines
         .iter()
