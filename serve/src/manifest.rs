@@ -7,7 +7,7 @@ use crate::filter::{Filter, FilterError};
 use crate::health::HealthCheck;
 use crate::rules::{RuleSource, Rules};
 use crate::site::{CustomAction, CustomRule, Exception, Site, Sites};
-use crate::upstream::Upstream;
+use crate::upstream::{ServerSpec, Upstream};
 use crate::{Config, OnError};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -309,13 +309,10 @@ impl Manifest {
         let mut upstreams: BTreeMap<&str, Arc<Upstream>> = BTreeMap::new();
         for (name, urls) in &file.upstreams {
             let at = format!("upstreams.{name}");
-            let uris = urls
+            let specs = urls
                 .urls()
                 .iter()
-                .map(|url| {
-                    url.parse::<hyper::Uri>()
-                        .map_err(|e| invalid(&at, format!("`{url}`: {e}")))
-                })
+                .map(|url| ServerSpec::parse(url).map_err(|m| invalid(&at, m)))
                 .collect::<Result<Vec<_>, _>>()?;
             let check =
                 match file.health_checks.get(name) {
@@ -324,7 +321,7 @@ impl Manifest {
                     })?),
                     None => None,
                 };
-            let up = Upstream::of(name, &uris, check).map_err(|m| invalid(&at, m))?;
+            let up = Upstream::of(name, &specs, check).map_err(|m| invalid(&at, m))?;
             upstreams.insert(name, Arc::new(up));
         }
         if let Some(name) = file
@@ -481,9 +478,9 @@ impl Manifest {
             });
         }
 
-        let upstream_uri: hyper::Uri = first_upstream
-            .parse()
-            .map_err(|e| invalid("upstreams", format!("{e}")))?;
+        let upstream_uri = ServerSpec::parse(first_upstream)
+            .map_err(|m| invalid("upstreams", m))?
+            .uri;
         let mut config = Config::new(listeners[0].listen, upstream_uri);
         config.admin = file.admin;
         config.workers = file.workers;

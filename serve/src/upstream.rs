@@ -4,12 +4,11 @@
 //!
 //! A WAF in front of an application that runs on several machines must not
 //! make one of them a single point of failure, nor need a load balancer of
-//! its own behind it. The policy is nginx's default one (round robin, a
-//! server that fails to connect is not tried for 10 s): a request whose
-//! body is held whole (the usual case: phase 2 needs it) goes to the next
-//! server when one refuses the connection, so a server going down costs no
-//! request. A request whose body is streaming through cannot be sent twice
-//! and gets the 502.
+//! its own behind it. The policy is nginx's default one (weighted round
+//! robin, `backup` servers, a server that fails to connect is not tried
+//! for 10 s): a request goes to the next server when one refuses the
+//! connection, its body too, held or streaming as long as no connection
+//! read any of it, so a server going down costs no request.
 //!
 //! With a health check (see health.rs), a server that fails it is left out
 //! too, until it passes again: what catches an application that still
@@ -36,6 +35,12 @@ pub(crate) struct Upstream {
     /// Its name in the manifest (`default` for `--upstream`): logs, metrics.
     pub(crate) name: Arc<str>,
     servers: Vec<Endpoint>,
+    /// The order requests take the servers in, each server as many times
+    /// as its weight, spread out (nginx's smooth weighted round robin, run
+    /// once here): primary servers, then backups, which only take requests
+    /// no primary can.
+    schedule: Vec<u8>,
+    backup_schedule: Vec<u8>,
     next: AtomicUsize,
     /// Per server: milliseconds since [`epoch`] before which it is not
     /// tried (0: up).
@@ -104,33 +109,122 @@ fn now_ms() -> u64 {
     epoch().elapsed().as_millis() as u64
 }
 
+/// The largest weight a server may have.
+pub(crate) const MAX_WEIGHT: u32 = 100;
+
+/// A server as an upstream lists it: its URL, and how it shares the load.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ServerSpec {
+    pub uri: Uri,
+    /// Requests it takes per round, relative to the others.
+    pub weight: u32,
+    /// Only takes requests no primary server can (all down or failing
+    /// their health checks).
+    pub backup: bool,
+}
+
+impl ServerSpec {
+    /// A server of weight 1.
+    pub(crate) fn plain(uri: Uri) -> ServerSpec {
+        ServerSpec {
+            uri,
+            weight: 1,
+            backup: false,
+        }
+    }
+
+    /// `URL [weight=N] [backup]`, as nginx's `server` lists them.
+    pub(crate) fn parse(text: &str) -> Result<ServerSpec, String> {
+        let mut words = text.split_whitespace();
+        let url = words.next().ok_or("an empty server: give its URL")?;
+        let uri = url.parse::<Uri>().map_err(|e| format!("`{url}`: {e}"))?;
+        let mut spec = ServerSpec::plain(uri);
+        for w in words {
+            match w.split_once('=') {
+                Some(("weight", n)) => {
+                    spec.weight = n
+                        .parse::<u32>()
+                        .ok()
+                        .filter(|n| (1..=MAX_WEIGHT).contains(n))
+                        .ok_or_else(|| {
+                            format!("`{w}`: a weight is a whole number from 1 to {MAX_WEIGHT}")
+                        })?;
+                }
+                None if w == "backup" => spec.backup = true,
+                _ => {
+                    return Err(format!(
+                        "`{w}` after `{url}`: a server takes `weight=N` and `backup`"
+                    ))
+                }
+            }
+        }
+        Ok(spec)
+    }
+}
+
+/// Smooth weighted round robin over `servers` (index, weight): each
+/// server as often as its weight, and as evenly spread as can be (weights
+/// 5, 1, 1 give a a b a c a a, not a a a a a b c).
+fn schedule(servers: &[(usize, u32)]) -> Vec<u8> {
+    let total: i64 = servers.iter().map(|&(_, w)| i64::from(w)).sum();
+    let mut current = vec![0i64; servers.len()];
+    let mut out = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
+    for _ in 0..total {
+        for (c, &(_, w)) in current.iter_mut().zip(servers) {
+            *c += i64::from(w);
+        }
+        let Some(best) = (0..servers.len()).max_by_key(|&k| (current[k], std::cmp::Reverse(k)))
+        else {
+            break;
+        };
+        current[best] -= total;
+        // At most MAX_SERVERS (64) servers: an index fits a byte.
+        out.push(servers[best].0 as u8);
+    }
+    out
+}
+
 impl Upstream {
     /// An upstream of one server, unchecked.
     pub(crate) fn new(name: &str, uri: &Uri) -> Result<Upstream, String> {
-        Self::of(name, std::slice::from_ref(uri), None)
+        Self::of(name, &[ServerSpec::plain(uri.clone())], None)
     }
 
-    /// An upstream of these servers (at least one, at most
-    /// [`MAX_SERVERS`]), health-checked if `check` is given.
+    /// An upstream of these servers (at least one primary, at most
+    /// [`MAX_SERVERS`] in all), health-checked if `check` is given.
     pub(crate) fn of(
         name: &str,
-        uris: &[Uri],
+        specs: &[ServerSpec],
         check: Option<HealthCheck>,
     ) -> Result<Upstream, String> {
-        if uris.is_empty() {
+        if specs.is_empty() {
             return Err("give at least one server URL".into());
         }
-        if uris.len() > MAX_SERVERS {
+        if specs.len() > MAX_SERVERS {
             return Err(format!(
                 "{} servers: an upstream has at most {MAX_SERVERS}",
-                uris.len()
+                specs.len()
             ));
         }
-        let servers = uris
+        if specs.iter().all(|s| s.backup) {
+            return Err("every server is a backup: name at least one that is not".into());
+        }
+        let servers = specs
             .iter()
-            .map(Endpoint::new)
+            .map(|s| Endpoint::new(&s.uri))
             .collect::<Result<Vec<_>, _>>()?;
+        let of_kind = |backup: bool| {
+            let listed: Vec<(usize, u32)> = specs
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.backup == backup)
+                .map(|(i, s)| (i, s.weight))
+                .collect();
+            schedule(&listed)
+        };
         Ok(Upstream {
+            schedule: of_kind(false),
+            backup_schedule: of_kind(true),
             name: name.into(),
             down_until: servers.iter().map(|_| AtomicU64::new(0)).collect(),
             health: servers
@@ -194,30 +288,35 @@ impl Upstream {
     /// check: the check may be what is wrong, and trying is better than
     /// refusing); else the one back soonest.
     pub(crate) fn pick(&self, tried: u64) -> (usize, &Endpoint) {
-        let n = self.servers.len();
-        if n == 1 {
+        if self.servers.len() == 1 {
             return (0, &self.servers[0]);
         }
-        let start = self.next.fetch_add(1, Ordering::Relaxed) % n;
+        let turn = self.next.fetch_add(1, Ordering::Relaxed);
         let now = now_ms();
         let mut up_unhealthy: Option<usize> = None;
         let mut soonest: Option<(usize, u64)> = None;
-        for k in 0..n {
-            let i = (start + k) % n;
-            if tried & (1 << i) != 0 {
-                continue;
-            }
-            let until = self.down_until[i].load(Ordering::Relaxed);
-            if until <= now {
-                if self.health[i].healthy() {
-                    return (i, &self.servers[i]);
+        // Primaries first; backups only when no primary is up and healthy.
+        for schedule in [&self.schedule, &self.backup_schedule] {
+            let len = schedule.len();
+            for k in 0..len {
+                let i = usize::from(schedule[(turn + k) % len]);
+                if tried & (1 << i) != 0 {
+                    continue;
                 }
-                up_unhealthy.get_or_insert(i);
-            } else if soonest.is_none_or(|(_, u)| until < u) {
-                soonest = Some((i, until));
+                let until = self.down_until[i].load(Ordering::Relaxed);
+                if until <= now {
+                    if self.health[i].healthy() {
+                        return (i, &self.servers[i]);
+                    }
+                    up_unhealthy.get_or_insert(i);
+                } else if soonest.is_none_or(|(_, u)| until < u) {
+                    soonest = Some((i, until));
+                }
             }
         }
-        let i = up_unhealthy.or(soonest.map(|(i, _)| i)).unwrap_or(start);
+        let i = up_unhealthy
+            .or(soonest.map(|(i, _)| i))
+            .unwrap_or_else(|| usize::from(self.schedule[turn % self.schedule.len()]));
         (i, &self.servers[i])
     }
 
@@ -234,8 +333,11 @@ mod tests {
     use super::*;
 
     fn upstream(urls: &[&str]) -> Upstream {
-        let uris: Vec<Uri> = urls.iter().filter_map(|u| u.parse().ok()).collect();
-        Upstream::of("app", &uris, None).unwrap_or_else(|e| panic!("{e}"))
+        let specs: Vec<ServerSpec> = urls
+            .iter()
+            .map(|u| ServerSpec::parse(u).unwrap_or_else(|e| panic!("{e}")))
+            .collect();
+        Upstream::of("app", &specs, None).unwrap_or_else(|e| panic!("{e}"))
     }
 
     #[test]
@@ -273,16 +375,16 @@ mod tests {
         u.health[1].record(false, &check);
         assert!((0..3).all(|_| u.pick(0).0 != 1), "down beats failing");
         // A reload keeps what was known of the servers it keeps.
-        let uris: Vec<Uri> = ["http://c:1", "http://b:1", "http://d:1"]
+        let specs: Vec<ServerSpec> = ["http://c:1", "http://b:1", "http://d:1"]
             .iter()
-            .filter_map(|u| u.parse().ok())
+            .filter_map(|u| ServerSpec::parse(u).ok())
             .collect();
-        let again = Upstream::of("app", &uris, None).unwrap_or_else(|e| panic!("{e}"));
+        let again = Upstream::of("app", &specs, None).unwrap_or_else(|e| panic!("{e}"));
         again.adopt_state(&u);
         assert!(!again.health[0].healthy() && !again.health[1].healthy());
         assert!(again.health[2].healthy());
         assert_ne!(again.down_until[1].load(Ordering::Relaxed), 0);
-        let other = Upstream::of("other", &uris, None).unwrap_or_else(|e| panic!("{e}"));
+        let other = Upstream::of("other", &specs, None).unwrap_or_else(|e| panic!("{e}"));
         other.adopt_state(&u);
         assert!(
             other.health[0].healthy(),
@@ -302,6 +404,58 @@ mod tests {
         // Both down: the one back soonest (server 0, marked first).
         u.down_until[1].store(u64::MAX, Ordering::Relaxed);
         assert_eq!(u.pick(0).0, 0);
+    }
+
+    #[test]
+    fn weights_spread_requests_and_backups_wait_for_the_primaries() {
+        let u = upstream(&["http://a:1 weight=5", "http://b:1", "http://c:1"]);
+        let picked: Vec<usize> = (0..7).map(|_| u.pick(0).0).collect();
+        assert_eq!(picked, [0, 0, 1, 0, 2, 0, 0]);
+        let u = upstream(&["http://a:1", "http://b:1 weight=2", "http://z:1 backup"]);
+        let picked: Vec<usize> = (0..6).map(|_| u.pick(0).0).collect();
+        assert!(picked.iter().all(|&i| i != 2), "{picked:?}");
+        assert_eq!(picked.iter().filter(|&&i| i == 1).count(), 4, "{picked:?}");
+        // The primaries down: the backup; one back: it again.
+        u.mark_down(0);
+        u.mark_down(1);
+        assert!((0..4).all(|_| u.pick(0).0 == 2));
+        u.down_until[1].store(0, Ordering::Relaxed);
+        assert!((0..4).all(|_| u.pick(0).0 == 1));
+        // A retry after the primary failed goes to the backup.
+        assert_eq!(u.pick(1 << 1).0, 2);
+    }
+
+    #[test]
+    fn server_specs_are_checked() {
+        let s =
+            ServerSpec::parse("  http://a:1   weight=3 backup ").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            (s.weight, s.backup, s.uri.to_string()),
+            (3, true, "http://a:1/".to_string())
+        );
+        for (bad, want) in [
+            ("", "an empty server"),
+            (
+                "http://a:1 weight=0",
+                "a weight is a whole number from 1 to 100",
+            ),
+            ("http://a:1 weight=101", "from 1 to 100"),
+            ("http://a:1 weight=x", "from 1 to 100"),
+            (
+                "http://a:1 down",
+                "`down` after `http://a:1`: a server takes `weight=N` and `backup`",
+            ),
+            ("http://a b:1", "after"),
+        ] {
+            let e = ServerSpec::parse(bad).err().unwrap_or_default();
+            assert!(e.contains(want), "{bad:?}: {e}");
+        }
+        let all_backups =
+            [ServerSpec::parse("http://a:1 backup").unwrap_or_else(|e| panic!("{e}"))];
+        let e = Upstream::of("app", &all_backups, None)
+            .err()
+            .unwrap_or_default();
+        assert!(e.contains("every server is a backup"), "{e}");
     }
 
     #[test]

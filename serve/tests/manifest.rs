@@ -290,6 +290,45 @@ async fn an_upstream_of_several_servers_takes_them_in_turn_and_skips_one_down() 
     }
 }
 
+#[tokio::test]
+async fn weights_share_the_load_and_a_backup_takes_over_when_the_primaries_are_down() {
+    let dir = scratch("weights");
+    let hits: Vec<Arc<AtomicUsize>> = (0..3).map(|_| Arc::new(AtomicUsize::new(0))).collect();
+    let mut addrs = Vec::new();
+    for h in &hits {
+        addrs.push(backend(h.clone()).await);
+    }
+    let dead: Vec<SocketAddr> = (0..2)
+        .map(|_| {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            l.local_addr().expect("addr")
+        })
+        .collect();
+    std::fs::write(dir.join("shop.conf"), SHOP_RULES).expect("write rules");
+    let manifest = dir.join("waf.yaml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "listen: 127.0.0.1:0\nupstreams:\n  app: [\"http://{} weight=3\", http://{}, \"http://{} backup\"]\n  gone: [\"http://{} weight=2\", http://{}, \"http://{} backup\"]\nsites:\n  - name: gone\n    when: 'http.host eq \"gone.example\"'\n    upstream: gone\n    rules: [shop.conf]\n  - name: all\n    upstream: app\n    rules: [shop.conf]\n",
+            addrs[0], addrs[1], addrs[2], dead[0], dead[1], addrs[2]
+        ),
+    )
+    .expect("write");
+    let m = Manifest::load(&manifest).unwrap_or_else(|e| panic!("{e}"));
+    let (server, _log) = serve_plain(&manifest, m).await;
+    let addr = server.addr();
+    for _ in 0..8 {
+        assert_eq!(status(addr, "shop.example", "/").await, StatusCode::OK);
+    }
+    let counts: Vec<usize> = hits.iter().map(|h| h.load(Ordering::SeqCst)).collect();
+    assert_eq!(counts, [6, 2, 0], "weight 3 against 1, the backup idle");
+    // Both primaries refuse connections: every request goes to the backup.
+    for _ in 0..4 {
+        assert_eq!(status(addr, "gone.example", "/").await, StatusCode::OK);
+    }
+    assert_eq!(hits[2].load(Ordering::SeqCst), 4);
+}
+
 async fn several_servers(case: &str, rules: &str) {
     let dir = scratch(&format!("servers-{case}"));
     let (hits_a, hits_b) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
@@ -693,6 +732,14 @@ fn broken_manifests_say_where_and_why() {
         let e = load_err(&dir, &format!("{base}{sites}"));
         assert!(e.contains(want), "want {want:?} in:\n{e}");
     }
+    let e = load_err(
+        &dir,
+        "listen: 127.0.0.1:0\nupstreams:\n  app: [\"http://127.0.0.1:9 weight=0\"]\nsites:\n  - name: a\n    upstream: app\n",
+    );
+    assert!(
+        e.contains("upstreams.app: `weight=0`: a weight is a whole number from 1 to 100"),
+        "{e}"
+    );
     let e = load_err(&dir, "listen: nowhere\n");
     assert!(e.contains("bad.yaml"), "{e}");
     let rest = "upstreams:\n  app: http://127.0.0.1:9\nsites:\n  - name: a\n    upstream: app\n";
