@@ -47,6 +47,7 @@ mod net;
 pub mod profile;
 mod proxy;
 mod reconfigure;
+pub mod redirect;
 mod rules;
 mod send_timeout;
 mod site;

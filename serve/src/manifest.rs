@@ -175,6 +175,8 @@ struct CustomFile {
     action: String,
     #[serde(default)]
     status: Option<u16>,
+    #[serde(default)]
+    location: Option<String>,
 }
 
 /// A manifest that could not be used: the file, where in it, and why.
@@ -418,6 +420,34 @@ impl Manifest {
             for (j, c) in s.custom.iter().enumerate() {
                 let field = format!("custom[{j}]");
                 let action = match (c.action.to_ascii_lowercase().as_str(), c.status) {
+                    ("redirect", status) => {
+                        let status = status.unwrap_or(301);
+                        if ![301, 302, 303, 307, 308].contains(&status) {
+                            return Err(invalid(
+                                &at(&field),
+                                format!(
+                                    "status {status}: a redirect answers 301, 302, 303, 307 or 308"
+                                ),
+                            ));
+                        }
+                        let location = c.location.as_deref().ok_or_else(|| {
+                            invalid(
+                                &at(&field),
+                                "a redirect needs `location`, e.g. \"https://{host}{uri}\"".into(),
+                            )
+                        })?;
+                        let location = crate::redirect::Location::parse(location)
+                            .map_err(|m| invalid(&at(&format!("{field}.location")), m))?;
+                        CustomAction::Redirect(status, location)
+                    }
+                    (_, _)
+                        if c.location.is_some() && !c.action.eq_ignore_ascii_case("redirect") =>
+                    {
+                        return Err(invalid(
+                            &at(&field),
+                            "only `redirect` takes a location".into(),
+                        ))
+                    }
                     ("block", status) => {
                         let status = status.unwrap_or(403);
                         if !(400..=599).contains(&status) {
@@ -431,12 +461,15 @@ impl Manifest {
                     ("allow", None) => CustomAction::Allow,
                     ("log", None) => CustomAction::Log,
                     ("allow" | "log", Some(_)) => {
-                        return Err(invalid(&at(&field), "only `block` takes a status".into()))
+                        return Err(invalid(
+                            &at(&field),
+                            "only `block` and `redirect` take a status".into(),
+                        ))
                     }
                     (other, _) => {
                         return Err(invalid(
                             &at(&field),
-                            format!("unknown action `{other}`: use block, allow or log"),
+                            format!("unknown action `{other}`: use block, redirect, allow or log"),
                         ))
                     }
                 };

@@ -910,8 +910,24 @@ async fn handle(
     });
     let mut allow_all = false;
     if let Some(c) = custom {
-        match c.action {
-            CustomAction::Block(status) => {
+        match &c.action {
+            &CustomAction::Redirect(status, ref location) => {
+                access::note(|n| {
+                    n.custom_rule = Some(c.name.clone());
+                    n.blocked = true;
+                });
+                state.metrics.custom(&c.name, "redirect");
+                let Ok(to) = location.render(&host, path_and_query) else {
+                    log_custom(c, "matched, but the request's host is not a host name: 400");
+                    return Ok(local_response(StatusCode::BAD_REQUEST, "bad host\n"));
+                };
+                log_custom(c, &format!("redirected with {status}"));
+                let status = StatusCode::from_u16(status).unwrap_or(StatusCode::MOVED_PERMANENTLY);
+                let mut r = local_response(status, "");
+                r.headers_mut().insert(LOCATION, to);
+                return Ok(r);
+            }
+            &CustomAction::Block(status) => {
                 access::note(|n| {
                     n.custom_rule = Some(c.name.clone());
                     n.blocked = true;

@@ -19,10 +19,13 @@ pub struct Exception {
 }
 
 /// What a custom rule does to the requests its filter matches.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CustomAction {
     /// Answer with this status at once; nothing reaches the upstream.
     Block(u16),
+    /// Answer with this redirection status and a `Location` made from the
+    /// template (`https://{host}{uri}`); nothing reaches the upstream.
+    Redirect(u16, crate::redirect::Location),
     /// No SecLang rule runs for the request (the proxy's own limits still
     /// apply).
     Allow,

@@ -291,6 +291,73 @@ async fn an_upstream_of_several_servers_takes_them_in_turn_and_skips_one_down() 
 }
 
 #[tokio::test]
+async fn a_custom_redirect_sends_plain_http_to_https() {
+    let dir = scratch("redirect");
+    let hits = Arc::new(AtomicUsize::new(0));
+    let up = backend(hits.clone()).await;
+    std::fs::write(dir.join("shop.conf"), SHOP_RULES).expect("write rules");
+    let manifest = dir.join("waf.yaml");
+    std::fs::write(
+        &manifest,
+        format!(
+            r#"listen: 127.0.0.1:0
+upstreams:
+  app: http://{up}
+sites:
+  - name: shop
+    upstream: app
+    rules: [shop.conf]
+    custom:
+      - name: https-only
+        when: 'not ssl and http.request.uri.path ne "/.well-known/acme-challenge/x"'
+        action: redirect
+        location: "https://{{host}}{{uri}}"
+"#
+        ),
+    )
+    .expect("write manifest");
+    let m = Manifest::load(&manifest).unwrap_or_else(|e| panic!("{e}"));
+    let (server, log) = serve_plain(&manifest, m).await;
+    let addr = server.addr();
+    for (host, target, want) in [
+        (
+            "shop.example",
+            "/cart?id=7",
+            "https://shop.example/cart?id=7",
+        ),
+        ("shop.example:8080", "/", "https://shop.example/"),
+    ] {
+        let (status, headers, _) = send_to_host(addr, host, "GET", target, "")
+            .await
+            .unwrap_or_else(|e| panic!("{host}{target}: {e}"));
+        assert_eq!(status, StatusCode::MOVED_PERMANENTLY, "{host}{target}");
+        assert_eq!(
+            headers.get("location").and_then(|v| v.to_str().ok()),
+            Some(want)
+        );
+    }
+    // A host that is not a host name is not copied into a Location.
+    assert_eq!(
+        status(addr, "evil.example@x", "/").await,
+        StatusCode::BAD_REQUEST
+    );
+    // What the filter leaves out goes on to the application.
+    assert_eq!(
+        status(addr, "shop.example", "/.well-known/acme-challenge/x").await,
+        StatusCode::OK
+    );
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+    log_shows(&log, "custom rule \"shop/https-only\" redirected with 301").await;
+    let text = server.metrics().render(Default::default());
+    assert!(
+        text.contains(
+            "waf_custom_rule_actions_total{rule=\"shop/https-only\",action=\"redirect\"} 3"
+        ),
+        "{text}"
+    );
+}
+
+#[tokio::test]
 async fn weights_share_the_load_and_a_backup_takes_over_when_the_primaries_are_down() {
     let dir = scratch("weights");
     let hits: Vec<Arc<AtomicUsize>> = (0..3).map(|_| Arc::new(AtomicUsize::new(0))).collect();
@@ -726,6 +793,10 @@ fn broken_manifests_say_where_and_why() {
         ("health_checks:\n  app: { path: /h, status: [200, 700] }\nsites:\n  - name: a\n    upstream: app\n", "health_checks.app.status: statuses are codes 100-599"),
         ("health_checks:\n  app: { path: /h, method: HEAD }\nsites:\n  - name: a\n    upstream: app\n", "method"),
         ("sites:\n  - name: a\n    upstream: app\n    block_page: nowhere.html\n", "sites[0] (a).block_page: "),
+        ("sites:\n  - name: a\n    upstream: app\n    custom:\n      - name: c\n        when: ssl\n        action: redirect\n", "a redirect needs `location`"),
+        ("sites:\n  - name: a\n    upstream: app\n    custom:\n      - name: c\n        when: ssl\n        action: redirect\n        status: 200\n        location: https://x/\n", "status 200: a redirect answers 301, 302, 303, 307 or 308"),
+        ("sites:\n  - name: a\n    upstream: app\n    custom:\n      - name: c\n        when: ssl\n        action: redirect\n        location: \"https://{hots}/\"\n", "sites[0] (a).custom[0].location: `{hots}` in `https://{hots}/`: the placeholders are {host} and {uri}"),
+        ("sites:\n  - name: a\n    upstream: app\n    custom:\n      - name: c\n        when: ssl\n        action: block\n        location: https://x/\n", "only `redirect` takes a location"),
         ("block_page: nowhere.html\nsites:\n  - name: a\n    upstream: app\n", ": block_page: "),
     ];
     for (sites, want) in cases {
