@@ -76,6 +76,12 @@ pub struct Args {
     /// `REMOTE_ADDR` [default: none trusted].
     #[arg(long = "trusted-proxy", value_name = "CIDR")]
     pub trusted_proxies: Vec<String>,
+    /// A request-id header (e.g. X-Request-ID): a trusted proxy's value
+    /// becomes the request's UNIQUE_ID in the logs, and the application
+    /// gets the request's id in it [default: none; X-WAF-Unique-ID is
+    /// always sent].
+    #[arg(long, value_name = "NAME")]
+    pub request_id_header: Option<String>,
     /// Time every rule and export per-rule counters on `/metrics`, for
     /// `waf profile -c RULES --from-metrics FILE...` (costs engine time).
     #[arg(long)]
@@ -191,6 +197,12 @@ pub fn run(args: Args) -> CmdResult {
     config.reuse_port = args.reuse_port;
     config.trusted_proxies =
         waf_serve::TrustedProxies::parse(&args.trusted_proxies).map_err(CliError::usage)?;
+    config.request_id_header = args
+        .request_id_header
+        .as_deref()
+        .map(waf_serve::request_id_header)
+        .transpose()
+        .map_err(|e| CliError::usage(format!("--request-id-header: {e}")))?;
     config.workers = Some(args.workers.unwrap_or_else(default_workers));
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(c), Some(k)) => Some(waf_serve::tls::load(c, k).map_err(CliError::usage)?),
@@ -236,6 +248,7 @@ fn run_manifest(path: &Path, args: &Args) -> CmdResult {
         ("--reuse-port", args.reuse_port),
         ("--workers", args.workers.is_some()),
         ("--trusted-proxy", !args.trusted_proxies.is_empty()),
+        ("--request-id-header", args.request_id_header.is_some()),
     ];
     if let Some((flag, _)) = flags.iter().find(|f| f.1) {
         return Err(CliError::usage(format!(

@@ -48,6 +48,7 @@ pub mod profile;
 mod proxy;
 mod reconfigure;
 pub mod redirect;
+mod request_id;
 mod rules;
 mod send_timeout;
 mod site;
@@ -64,6 +65,7 @@ pub use log::ErrorLog;
 pub use manifest::{ListenerSpec, Manifest, ManifestError};
 pub use metrics::{LogCounts, Metrics};
 pub use reconfigure::FixedSettings;
+pub use request_id::header_name as request_id_header;
 pub use rules::{RuleSource, Rules};
 pub use site::{CustomAction, CustomRule, Exception, Site, Sites};
 
@@ -145,6 +147,12 @@ pub struct Config {
     /// second process on the same address fails to start, which is what a
     /// mistake wants.
     pub reuse_port: bool,
+    /// A request-id header (`X-Request-ID`): from a trusted proxy, its
+    /// value becomes the request's `UNIQUE_ID` (the load balancer's id in
+    /// the WAF's logs); and the request goes to the application with it set
+    /// to that id (a client's own is replaced). `None`: only
+    /// `X-WAF-Unique-ID` is sent.
+    pub request_id_header: Option<hyper::header::HeaderName>,
 }
 
 /// What the proxy does with a request the engine could not finish checking
@@ -183,6 +191,7 @@ impl Config {
             profile: false,
             workers: None,
             reuse_port: false,
+            request_id_header: None,
         }
     }
 

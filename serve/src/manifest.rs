@@ -53,6 +53,8 @@ struct File {
     #[serde(default)]
     trusted_proxies: Vec<String>,
     #[serde(default)]
+    request_id_header: Option<String>,
+    #[serde(default)]
     watch_interval: Option<f64>,
     #[serde(default)]
     upstream_ca: Option<PathBuf>,
@@ -550,6 +552,12 @@ impl Manifest {
         }
         config.trusted_proxies = crate::TrustedProxies::parse(&file.trusted_proxies)
             .map_err(|e| invalid("trusted_proxies", e))?;
+        config.request_id_header = file
+            .request_id_header
+            .as_deref()
+            .map(crate::request_id::header_name)
+            .transpose()
+            .map_err(|e| invalid("request_id_header", e))?;
         if let Some(m) = file.max_request_body {
             config.max_request_body = m;
         }

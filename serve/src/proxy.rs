@@ -891,6 +891,16 @@ async fn handle(
         rs.transaction()
     };
     site.apply_exceptions(&view, &mut tx);
+    // A trusted proxy's request id becomes the request's (see
+    // request_id.rs).
+    let request_id_header = state.config().request_id_header.clone();
+    if let Some(name) = &request_id_header {
+        if state.config().trusted_proxies.trusts(peer.ip()) {
+            if let Some(id) = crate::request_id::from_proxy(&parts.headers, name) {
+                tx.set_unique_id(id);
+            }
+        }
+    }
     if state.access.is_some() {
         access::note(|n| n.unique_id = Some(tx.unique_id().to_string()));
     }
@@ -1131,6 +1141,9 @@ async fn handle(
     // The request's id in the WAF's logs (error, audit, access), so that
     // the application's own logs can name it; a client's is replaced.
     if let Ok(id) = HeaderValue::from_str(tx.unique_id()) {
+        if let Some(name) = &request_id_header {
+            headers.insert(name.clone(), id.clone());
+        }
         headers.insert(HeaderName::from_static(UNIQUE_ID_HEADER), id);
     }
     if let Some(protocol) = &switch {

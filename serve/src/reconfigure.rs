@@ -118,6 +118,7 @@ pub(crate) fn apply(
     live!(on_error, "on_error");
     live!(time_budget, "time_budget_ms");
     live!(trusted_proxies, "trusted_proxies");
+    live!(request_id_header, "request_id_header");
     let mut notes = Vec::new();
     if !applied.is_empty() {
         notes.push(format!("settings applied: {}", applied.join(", ")));

@@ -793,6 +793,7 @@ fn broken_manifests_say_where_and_why() {
         ("health_checks:\n  app: { path: /h, status: [200, 700] }\nsites:\n  - name: a\n    upstream: app\n", "health_checks.app.status: statuses are codes 100-599"),
         ("health_checks:\n  app: { path: /h, method: HEAD }\nsites:\n  - name: a\n    upstream: app\n", "method"),
         ("sites:\n  - name: a\n    upstream: app\n    block_page: nowhere.html\n", "sites[0] (a).block_page: "),
+        ("request_id_header: Host\nsites:\n  - name: a\n    upstream: app\n", "request_id_header: `Host` carries something else"),
         ("sites:\n  - name: a\n    upstream: app\n    custom:\n      - name: c\n        when: ssl\n        action: redirect\n", "a redirect needs `location`"),
         ("sites:\n  - name: a\n    upstream: app\n    custom:\n      - name: c\n        when: ssl\n        action: redirect\n        status: 200\n        location: https://x/\n", "status 200: a redirect answers 301, 302, 303, 307 or 308"),
         ("sites:\n  - name: a\n    upstream: app\n    custom:\n      - name: c\n        when: ssl\n        action: redirect\n        location: \"https://{hots}/\"\n", "sites[0] (a).custom[0].location: `{hots}` in `https://{hots}/`: the placeholders are {host} and {uri}"),

@@ -176,6 +176,57 @@ async fn request_headers_are_forwarded_less_the_hop_by_hop_ones() {
     }
 }
 
+/// With `request_id_header`, a trusted proxy's id is the request's: the
+/// application gets it in both headers and the logs use it; a client that
+/// is not trusted gets its header replaced by the WAF's own id.
+#[tokio::test]
+async fn a_trusted_proxys_request_id_names_the_request_everywhere() {
+    use tokio::io::AsyncWriteExt;
+    for trusted in [true, false] {
+        let s = setup_with(text_rules(), None, |c| {
+            c.request_id_header = waf_serve::request_id_header("X-Request-ID").ok();
+            if trusted {
+                c.trusted_proxies =
+                    waf_serve::TrustedProxies::parse(&["127.0.0.1"]).expect("proxies");
+            }
+        })
+        .await;
+        let exchange = |target: &'static str| {
+            let addr = s.server.addr();
+            async move {
+                let mut c = tokio::net::TcpStream::connect(addr).await.expect("connect");
+                c.write_all(
+                    format!("GET {target} HTTP/1.1\r\nHost: example.com\r\nX-Request-ID: lb-7f3a-0001\r\nConnection: close\r\n\r\n").as_bytes(),
+                )
+                .await
+                .expect("write");
+                read_until_closed(&mut c, Duration::from_secs(5)).await.0
+            }
+        };
+        let answer = exchange("/headers").await;
+        let got = answer.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
+        let header = |name: &str| {
+            got.lines()
+                .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+                .unwrap_or("")
+                .to_string()
+        };
+        let (rid, wid) = (header("x-request-id"), header("x-waf-unique-id"));
+        assert_eq!(rid, wid, "{got}");
+        assert_eq!(got.matches("x-request-id:").count(), 1, "{got}");
+        if trusted {
+            assert_eq!(rid, "lb-7f3a-0001", "{got}");
+        } else {
+            assert!(rid.len() >= 16 && rid != "lb-7f3a-0001", "{got}");
+        }
+        let blocked = exchange("/?x=attack").await;
+        assert!(blocked.starts_with("HTTP/1.1 403"), "{blocked}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let logged = s.log.text().contains("[unique_id \"lb-7f3a-0001\"]");
+        assert_eq!(logged, trusted, "{}", s.log.text());
+    }
+}
+
 #[tokio::test]
 async fn phase_1_and_2_blocks_never_reach_the_backend() {
     let s = setup(text_rules(), None).await;
