@@ -571,6 +571,35 @@ fn local_response(status: StatusCode, body: &'static str) -> Response<ProxyBody>
     r
 }
 
+/// A header's value as text, for a log line.
+fn header_text(headers: &hyper::HeaderMap, name: HeaderName) -> String {
+    headers
+        .get_all(name)
+        .iter()
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The answer to a compressed request body that does not decode (damaged,
+/// cut short): 400, as the application would answer, logged.
+fn undecodable_body(
+    state: &State,
+    tx: &Transaction<'_>,
+    e: &crate::encoding::DecodeError,
+    target: &str,
+    remote: SocketAddr,
+) -> Response<ProxyBody> {
+    state.log.write(format!(
+        "waf serve: request body refused: it does not decode: {} [client \"{}\"] [uri \"{}\"] [unique_id \"{}\"]",
+        e.to_string().escape_debug(),
+        remote.ip(),
+        target.escape_debug(),
+        tx.unique_id()
+    ));
+    local_response(StatusCode::BAD_REQUEST, "request body does not decode\n")
+}
+
 /// The header that names a request's id (`UNIQUE_ID`, the one its error,
 /// audit and access-log lines carry): on the request to the application,
 /// and on the WAF's own block responses.
@@ -1051,6 +1080,29 @@ async fn handle(
     let mut request_trailers = None;
     let mut lease = Lease::new();
     let mut wanted = tx.inspects_request_body();
+    // A compressed body (`Content-Encoding: gzip` or `deflate`, which many
+    // applications inflate) is inspected as the application will read it;
+    // the bytes forwarded stay the client's. One in a coding the proxy
+    // cannot decode would pass uninspected: refused.
+    let mut decoder = None;
+    if wanted {
+        let coding = crate::encoding::coding(&parts.headers);
+        if coding == crate::encoding::Coding::Other && !body.is_end_stream() {
+            state.log.write(format!(
+                "waf serve: request body refused: its content-encoding cannot be decoded for inspection (gzip and deflate can) [content-encoding \"{}\"] [client \"{}\"] [uri \"{}\"] [unique_id \"{}\"]",
+                header_text(&parts.headers, hyper::header::CONTENT_ENCODING).escape_debug(),
+                remote.ip(),
+                target.escape_debug(),
+                tx.unique_id()
+            ));
+            return Ok(local_response(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "request body encoding not supported\n",
+            ));
+        }
+        decoder = crate::encoding::Decoder::new(coding);
+    }
+    let mut decoded = Vec::new();
     let deadline = tokio::time::Instant::now() + state.config().body_timeout;
     while wanted {
         let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
@@ -1082,7 +1134,27 @@ async fn handle(
             return Ok(over_budget());
         }
         if wanted {
-            wanted = match guard.run(2, || tx.append_request_body(&data)) {
+            let fed = match decoder.as_mut() {
+                None => guard.run(2, || tx.append_request_body(&data)),
+                Some(d) => {
+                    // A slice at a time, so that a small body that inflates
+                    // to gigabytes (a decompression bomb) costs at most
+                    // one slice's output beyond what the engine takes.
+                    let mut fed = Ok(Some(true));
+                    for piece in data.chunks(DECODE_PIECE) {
+                        decoded.clear();
+                        if let Err(e) = d.push(piece, &mut decoded) {
+                            return Ok(undecodable_body(&state, &tx, &e, &target, remote));
+                        }
+                        fed = guard.run(2, || tx.append_request_body(&decoded));
+                        if !matches!(fed, Ok(Some(true))) || tx.intervention().is_some() {
+                            break;
+                        }
+                    }
+                    fed
+                }
+            };
+            wanted = match fed {
                 Ok(w) => w.unwrap_or(false),
                 Err(f) => return Ok(fault_response(&state, &mut tx, f, &target)),
             };
@@ -1101,6 +1173,24 @@ async fn handle(
             // limit): phase 2 decides on what it saw, the rest is streamed
             // upstream as it arrives, never held.
             break;
+        }
+    }
+    if let (true, Some(d)) = (wanted, decoder.as_mut()) {
+        // The end of a compressed body: what the decoder holds, and a body
+        // cut short is refused as the application would refuse it.
+        decoded.clear();
+        if let Err(e) = d.finish(&mut decoded) {
+            return Ok(undecodable_body(&state, &tx, &e, &target, remote));
+        }
+        if let Err(f) = guard.run(2, || tx.append_request_body(&decoded)) {
+            return Ok(fault_response(&state, &mut tx, f, &target));
+        }
+        if tx.intervention().is_some() {
+            let x = Exchange {
+                request_body: &held,
+                ..exchange
+            };
+            return finish_with_intervention(&state, &mut tx, &x, site.block_page.as_deref());
         }
     }
     let stream_rest = !wanted && !body.is_end_stream();
@@ -1701,8 +1791,9 @@ fn decoded_body(tx: &waf_engine::Transaction<'_>, decoding: bool) -> Option<Vec<
     decoding.then(|| tx.response_body().to_vec())
 }
 
-/// Compressed bytes decoded at a time for phase 4: at deflate's largest
-/// ratio (~1032:1) about 512 KiB of output, the default response body limit.
+/// Compressed bytes decoded at a time (request bodies for phase 2,
+/// responses for phase 4): at deflate's largest ratio (~1032:1) about 512
+/// KiB of output, the default response body limit.
 const DECODE_PIECE: usize = 512;
 
 /// A response body phase 4 should have read but cannot (an unknown coding,

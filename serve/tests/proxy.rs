@@ -227,6 +227,90 @@ async fn a_trusted_proxys_request_id_names_the_request_everywhere() {
     }
 }
 
+/// A gzip- or deflate-compressed request body is inspected decoded and
+/// forwarded as sent; one that does not decode gets 400, one in a coding
+/// the proxy cannot decode 415, and a decompression bomb the body limit's
+/// 413.
+#[tokio::test]
+async fn compressed_request_bodies_are_inspected_decoded() {
+    use flate2::write::{GzEncoder, ZlibEncoder};
+    use flate2::Compression;
+    use std::io::Write;
+    let s = setup(text_rules(), None).await;
+    let addr = s.server.addr();
+    let gzip = |data: &[u8]| {
+        let mut e = GzEncoder::new(Vec::new(), Compression::default());
+        e.write_all(data).expect("compress");
+        e.finish().expect("compress")
+    };
+    let zlib = |data: &[u8]| {
+        let mut e = ZlibEncoder::new(Vec::new(), Compression::default());
+        e.write_all(data).expect("compress");
+        e.finish().expect("compress")
+    };
+    let post = |coding: &'static str, body: Vec<u8>| async move {
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build_http::<http_body_util::Full<bytes::Bytes>>();
+        let req = hyper::Request::builder()
+            .method("POST")
+            .uri(format!("http://{addr}/form"))
+            .header("host", "example.com")
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("content-encoding", coding)
+            .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+            .expect("request");
+        let r = client.request(req).await.expect("response");
+        let status = r.status();
+        let body = http_body_util::BodyExt::collect(r.into_body())
+            .await
+            .expect("body")
+            .to_bytes();
+        (status, body)
+    };
+    // An attack inside the compression is seen.
+    for (coding, body) in [("gzip", gzip(b"a=attack")), ("deflate", zlib(b"a=attack"))] {
+        assert_eq!(
+            post(coding, body).await.0,
+            StatusCode::FORBIDDEN,
+            "{coding}"
+        );
+    }
+    // A benign one goes on as the client sent it (the backend echoes it).
+    let sent = gzip(b"name=alice");
+    let (status, echoed) = post("gzip", sent.clone()).await;
+    assert_eq!((status, &echoed[..]), (StatusCode::OK, &sent[..]));
+    // Damaged or cut short: 400.
+    let mut cut = gzip(b"name=alice&city=paris");
+    cut.truncate(cut.len() - 6);
+    assert_eq!(post("gzip", cut).await.0, StatusCode::BAD_REQUEST);
+    // A coding the proxy cannot decode: 415, not an uninspected pass.
+    assert_eq!(
+        post("br", b"a=attack".to_vec()).await.0,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE
+    );
+    // Without a body, the header alone is left to the rules (CRS's 920450
+    // restricts it).
+    assert_eq!(post("br", Vec::new()).await.0, StatusCode::OK);
+    // 10 MB of a's in about 10 KB: the decoded body passes the 1,000-byte
+    // limit (Reject) and the request gets 413 without being inflated whole.
+    let bomb = gzip(&vec![b'a'; 10 << 20]);
+    assert!(bomb.len() < 20_000, "{}", bomb.len());
+    assert_eq!(post("gzip", bomb).await.0, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(
+        s.hits.load(Ordering::SeqCst),
+        2,
+        "only the benign ones reached the backend"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let log = s.log.text();
+    assert!(
+        log.contains("request body refused: it does not decode"),
+        "{log}"
+    );
+    assert!(log.contains("[content-encoding \"br\"]"), "{log}");
+}
+
 #[tokio::test]
 async fn phase_1_and_2_blocks_never_reach_the_backend() {
     let s = setup(text_rules(), None).await;
