@@ -16,6 +16,13 @@ use flate2::write::{DeflateDecoder, GzDecoder, ZlibDecoder};
 use hyper::header::{HeaderMap, HeaderValue, ACCEPT_ENCODING, CONTENT_ENCODING};
 use std::io::Write;
 
+/// Compressed bytes decoded at a time (request bodies for phase 2,
+/// responses for phase 4), the engine asked between pieces whether it wants
+/// more: at deflate's largest ratio (~1032:1) about 512 KiB of output, the
+/// default response body limit, so a decompression bomb costs a piece's
+/// output beyond the limit, not its size.
+pub(crate) const PIECE: usize = 512;
+
 /// The codings a response body can be decoded from for inspection.
 const DECODED: [&str; 4] = ["gzip", "x-gzip", "deflate", "identity"];
 

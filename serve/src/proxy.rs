@@ -1141,7 +1141,7 @@ async fn handle(
                     // to gigabytes (a decompression bomb) costs at most
                     // one slice's output beyond what the engine takes.
                     let mut fed = Ok(Some(true));
-                    for piece in data.chunks(DECODE_PIECE) {
+                    for piece in data.chunks(crate::encoding::PIECE) {
                         decoded.clear();
                         if let Err(e) = d.push(piece, &mut decoded) {
                             return Ok(undecodable_body(&state, &tx, &e, &target, remote));
@@ -1504,7 +1504,7 @@ async fn handle(
                     // the engine wants no more (its limit counts decoded
                     // bytes), so a decompression bomb costs the limit.
                     Some(d) => {
-                        for piece in data.chunks(DECODE_PIECE) {
+                        for piece in data.chunks(crate::encoding::PIECE) {
                             decoded.clear();
                             let failed = d.push(piece, &mut decoded).err();
                             wanted = match feed_response_body(&mut guard, &mut tx, &decoded) {
@@ -1790,11 +1790,6 @@ fn feed_response_body(
 fn decoded_body(tx: &waf_engine::Transaction<'_>, decoding: bool) -> Option<Vec<u8>> {
     decoding.then(|| tx.response_body().to_vec())
 }
-
-/// Compressed bytes decoded at a time (request bodies for phase 2,
-/// responses for phase 4): at deflate's largest ratio (~1032:1) about 512
-/// KiB of output, the default response body limit.
-const DECODE_PIECE: usize = 512;
 
 /// A response body phase 4 should have read but cannot (an unknown coding,
 /// or one that does not decode): counted and logged, then sent as it is.

@@ -128,11 +128,19 @@ pub fn decide(rules: &Rules, m: &Message, log: &ErrorLog) -> Decision {
     );
     let headers = parse_headers(&bytes(arg(m, "headers")));
     let mut content_length = None;
+    // The body's coding (see encoding.rs): a compressed body is inspected
+    // decoded, as `waf serve` does.
+    let mut codings = hyper::HeaderMap::new();
     for (name, value) in headers.iter().flatten() {
         if name.eq_ignore_ascii_case(b"content-length") {
             content_length = std::str::from_utf8(value)
                 .ok()
                 .and_then(|v| v.trim().parse::<u64>().ok());
+        }
+        if name.eq_ignore_ascii_case(b"content-encoding") {
+            if let Ok(v) = hyper::header::HeaderValue::from_bytes(value) {
+                codings.append(hyper::header::CONTENT_ENCODING, v);
+            }
         }
         tx.add_request_header(name, value);
     }
@@ -145,11 +153,12 @@ pub fn decide(rules: &Rules, m: &Message, log: &ErrorLog) -> Decision {
     tx.process_request_headers();
     let body = bytes(arg(m, "body"));
     let body_truncated = content_length.is_some_and(|n| n > body.len() as u64);
+    let mut refused = None;
     if tx.intervention().is_none() {
-        if !body.is_empty() {
-            tx.append_request_body(&body);
+        refused = feed_body(&mut tx, &body, &codings, body_truncated);
+        if refused.is_none() {
+            tx.process_request_body();
         }
-        tx.process_request_body();
     }
     tx.process_logging();
     for line in tx.log_lines() {
@@ -163,6 +172,20 @@ pub fn decide(rules: &Rules, m: &Message, log: &ErrorLog) -> Decision {
             String::from_utf8_lossy(tx.uri_raw()).escape_debug(),
             tx.unique_id()
         ));
+    }
+    if let Some((status, why)) = refused {
+        log.write(format!(
+            "waf spoa: request body refused: {why} [uri \"{}\"] [unique_id \"{}\"]",
+            String::from_utf8_lossy(tx.uri_raw()).escape_debug(),
+            tx.unique_id()
+        ));
+        return Decision {
+            action: "deny",
+            status,
+            rule_id: 0,
+            url: String::new(),
+            body_truncated,
+        };
     }
     match tx.intervention() {
         None => Decision {
@@ -187,6 +210,52 @@ pub fn decide(rules: &Rules, m: &Message, log: &ErrorLog) -> Decision {
             }
         }
     }
+}
+
+/// Feeds the request body to the engine, decoded when it is gzip or
+/// deflate (a piece at a time, stopping when the engine wants no more;
+/// the end of a body HAProxy cut short is not checked). `Some((status,
+/// why))` refuses the request: a body that does not decode (400), or one
+/// in a coding that cannot be decoded (415: it would pass uninspected).
+fn feed_body(
+    tx: &mut waf_engine::Transaction<'_>,
+    body: &[u8],
+    codings: &hyper::HeaderMap,
+    truncated: bool,
+) -> Option<(u16, String)> {
+    use crate::encoding::{coding, Coding, Decoder, PIECE};
+    if body.is_empty() || !tx.inspects_request_body() {
+        return None;
+    }
+    let c = coding(codings);
+    if c == Coding::Other {
+        return Some((
+            415,
+            "its content-encoding cannot be decoded for inspection (gzip and deflate can)".into(),
+        ));
+    }
+    let Some(mut d) = Decoder::new(c) else {
+        tx.append_request_body(body);
+        return None;
+    };
+    let mut out = Vec::new();
+    for piece in body.chunks(PIECE) {
+        out.clear();
+        if let Err(e) = d.push(piece, &mut out) {
+            return Some((400, format!("it does not decode: {e}")));
+        }
+        if !tx.append_request_body(&out) || tx.intervention().is_some() {
+            return None;
+        }
+    }
+    if !truncated {
+        out.clear();
+        if let Err(e) = d.finish(&mut out) {
+            return Some((400, format!("it does not decode: {e}")));
+        }
+        tx.append_request_body(&out);
+    }
+    None
 }
 
 /// Serves SPOP connections from HAProxy until the task is aborted.
@@ -407,5 +476,50 @@ mod tests {
             d.body_truncated,
             "Content-Length larger than what HAProxy buffered"
         );
+    }
+
+    #[test]
+    fn compressed_bodies_are_inspected_decoded() {
+        use flate2::write::GzEncoder;
+        use std::io::Write;
+        let r = rules();
+        let log = ErrorLog::to_writer(Box::new(std::io::sink()));
+        let gzip = |data: &[u8]| {
+            let mut e = GzEncoder::new(Vec::new(), flate2::Compression::default());
+            let _ = e.write_all(data);
+            e.finish().unwrap_or_default()
+        };
+        let post = |coding: &str, body: Vec<u8>, cl: usize| {
+            message(vec![
+                ("method", TypedData::String("POST".into())),
+                ("path", TypedData::String("/form".into())),
+                (
+                    "headers",
+                    TypedData::Binary(hdrs(&[
+                        ("Host", "example.com"),
+                        ("Content-Type", "application/x-www-form-urlencoded"),
+                        ("Content-Encoding", coding),
+                        ("Content-Length", &cl.to_string()),
+                    ])),
+                ),
+                ("body", TypedData::Binary(body)),
+            ])
+        };
+        let attack = gzip(b"a=attack");
+        let d = decide(&r, &post("gzip", attack.clone(), attack.len()), &log);
+        assert_eq!((d.action, d.status, d.rule_id), ("deny", 403, 7));
+        let fine = gzip(b"a=fine");
+        let d = decide(&r, &post("gzip", fine.clone(), fine.len()), &log);
+        assert_eq!(d.action, "allow");
+        // Cut short by HAProxy's buffer: what decoded is inspected.
+        let long = gzip(b"a=fine&b=fine&c=fine&d=fine");
+        let cut = long[..long.len() - 5].to_vec();
+        let d = decide(&r, &post("gzip", cut.clone(), long.len()), &log);
+        assert_eq!(d.action, "allow");
+        // Cut short in the body the client sent: refused.
+        let d = decide(&r, &post("gzip", cut.clone(), cut.len()), &log);
+        assert_eq!((d.action, d.status, d.rule_id), ("deny", 400, 0));
+        let d = decide(&r, &post("br", b"a=attack".to_vec(), 8), &log);
+        assert_eq!((d.action, d.status, d.rule_id), ("deny", 415, 0));
     }
 }
