@@ -21,7 +21,7 @@ use std::io::Write;
 /// more: at deflate's largest ratio (~1032:1) about 512 KiB of output, the
 /// default response body limit, so a decompression bomb costs a piece's
 /// output beyond the limit, not its size.
-pub(crate) const PIECE: usize = 512;
+const PIECE: usize = 512;
 
 /// The codings a response body can be decoded from for inspection.
 const DECODED: [&str; 4] = ["gzip", "x-gzip", "deflate", "identity"];
@@ -87,6 +87,15 @@ impl std::fmt::Display for DecodeError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}", self.0)
     }
+}
+
+/// Why feeding a compressed body to the engine stopped short.
+#[derive(Debug)]
+pub(crate) enum FeedError<E> {
+    /// The body does not decode (damaged, cut short).
+    Decode(DecodeError),
+    /// The engine failed on what was fed.
+    Feed(E),
 }
 
 enum Inner {
@@ -164,6 +173,44 @@ impl Decoder {
         };
         self.drain(out);
         result.map_err(DecodeError)
+    }
+
+    /// Decodes `input` a [`PIECE`] at a time, handing what each piece
+    /// yields to `feed` (the engine, which answers whether it wants more)
+    /// before the next piece is decoded, and stops at the first piece it
+    /// does not want: a decompression bomb costs one piece's output beyond
+    /// what the engine takes, not its size. Whether the engine still wants
+    /// more. On a decoding error, what decoded before it has been fed.
+    pub(crate) fn feed<E>(
+        &mut self,
+        input: &[u8],
+        out: &mut Vec<u8>,
+        mut feed: impl FnMut(&[u8]) -> Result<bool, E>,
+    ) -> Result<bool, FeedError<E>> {
+        for piece in input.chunks(PIECE) {
+            out.clear();
+            let decoded = self.push(piece, out);
+            let wanted = feed(out).map_err(FeedError::Feed)?;
+            decoded.map_err(FeedError::Decode)?;
+            if !wanted {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// The end of the body: what the decoder still holds goes to `feed`,
+    /// then a body cut short is an error.
+    pub(crate) fn finish_feeding<E>(
+        &mut self,
+        out: &mut Vec<u8>,
+        feed: impl FnOnce(&[u8]) -> Result<bool, E>,
+    ) -> Result<bool, FeedError<E>> {
+        out.clear();
+        let finished = self.finish(out);
+        let wanted = feed(out).map_err(FeedError::Feed)?;
+        finished.map_err(FeedError::Decode)?;
+        Ok(wanted)
     }
 
     fn drain(&mut self, out: &mut Vec<u8>) {

@@ -4,6 +4,7 @@ use crate::access;
 use crate::audit::{self, Exchange};
 use crate::block_page::BlockPage;
 use crate::budget::{Holding, Lease};
+use crate::encoding::FeedError;
 use crate::filter::RequestView;
 use crate::first_byte::FirstByte;
 use crate::log::ErrorLog;
@@ -1135,27 +1136,20 @@ async fn handle(
         }
         if wanted {
             let fed = match decoder.as_mut() {
-                None => guard.run(2, || tx.append_request_body(&data)),
-                Some(d) => {
-                    // A slice at a time, so that a small body that inflates
-                    // to gigabytes (a decompression bomb) costs at most
-                    // one slice's output beyond what the engine takes.
-                    let mut fed = Ok(Some(true));
-                    for piece in data.chunks(crate::encoding::PIECE) {
-                        decoded.clear();
-                        if let Err(e) = d.push(piece, &mut decoded) {
-                            return Ok(undecodable_body(&state, &tx, &e, &target, remote));
-                        }
-                        fed = guard.run(2, || tx.append_request_body(&decoded));
-                        if !matches!(fed, Ok(Some(true))) || tx.intervention().is_some() {
-                            break;
-                        }
+                None => feed_request_body(&mut guard, &mut tx, &data),
+                Some(d) => match d.feed(&data, &mut decoded, |b| {
+                    feed_request_body(&mut guard, &mut tx, b)
+                        .map(|w| w && tx.intervention().is_none())
+                }) {
+                    Ok(w) => Ok(w),
+                    Err(FeedError::Feed(f)) => Err(f),
+                    Err(FeedError::Decode(e)) => {
+                        return Ok(undecodable_body(&state, &tx, &e, &target, remote))
                     }
-                    fed
-                }
+                },
             };
             wanted = match fed {
-                Ok(w) => w.unwrap_or(false),
+                Ok(w) => w,
                 Err(f) => return Ok(fault_response(&state, &mut tx, f, &target)),
             };
             if tx.intervention().is_some() {
@@ -1178,12 +1172,12 @@ async fn handle(
     if let (true, Some(d)) = (wanted, decoder.as_mut()) {
         // The end of a compressed body: what the decoder holds, and a body
         // cut short is refused as the application would refuse it.
-        decoded.clear();
-        if let Err(e) = d.finish(&mut decoded) {
-            return Ok(undecodable_body(&state, &tx, &e, &target, remote));
-        }
-        if let Err(f) = guard.run(2, || tx.append_request_body(&decoded)) {
-            return Ok(fault_response(&state, &mut tx, f, &target));
+        match d.finish_feeding(&mut decoded, |b| feed_request_body(&mut guard, &mut tx, b)) {
+            Ok(_) => {}
+            Err(FeedError::Feed(f)) => return Ok(fault_response(&state, &mut tx, f, &target)),
+            Err(FeedError::Decode(e)) => {
+                return Ok(undecodable_body(&state, &tx, &e, &target, remote))
+            }
         }
         if tx.intervention().is_some() {
             let x = Exchange {
@@ -1472,12 +1466,17 @@ async fn handle(
         match rbody.frame().await {
             None => {
                 if let Some(d) = decoder.as_mut() {
-                    decoded.clear();
-                    if let Err(e) = d.finish(&mut decoded) {
-                        not_decoded(&state, &rparts.headers, &remote, &target, &e.to_string());
-                    }
-                    if let Err(f) = feed_response_body(&mut guard, &mut tx, &decoded) {
-                        return Ok(fault_response(&state, &mut tx, f, &target));
+                    let fed = d.finish_feeding(&mut decoded, |b| {
+                        feed_response_body(&mut guard, &mut tx, b)
+                    });
+                    match fed {
+                        Ok(_) => {}
+                        Err(FeedError::Feed(f)) => {
+                            return Ok(fault_response(&state, &mut tx, f, &target))
+                        }
+                        Err(FeedError::Decode(e)) => {
+                            not_decoded(&state, &rparts.headers, &remote, &target, &e.to_string())
+                        }
                     }
                 }
                 break;
@@ -1498,20 +1497,19 @@ async fn handle(
                             Err(f) => return Ok(fault_response(&state, &mut tx, f, &target)),
                         };
                     }
-                    // Decoded a little at a time (deflate inflates up to
-                    // ~1000:1): what a small piece yields goes to the engine
-                    // before the next is decoded, and decoding stops when
-                    // the engine wants no more (its limit counts decoded
-                    // bytes), so a decompression bomb costs the limit.
+                    // Decoded a piece at a time, stopping when the engine
+                    // wants no more (its limit counts decoded bytes), so a
+                    // decompression bomb costs the limit.
                     Some(d) => {
-                        for piece in data.chunks(crate::encoding::PIECE) {
-                            decoded.clear();
-                            let failed = d.push(piece, &mut decoded).err();
-                            wanted = match feed_response_body(&mut guard, &mut tx, &decoded) {
-                                Ok(w) => w,
-                                Err(f) => return Ok(fault_response(&state, &mut tx, f, &target)),
-                            };
-                            if let Some(e) = failed {
+                        let fed = d.feed(&data, &mut decoded, |b| {
+                            feed_response_body(&mut guard, &mut tx, b)
+                        });
+                        wanted = match fed {
+                            Ok(w) => w,
+                            Err(FeedError::Feed(f)) => {
+                                return Ok(fault_response(&state, &mut tx, f, &target))
+                            }
+                            Err(FeedError::Decode(e)) => {
                                 // Inspected as far as it decoded; the rest passes.
                                 not_decoded(
                                     &state,
@@ -1520,12 +1518,9 @@ async fn handle(
                                     &target,
                                     &e.to_string(),
                                 );
-                                wanted = false;
+                                false
                             }
-                            if !wanted {
-                                break;
-                            }
-                        }
+                        };
                     }
                 }
                 if !lease.grow(&state.metrics, data.len(), state.config().max_held_bodies) {
@@ -1771,6 +1766,18 @@ fn switch_protocols(
 /// Feeds response body bytes to phase 4, timed; whether the engine wants
 /// more. Nothing to feed (a compressed piece that decoded to nothing yet)
 /// leaves it wanting.
+/// Feeds request-body bytes to the engine (phase 2's time): whether it
+/// wants more.
+fn feed_request_body(
+    guard: &mut Guard<'_>,
+    tx: &mut Transaction<'_>,
+    bytes: &[u8],
+) -> Result<bool, Fault> {
+    Ok(guard
+        .run(2, || tx.append_request_body(bytes))?
+        .unwrap_or(false))
+}
+
 fn feed_response_body(
     guard: &mut Guard<'_>,
     tx: &mut Transaction<'_>,

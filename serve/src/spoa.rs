@@ -223,7 +223,7 @@ fn feed_body(
     codings: &hyper::HeaderMap,
     truncated: bool,
 ) -> Option<(u16, String)> {
-    use crate::encoding::{coding, Coding, Decoder, PIECE};
+    use crate::encoding::{coding, Coding, Decoder, FeedError};
     if body.is_empty() || !tx.inspects_request_body() {
         return None;
     }
@@ -239,23 +239,17 @@ fn feed_body(
         return None;
     };
     let mut out = Vec::new();
-    for piece in body.chunks(PIECE) {
-        out.clear();
-        if let Err(e) = d.push(piece, &mut out) {
-            return Some((400, format!("it does not decode: {e}")));
-        }
-        if !tx.append_request_body(&out) || tx.intervention().is_some() {
-            return None;
-        }
+    let mut feed = |b: &[u8]| {
+        Ok::<_, std::convert::Infallible>(tx.append_request_body(b) && tx.intervention().is_none())
+    };
+    let mut fed = d.feed(body, &mut out, &mut feed);
+    if matches!(fed, Ok(true)) && !truncated {
+        fed = d.finish_feeding(&mut out, &mut feed);
     }
-    if !truncated {
-        out.clear();
-        if let Err(e) = d.finish(&mut out) {
-            return Some((400, format!("it does not decode: {e}")));
-        }
-        tx.append_request_body(&out);
+    match fed {
+        Err(FeedError::Decode(e)) => Some((400, format!("it does not decode: {e}"))),
+        Ok(_) | Err(FeedError::Feed(_)) => None,
     }
-    None
 }
 
 /// Serves SPOP connections from HAProxy until the task is aborted.
