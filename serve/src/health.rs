@@ -72,7 +72,6 @@ impl HealthCheck {
 /// check task only; read by every request that picks a server.
 #[derive(Debug)]
 pub(crate) struct ServerHealth {
-    pub(crate) url: Arc<str>,
     healthy: AtomicBool,
     /// Checks in a row that went against the current standing (failures
     /// while healthy, passes while not).
@@ -82,9 +81,8 @@ pub(crate) struct ServerHealth {
 }
 
 impl ServerHealth {
-    pub(crate) fn new(url: Arc<str>) -> ServerHealth {
+    pub(crate) fn new() -> ServerHealth {
         ServerHealth {
-            url,
             healthy: AtomicBool::new(true),
             streak: AtomicU32::new(0),
             failed: AtomicU64::new(0),
@@ -265,7 +263,7 @@ mod tests {
             passes: 3,
             ..HealthCheck::new("/healthz".into())
         };
-        let h = ServerHealth::new("http://a:1/".into());
+        let h = ServerHealth::new();
         assert!(h.healthy());
         // A failure between passes does not count up.
         assert_eq!(h.record(false, &check), None);
@@ -284,7 +282,7 @@ mod tests {
         assert!(h.healthy());
         assert_eq!(h.failed(), 4);
         // The standing survives a reload.
-        let again = ServerHealth::new("http://a:1/".into());
+        let again = ServerHealth::new();
         assert_eq!(h.record(false, &check), None);
         assert_eq!(h.record(false, &check), Some(false));
         again.adopt(&h);

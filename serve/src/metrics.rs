@@ -60,6 +60,25 @@ impl Histogram {
     }
 }
 
+/// Responses by status class, 1xx to 5xx (anything else counts as 5xx).
+#[derive(Debug, Default)]
+struct StatusClasses([AtomicU64; 5]);
+
+impl StatusClasses {
+    fn record(&self, status: u16) {
+        let class = usize::from(status / 100).clamp(1, 5) - 1;
+        self.0[class].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `{name}{labels,code="2xx"} n`, a line per class.
+    fn render(&self, s: &mut String, name: &str, labels: &str) {
+        for (i, c) in self.0.iter().enumerate() {
+            let n = c.load(Ordering::Relaxed);
+            let _ = writeln!(s, "{name}{{{labels},code=\"{}xx\"}} {n}", i + 1);
+        }
+    }
+}
+
 /// One upstream server's counters: requests sent to it, its answers by
 /// status class, the requests it did not answer (connection refused or
 /// reset, timeout), and the time to its response headers. Shared by the
@@ -68,7 +87,7 @@ impl Histogram {
 #[derive(Debug, Default)]
 pub(crate) struct ServerStats {
     requests: AtomicU64,
-    by_class: [AtomicU64; 5],
+    by_class: StatusClasses,
     failures: AtomicU64,
     time: Histogram,
 }
@@ -77,8 +96,7 @@ impl ServerStats {
     /// The server answered with `status` after `took`.
     pub(crate) fn answered(&self, status: u16, took: Duration) {
         self.requests.fetch_add(1, Ordering::Relaxed);
-        let class = usize::from(status / 100).clamp(1, 5) - 1;
-        self.by_class[class].fetch_add(1, Ordering::Relaxed);
+        self.by_class.record(status);
         self.time.observe(took, &UPSTREAM_BUCKETS_US);
     }
 
@@ -92,8 +110,20 @@ impl ServerStats {
 /// Which counter of a server a `/metrics` line shows.
 type ServerCounter = fn(&ServerStats) -> &AtomicU64;
 
-/// A server's counters with its upstream's name and its URL.
-type ServerEntry = (Arc<str>, Arc<str>, Arc<ServerStats>);
+/// Which value of a health-checked server a `/metrics` line shows.
+type HealthValue = fn(&crate::health::ServerHealth) -> u64;
+
+/// A server of a running upstream on `/metrics`.
+struct ServerEntry {
+    upstream: Arc<str>,
+    url: Arc<str>,
+    /// `upstream="...",server="..."`, made once.
+    labels: String,
+    stats: Arc<ServerStats>,
+    /// Its upstream's health checks' standing, and its index there, when
+    /// the upstream is checked.
+    health: Option<(Arc<[crate::health::ServerHealth]>, usize)>,
+}
 
 /// The log writers' counters, for [`Metrics::render`].
 #[derive(Clone, Copy, Debug, Default)]
@@ -163,9 +193,6 @@ pub struct Metrics {
     /// The running sites' counters (replaced on reload; a site that keeps
     /// its name keeps its counters, see [`SiteCounts::adopt`]).
     sites: Mutex<Vec<Arc<SiteCounts>>>,
-    /// The health-checked upstreams now running: name and each server's
-    /// standing (see health.rs).
-    health: Mutex<Vec<CheckedUpstream>>,
     /// Every server of the running upstreams, in order.
     servers: Mutex<Vec<ServerEntry>>,
 }
@@ -178,9 +205,6 @@ fn label_value(v: &str) -> String {
         .replace('\n', "\\n")
 }
 
-/// A health-checked upstream's name and its servers' standing.
-type CheckedUpstream = (Arc<str>, Arc<[crate::health::ServerHealth]>);
-
 /// Which counter of a site a `/metrics` line shows.
 type SiteCounter = fn(&SiteCounts) -> &AtomicU64;
 
@@ -192,8 +216,7 @@ pub(crate) struct SiteCounts {
     pub(crate) name: Arc<str>,
     requests: AtomicU64,
     blocked: AtomicU64,
-    /// 1xx to 5xx (anything else counts as 5xx).
-    by_class: [AtomicU64; 5],
+    by_class: StatusClasses,
 }
 
 impl SiteCounts {
@@ -212,8 +235,7 @@ impl SiteCounts {
             self.blocked.fetch_add(1, Ordering::Relaxed);
         }
         if status >= 100 {
-            let class = usize::from(status / 100).clamp(1, 5) - 1;
-            self.by_class[class].fetch_add(1, Ordering::Relaxed);
+            self.by_class.record(status);
         }
     }
 
@@ -274,30 +296,29 @@ impl Metrics {
         let mut next: Vec<ServerEntry> = Vec::new();
         for u in upstreams {
             for (i, server) in u.servers().iter().enumerate() {
-                let same = |(name, url, _): &&ServerEntry| *name == u.name && *url == server.url;
-                let stats = match known.iter().find(same).or(next.iter().find(same)) {
-                    Some((_, _, s)) => s.clone(),
+                let same = |e: &&ServerEntry| e.upstream == u.name && e.url == server.url;
+                if next.iter().any(|e| same(&e)) {
+                    continue;
+                }
+                let stats = match known.iter().find(same) {
+                    Some(e) => e.stats.clone(),
                     None => Arc::new(ServerStats::default()),
                 };
                 u.set_stats(i, stats.clone());
-                if !next.iter().any(|e| same(&e)) {
-                    next.push((u.name.clone(), server.url.clone(), stats));
-                }
+                next.push(ServerEntry {
+                    upstream: u.name.clone(),
+                    url: server.url.clone(),
+                    labels: format!(
+                        "upstream=\"{}\",server=\"{}\"",
+                        label_value(&u.name),
+                        label_value(&server.url)
+                    ),
+                    stats,
+                    health: u.check.is_some().then(|| (u.health.clone(), i)),
+                });
             }
         }
         *known = next;
-    }
-
-    /// The health-checked upstreams now running (at start, and on reload).
-    pub(crate) fn set_health(&self, upstreams: &[Arc<crate::upstream::Upstream>]) {
-        let checked = upstreams
-            .iter()
-            .filter(|u| u.check.is_some())
-            .map(|u| (u.name.clone(), u.health.clone()))
-            .collect();
-        if let Ok(mut h) = self.health.lock() {
-            *h = checked;
-        }
     }
 
     pub(crate) fn body_bytes(&self, n: usize) {
@@ -669,25 +690,12 @@ impl Metrics {
                 "# HELP waf_site_responses_total Responses of a site by status class.\n# TYPE waf_site_responses_total counter"
             );
             for site in sites.iter() {
-                for (i, c) in site.by_class.iter().enumerate() {
-                    let n = c.load(Ordering::Relaxed);
-                    let _ = writeln!(
-                        s,
-                        "waf_site_responses_total{{site=\"{}\",code=\"{}xx\"}} {n}",
-                        label_value(&site.name),
-                        i + 1
-                    );
-                }
+                let labels = format!("site=\"{}\"", label_value(&site.name));
+                site.by_class
+                    .render(&mut s, "waf_site_responses_total", &labels);
             }
         }
         if let Ok(servers) = self.servers.lock() {
-            let labels = |(name, url, _): &ServerEntry| {
-                format!(
-                    "upstream=\"{}\",server=\"{}\"",
-                    label_value(name),
-                    label_value(url)
-                )
-            };
             let per_server: [(&str, &str, ServerCounter); 2] = [
                 (
                     "waf_upstream_requests_total",
@@ -703,8 +711,8 @@ impl Metrics {
             for (name, help, counter) in per_server {
                 let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter");
                 for e in servers.iter() {
-                    let n = counter(&e.2).load(Ordering::Relaxed);
-                    let _ = writeln!(s, "{name}{{{}}} {n}", labels(e));
+                    let n = counter(&e.stats).load(Ordering::Relaxed);
+                    let _ = writeln!(s, "{name}{{{}}} {n}", e.labels);
                 }
             }
             let _ = writeln!(
@@ -712,59 +720,43 @@ impl Metrics {
                 "# HELP waf_upstream_responses_total Answers of a server of an upstream by status class.\n# TYPE waf_upstream_responses_total counter"
             );
             for e in servers.iter() {
-                for (i, c) in e.2.by_class.iter().enumerate() {
-                    let n = c.load(Ordering::Relaxed);
-                    let _ = writeln!(
-                        s,
-                        "waf_upstream_responses_total{{{},code=\"{}xx\"}} {n}",
-                        labels(e),
-                        i + 1
-                    );
-                }
+                e.stats
+                    .by_class
+                    .render(&mut s, "waf_upstream_responses_total", &e.labels);
             }
             let _ = writeln!(
                 s,
                 "# HELP waf_upstream_response_seconds Time from sending a request to a server to its response headers.\n# TYPE waf_upstream_response_seconds histogram"
             );
             for e in servers.iter() {
-                e.2.time.render(
+                e.stats.time.render(
                     &mut s,
                     "waf_upstream_response_seconds",
-                    &labels(e),
+                    &e.labels,
                     &UPSTREAM_BUCKETS_US,
                 );
             }
-        }
-        if let Ok(health) = self.health.lock() {
-            if !health.is_empty() {
-                let _ = writeln!(
-                    s,
-                    "# HELP waf_upstream_server_healthy Whether a server of a health-checked upstream passes its checks (1) or is left out (0).\n# TYPE waf_upstream_server_healthy gauge"
-                );
-                for (upstream, servers) in health.iter() {
-                    for server in servers.iter() {
-                        let _ = writeln!(
-                            s,
-                            "waf_upstream_server_healthy{{upstream=\"{}\",server=\"{}\"}} {}",
-                            label_value(upstream),
-                            label_value(&server.url),
-                            u8::from(server.healthy())
-                        );
-                    }
-                }
-                let _ = writeln!(
-                    s,
-                    "# HELP waf_upstream_health_check_failures_total Health checks a server failed.\n# TYPE waf_upstream_health_check_failures_total counter"
-                );
-                for (upstream, servers) in health.iter() {
-                    for server in servers.iter() {
-                        let _ = writeln!(
-                            s,
-                            "waf_upstream_health_check_failures_total{{upstream=\"{}\",server=\"{}\"}} {}",
-                            label_value(upstream),
-                            label_value(&server.url),
-                            server.failed()
-                        );
+            let per_checked: [(&str, &str, &str, HealthValue); 2] = [
+                (
+                    "waf_upstream_server_healthy",
+                    "Whether a server of a health-checked upstream passes its checks (1) or is left out (0).",
+                    "gauge",
+                    |h| u64::from(h.healthy()),
+                ),
+                (
+                    "waf_upstream_health_check_failures_total",
+                    "Health checks a server failed.",
+                    "counter",
+                    |h| h.failed(),
+                ),
+            ];
+            if servers.iter().any(|e| e.health.is_some()) {
+                for (name, help, kind, value) in per_checked {
+                    let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}");
+                    for e in servers.iter() {
+                        if let Some(h) = e.health.as_ref().and_then(|(h, i)| h.get(*i)) {
+                            let _ = writeln!(s, "{name}{{{}}} {}", e.labels, value(h));
+                        }
                     }
                 }
             }

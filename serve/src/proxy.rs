@@ -144,13 +144,11 @@ impl State {
         self.check_upstreams(&self.sites.load());
     }
 
-    /// Health-checks `sites`' upstreams (just put in force) and shows
-    /// them on `/metrics`.
+    /// Health-checks `sites`' upstreams (just put in force; `/metrics`
+    /// shows them once registered, see `Metrics::register_upstreams`).
     pub(crate) fn check_upstreams(&self, sites: &Sites) {
-        let upstreams = sites.upstreams();
-        self.metrics.set_health(&upstreams);
         if let Some(checker) = self.checker.get() {
-            for u in &upstreams {
+            for u in &sites.upstreams() {
                 checker.spawn(u);
             }
         }

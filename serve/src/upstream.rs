@@ -227,10 +227,7 @@ impl Upstream {
             backup_schedule: of_kind(true),
             name: name.into(),
             down_until: servers.iter().map(|_| AtomicU64::new(0)).collect(),
-            health: servers
-                .iter()
-                .map(|s| ServerHealth::new(s.url.clone()))
-                .collect(),
+            health: servers.iter().map(|_| ServerHealth::new()).collect(),
             stats: servers.iter().map(|_| OnceLock::new()).collect(),
             servers,
             next: AtomicUsize::new(0),
