@@ -138,7 +138,8 @@ fn parse_entry(entry: &[u8]) -> Option<IpAddr> {
     host.parse::<std::net::Ipv4Addr>().ok().map(IpAddr::V4)
 }
 
-fn is_port(s: &str) -> bool {
+/// A port number as text: 1 to 5 digits.
+pub(crate) fn is_port(s: &str) -> bool {
     !s.is_empty() && s.len() <= 5 && s.bytes().all(|b| b.is_ascii_digit())
 }
 

@@ -3,6 +3,7 @@
 //! a request. What every HTTPS site serves on its plain port (nginx's
 //! `return 301 https://$host$request_uri`).
 
+use crate::forwarded::is_port;
 use hyper::header::HeaderValue;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,12 +77,17 @@ impl Location {
 /// or an IP address.
 fn host_name(host: &[u8]) -> Option<&str> {
     let host = std::str::from_utf8(host).ok()?;
+    let port_ok = |after: &str| after.is_empty() || after.strip_prefix(':').is_some_and(is_port);
     let name = if host.starts_with('[') {
         // [IPv6]:port
-        &host[..=host.find(']')?]
+        let end = host.find(']')?;
+        if !port_ok(&host[end + 1..]) {
+            return None;
+        }
+        &host[..=end]
     } else {
         match host.rsplit_once(':') {
-            Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+            Some((name, port)) if is_port(port) => name,
             Some(_) => return None,
             None => host,
         }
@@ -118,7 +124,17 @@ mod tests {
         );
         assert_eq!(at("[::1]:80", "/x"), Ok("https://[::1]/x".into()));
         assert_eq!(at("10.0.0.5", "/"), Ok("https://10.0.0.5/".into()));
-        for bad in ["evil.com/x", "a b", "a@b", "[nope]", "", "a:b"] {
+        for bad in [
+            "evil.com/x",
+            "a b",
+            "a@b",
+            "[nope]",
+            "",
+            "a:b",
+            "a:",
+            "[::1]x",
+            "[::1]:",
+        ] {
             assert!(at(bad, "/").is_err(), "{bad}");
         }
         let fixed =
