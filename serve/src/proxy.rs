@@ -921,14 +921,18 @@ async fn handle(
     site.apply_exceptions(&view, &mut tx);
     // A trusted proxy's request id becomes the request's (see
     // request_id.rs).
-    let request_id_header = state.config().request_id_header.clone();
-    if let Some(name) = &request_id_header {
-        if state.config().trusted_proxies.trusts(peer.ip()) {
-            if let Some(id) = crate::request_id::from_proxy(&parts.headers, name) {
-                tx.set_unique_id(id);
+    let request_id_header = {
+        // One read of the settings, not held past this block.
+        let config = state.config();
+        if let Some(name) = &config.request_id_header {
+            if config.trusted_proxies.trusts(peer.ip()) {
+                if let Some(id) = crate::request_id::from_proxy(&parts.headers, name) {
+                    tx.set_unique_id(id);
+                }
             }
         }
-    }
+        config.request_id_header.clone()
+    };
     if state.access.is_some() {
         access::note(|n| n.unique_id = Some(tx.unique_id().to_string()));
     }
