@@ -333,13 +333,9 @@ impl Manifest {
             .keys()
             .find(|n| !file.upstreams.contains_key(*n))
         {
-            let known: Vec<&str> = file.upstreams.keys().map(String::as_str).collect();
             return Err(invalid(
                 &format!("health_checks.{name}"),
-                format!(
-                    "no upstream named `{name}`; the upstreams are {}",
-                    known.join(", ")
-                ),
+                no_upstream(name, &file.upstreams),
             ));
         }
         let first_upstream = file
@@ -372,15 +368,7 @@ impl Manifest {
             };
             let when = s.when.as_deref().map(|e| filter("when", e)).transpose()?;
             let upstream = upstreams.get(s.upstream.as_str()).cloned().ok_or_else(|| {
-                let known: Vec<&str> = upstreams.keys().copied().collect();
-                invalid(
-                    &at("upstream"),
-                    format!(
-                        "no upstream named `{}`; the upstreams are {}",
-                        s.upstream,
-                        known.join(", ")
-                    ),
-                )
+                invalid(&at("upstream"), no_upstream(&s.upstream, &file.upstreams))
             })?;
             let text = site_rules_text(s, &resolve).map_err(|m| invalid(&at("rules"), m))?;
             let rules = match compiled.iter().find(|(t, _)| *t == text) {
@@ -592,6 +580,15 @@ impl Manifest {
             listeners,
         })
     }
+}
+
+/// The error for a name that is not one of `upstreams`, listing them.
+fn no_upstream<V>(name: &str, upstreams: &BTreeMap<String, V>) -> String {
+    let known: Vec<&str> = upstreams.keys().map(String::as_str).collect();
+    format!(
+        "no upstream named `{name}`; the upstreams are {}",
+        known.join(", ")
+    )
 }
 
 /// A health check from the manifest, or the field that is wrong (`.path`)
