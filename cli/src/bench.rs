@@ -419,6 +419,7 @@ impl Report<'_> {
             "scans_per_request": st.scans as f64 / n_req,
             "rules_evaluated_per_request": st.rules_evaluated as f64 / n_req,
             "rules_folded_per_request": st.rules_folded as f64 / n_req,
+            "coarse_skips_per_request": st.coarse_skips as f64 / n_req,
             "rules_folded_at_load": self.rs.folded_rules(),
             "rules_replayed_per_request": st.rules_replayed as f64 / n_req,
             "rules_replayable_at_load": self.rs.replayed_rules(),

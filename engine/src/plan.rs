@@ -12,7 +12,8 @@ use crate::prefilter::Scanner;
 use crate::sources::{is_volatile, stable_coll, Coll};
 use crate::transform::Transform;
 use std::sync::Arc;
-use waf_compiler::ir::{NodeId, Program, RuleIdx, SlotId};
+use waf_compiler::ir::{NodeId, Program, RuleIdx, SlotId, TargetId};
+use waf_compiler::names::Variable as V;
 
 /// A rule's hot fields, dense (the rule loop reads these for every rule;
 /// the IR's `Rule` is only touched when a rule matches or is removed).
@@ -57,6 +58,16 @@ pub(crate) struct SlotInfo {
     pub coll: Option<Coll>,
 }
 
+/// Where the values of a slot group's *coarse union* come from (see
+/// [`Plan::group_sources`]): all of a request collection's values or
+/// names, whatever a target's selector keeps; or, for any other memoized
+/// target, the target's own values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum UnionSource {
+    Coll { coll: Coll, names: bool, var: V },
+    Target(TargetId),
+}
+
 /// A rule's metadata that match reports share rather than copy.
 #[derive(Debug)]
 pub(crate) struct RuleMeta {
@@ -88,6 +99,22 @@ pub(crate) struct Plan {
     /// one per slot.
     group_start: Vec<u32>,
     group_slots: Vec<SlotId>,
+    /// The coarse unions' sources, and each group's:
+    /// `group_sources[source_start[g]..source_start[g + 1]]` index `sources`.
+    /// A value's coarse union is the union of its scan results at every
+    /// node its source is read at by a grouped slot (its *class*: sources
+    /// with the same nodes share one), so one union per value, cached
+    /// across transactions, stands for all the chains that read it. A
+    /// group's coarse union (the union over its sources' values) contains
+    /// its exact one, and rules most links out (on CRS and benign traffic,
+    /// 96 % of those the exact union rules out) without building a target
+    /// list or visiting a (value, node).
+    sources: Vec<UnionSource>,
+    source_class: Vec<u32>,
+    /// Per class: its nodes, in index order (parents first).
+    classes: Vec<Vec<NodeId>>,
+    source_start: Vec<u32>,
+    group_sources: Vec<u32>,
 }
 
 impl Plan {
@@ -161,6 +188,52 @@ impl Plan {
                 plan_slots.extend_from_slice(&l.targets);
             }
         }
+        let mut sources: Vec<UnionSource> = Vec::new();
+        let mut source_node_sets: Vec<Vec<NodeId>> = Vec::new();
+        let (mut source_start, mut group_sources) = (vec![0u32], Vec::new());
+        for g in 0..group_start.len() - 1 {
+            let first = group_sources.len();
+            for &slot in &group_slots[group_start[g] as usize..group_start[g + 1] as usize] {
+                let target = slot_info[slot.index()].target;
+                let var = program.targets[target.index()].variable;
+                let source = match stable_coll(var) {
+                    Some((coll, names)) => UnionSource::Coll { coll, names, var },
+                    None => UnionSource::Target(target),
+                };
+                let id = match sources.iter().position(|s| *s == source) {
+                    Some(i) => i,
+                    None => {
+                        sources.push(source);
+                        source_node_sets.push(Vec::new());
+                        sources.len() - 1
+                    }
+                };
+                let node = program.slots[slot.index()].node;
+                if !source_node_sets[id].contains(&node) {
+                    source_node_sets[id].push(node);
+                }
+                if !group_sources[first..].contains(&(id as u32)) {
+                    group_sources.push(id as u32);
+                }
+            }
+            source_start.push(group_sources.len() as u32);
+        }
+        // Sources with the same nodes share a class (a value's coarse union
+        // is cached per class).
+        let mut classes: Vec<Vec<NodeId>> = Vec::new();
+        let source_class = source_node_sets
+            .into_iter()
+            .map(|mut nodes| {
+                nodes.sort_unstable_by_key(|n| n.index());
+                match classes.iter().position(|c| *c == nodes) {
+                    Some(i) => i as u32,
+                    None => {
+                        classes.push(nodes);
+                        (classes.len() - 1) as u32
+                    }
+                }
+            })
+            .collect();
         Plan {
             rules: plan_rules,
             links: plan_links,
@@ -170,7 +243,31 @@ impl Plan {
             chains,
             group_start,
             group_slots,
+            sources,
+            source_class,
+            classes,
+            source_start,
+            group_sources,
         }
+    }
+
+    /// The coarse unions' sources (see [`Plan::group_sources`]).
+    pub(crate) fn sources(&self) -> &[UnionSource] {
+        &self.sources
+    }
+
+    /// The sources of group `g`'s coarse union, as indexes in
+    /// [`Plan::sources`].
+    pub(crate) fn group_sources(&self, g: u32) -> &[u32] {
+        let g = g as usize;
+        &self.group_sources[self.source_start[g] as usize..self.source_start[g + 1] as usize]
+    }
+
+    /// Source `s`'s class and its transform nodes: those a value's coarse
+    /// union covers.
+    pub(crate) fn source_nodes(&self, s: u32) -> (u32, &[NodeId]) {
+        let class = self.source_class[s as usize];
+        (class, &self.classes[class as usize])
     }
 
     /// Number of slot groups.

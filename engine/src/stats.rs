@@ -22,6 +22,10 @@ pub struct EvalStats {
     pub rules_evaluated: u64,
     /// Rules stepped over because partial evaluation proved they cannot match.
     pub rules_folded: u64,
+    /// Links ruled out by their slot group's coarse union (one union per
+    /// value over the chains its source is read through), before any
+    /// target list or exact union is built.
+    pub coarse_skips: u64,
     /// Rules evaluated by replaying the match partial evaluation computed
     /// at load (counted in `rules_evaluated` too).
     pub rules_replayed: u64,
@@ -47,6 +51,7 @@ impl EvalStats {
         self.scans += o.scans;
         self.rules_evaluated += o.rules_evaluated;
         self.rules_folded += o.rules_folded;
+        self.coarse_skips += o.coarse_skips;
         self.rules_replayed += o.rules_replayed;
         self.xcache_hits += o.xcache_hits;
         self.xcache_misses += o.xcache_misses;

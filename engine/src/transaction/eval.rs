@@ -10,9 +10,9 @@ use crate::body::Processor;
 use crate::fold::Replay;
 use crate::operator;
 use crate::outcome::{Cause, Intervention, MatchedRule};
-use crate::plan::PlanLink;
+use crate::plan::{PlanLink, UnionSource};
 use crate::prefilter::{byte_mask, Gate, Scanner};
-use crate::sources::stable_coll;
+use crate::sources::{stable_coll, Coll};
 use std::sync::Arc;
 use std::time::Instant;
 use waf_compiler::ir::*;
@@ -396,6 +396,9 @@ impl<'r> Transaction<'r> {
     /// generation); when not, the link is ruled out, counted as if each
     /// slot had been.
     fn group_passes(&mut self, lr: LinkRef<'r>, g: u32) -> bool {
+        if !self.coarse_passes(lr, g) {
+            return false;
+        }
         let generation = self.cache.generation;
         let (program, rs) = (lr.program, self.rs);
         if self.cache.memo.group(g, generation).is_none() {
@@ -424,23 +427,104 @@ impl<'r> Transaction<'r> {
         false
     }
 
+    /// Whether the link's operator may match a value of its slot group's
+    /// coarse union (see `Plan::group_sources`), computed once per
+    /// generation from its sources' unions; when not, the link is ruled
+    /// out without its slots' target lists or exact unions, counted as a
+    /// skip of every value of those sources.
+    fn coarse_passes(&mut self, lr: LinkRef<'r>, g: u32) -> bool {
+        let generation = self.cache.generation;
+        let rs = self.rs;
+        if self.cache.memo.coarse(g, generation).is_none() {
+            self.cache.memo.coarse_begin(g, generation);
+            for &s in rs.plan().group_sources(g) {
+                self.update_source(lr.program, s);
+                self.cache.memo.coarse_add(g, s);
+            }
+        }
+        let Some((bits, mask, len)) = self.cache.memo.coarse(g, generation) else {
+            return true;
+        };
+        if rs.scanner().passes(lr.pl.gate, bits, mask) {
+            return true;
+        }
+        self.stats.memo_hits += u64::from(len);
+        self.stats.prefilter_skips += u64::from(len);
+        self.stats.coarse_skips += 1;
+        false
+    }
+
+    /// Brings source `s`'s union up to date: a collection's new entries
+    /// are added (collections only grow), a target's values are read again
+    /// in each generation.
+    fn update_source(&mut self, program: &'r Program, s: u32) {
+        let rs = self.rs;
+        let generation = self.cache.generation;
+        let (class, scanner, tree) = (rs.plan().source_nodes(s), rs.scanner(), &program.transforms);
+        match rs.plan().sources()[s as usize] {
+            UnionSource::Coll { coll, names, var } => {
+                let entries = self.inputs.coll(coll);
+                let covered = self.cache.memo.source_covered(s) as usize;
+                if covered >= entries.len() {
+                    return;
+                }
+                let memo = &mut self.cache.memo;
+                for (i, e) in entries.iter().enumerate().skip(covered) {
+                    let origin = Origin::Coll {
+                        coll,
+                        names,
+                        idx: i as u32,
+                    };
+                    let raw: &[u8] = if names { &e.key } else { &e.value };
+                    let inst = memo.instance(var, origin, raw, generation);
+                    memo.source_add(s, inst, class, scanner, tree, &mut self.stats);
+                }
+                memo.set_source_covered(s, entries.len() as u32);
+            }
+            UnionSource::Target(target) => {
+                if self.cache.memo.source_gen(s) == generation {
+                    return;
+                }
+                // Not a request collection (those are `Coll` sources).
+                let (start, len) = self.target_list(program, target, None);
+                let memo = &mut self.cache.memo;
+                memo.source_begin(s, generation);
+                for k in start..start + len {
+                    let inst = memo.list_inst(k);
+                    memo.source_add(s, inst, class, scanner, tree, &mut self.stats);
+                }
+            }
+        }
+    }
+
     /// The instance list of a memoized slot's target, built if it is not
     /// valid in this generation; the slot's union is marked stale when the
     /// list is not the one it was computed from.
     fn slot_list(&mut self, program: &'r Program, slot: SlotId) -> (u32, u32) {
         let info = self.rs.plan().slot_info(slot);
-        let target = info.target;
-        let src_len = info.coll.map(|id| self.inputs.coll(id).len() as u32);
-        let list = match self
+        let list = self.target_list(program, info.target, info.coll);
+        self.cache.memo.slot_touch(slot, info.target);
+        list
+    }
+
+    /// The instance list of a memoized target (`coll`: the request
+    /// collection it reads, if any), built if it is not valid in this
+    /// generation.
+    fn target_list(
+        &mut self,
+        program: &'r Program,
+        target: TargetId,
+        coll: Option<Coll>,
+    ) -> (u32, u32) {
+        let src_len = coll.map(|id| self.inputs.coll(id).len() as u32);
+        match self
             .cache
             .memo
             .target(target, self.cache.generation, src_len)
         {
             Some(r) => r,
             None => self.build_target(program, target, src_len),
-        };
-        self.cache.memo.slot_touch(slot, target);
-        list
+        }
     }
 
     /// Builds the instance list of a target for this generation. Entries of

@@ -24,7 +24,10 @@
 //! Each target's list of instances is built once per phase and shared by all
 //! its slots (target × transform node); a slot caches, lazily, the union of
 //! its values' scan results: a rule whose operator cannot match any of them
-//! is skipped after one bit test.
+//! is skipped after one bit test. Before a slot group's union is computed,
+//! a coarse one is tried: the union of its sources' values, each value's
+//! taken once over every node its source is read at (and cached across
+//! transactions), which rules most links out without a target list.
 //!
 //! All storage is kept by [`Memo::clear`], so a reused transaction stops
 //! allocating once the buffers have grown.
@@ -111,6 +114,26 @@ pub(super) struct Memo {
     group_mask: Vec<ByteMask>,
     /// Number of values the group's slots hold (for the statistics of a skip).
     group_len: Vec<u32>,
+    // Coarse unions (see `Plan::group_sources`). Per instance: its union
+    // over its source's class of nodes, once computed (or read from the
+    // cross-transaction cache).
+    /// The class of the instance's computed union (NONE: none yet).
+    inst_union_class: Vec<u32>,
+    inst_union_bits: Vec<u64>,
+    inst_union_mask: Vec<ByteMask>,
+    /// Per source (indexed as `Plan::sources`): the union of its values'
+    /// coarse unions, with the number of collection entries it covers
+    /// (collections only grow) or the generation it was computed in.
+    source_covered: Vec<u32>,
+    source_gen: Vec<u32>,
+    source_bits: Vec<u64>,
+    source_mask: Vec<ByteMask>,
+    source_len: Vec<u32>,
+    /// Per group: its coarse union, valid in generation `coarse_gen`.
+    coarse_gen: Vec<u32>,
+    coarse_bits: Vec<u64>,
+    coarse_mask: Vec<ByteMask>,
+    coarse_len: Vec<u32>,
     path: Vec<NodeId>,
     out: Vec<u8>,
     /// The prefilter's lowercased copy of the value it scans.
@@ -137,6 +160,7 @@ impl Memo {
         let words = rs.scanner().words();
         let slots = p.slots.len();
         let groups = rs.plan().groups();
+        let sources = rs.plan().sources().len();
         Memo {
             unicode_map: rs.unicode_map().cloned(),
             nodes: p.transforms.nodes.len(),
@@ -162,6 +186,18 @@ impl Memo {
             group_bits: vec![0; groups * words],
             group_mask: vec![[0; 4]; groups],
             group_len: vec![0; groups],
+            inst_union_class: Vec::new(),
+            inst_union_bits: Vec::new(),
+            inst_union_mask: Vec::new(),
+            source_covered: vec![0; sources],
+            source_gen: vec![0; sources],
+            source_bits: vec![0; sources * words],
+            source_mask: vec![[0; 4]; sources],
+            source_len: vec![0; sources],
+            coarse_gen: vec![0; groups],
+            coarse_bits: vec![0; groups * words],
+            coarse_mask: vec![[0; 4]; groups],
+            coarse_len: vec![0; groups],
             path: Vec::new(),
             out: Vec::new(),
             lowered: Vec::new(),
@@ -197,6 +233,21 @@ impl Memo {
         self.slot_gen.fill(0);
         self.group_gen.fill(0);
         self.builds = 0;
+        self.inst_union_class.clear();
+        self.inst_union_bits.clear();
+        self.inst_union_mask.clear();
+        self.forget_sources();
+    }
+
+    /// Forgets every source's and group's coarse union (instances are gone,
+    /// or generations wrapped).
+    fn forget_sources(&mut self) {
+        self.source_covered.fill(0);
+        self.source_gen.fill(0);
+        self.source_bits.fill(0);
+        self.source_mask.fill([0; 4]);
+        self.source_len.fill(0);
+        self.coarse_gen.fill(0);
     }
 
     /// Forgets slot states and scalar instances of every generation (when
@@ -206,6 +257,7 @@ impl Memo {
         self.target_src.fill(None);
         self.scalar_insts.fill((0, NONE));
         self.group_gen.fill(0);
+        self.forget_sources();
     }
 
     /// The instance of `origin`, created (with `raw` as its untransformed
@@ -253,6 +305,10 @@ impl Memo {
             (NONE, 0)
         };
         self.inst_rec.push(rec);
+        self.inst_union_class.push(NONE);
+        self.inst_union_bits
+            .resize(self.inst_union_bits.len() + self.words, 0);
+        self.inst_union_mask.push([0; 4]);
         self.table.resize(self.table.len() + self.nodes, NONE);
         let e = self.push_entry(raw, inst, 0);
         self.table[inst as usize * self.nodes] = e;
@@ -643,6 +699,147 @@ impl Memo {
             (&self.slot_bits[s * w..(s + 1) * w], &self.slot_mask[s]),
         );
         self.group_len[g] += list.1;
+    }
+}
+
+impl Memo {
+    // ------------------------------------------------------------ coarse unions
+
+    /// Computes the instance's coarse union over `class` unless known: the
+    /// union of its scan results and byte sets at every node of the class
+    /// (`nodes`). Read from the cross-transaction cache when it has it,
+    /// and stored there once computed: a value seen before costs one read
+    /// for all the chains that read it.
+    fn inst_union(
+        &mut self,
+        inst: u32,
+        (class, nodes): (u32, &[NodeId]),
+        scanner: &Scanner,
+        tree: &TransformTree,
+        stats: &mut EvalStats,
+    ) {
+        let (i, w) = (inst as usize, self.words);
+        // An instance is read in one class (that of its source) but for
+        // scalars read through two targets (`XML:/*` and `XML://@*`).
+        if self.inst_union_class[i] == class {
+            return;
+        }
+        self.inst_union_class[i] = class;
+        if let Some(rec) = self.rec(inst) {
+            if let Some((bits, mask)) = self.x.union(rec, class) {
+                self.inst_union_bits[i * w..(i + 1) * w].copy_from_slice(bits);
+                self.inst_union_mask[i] = mask;
+                return;
+            }
+        }
+        self.inst_union_bits[i * w..(i + 1) * w].fill(0);
+        self.inst_union_mask[i] = [0; 4];
+        let mut last = NONE;
+        for &node in nodes {
+            let e = self.value(inst, node, tree, stats);
+            if e == last {
+                continue;
+            }
+            last = e;
+            self.ensure_gate_data(e, scanner, stats);
+            let ei = e as usize;
+            add_gate(
+                (
+                    &mut self.inst_union_bits[i * w..(i + 1) * w],
+                    &mut self.inst_union_mask[i],
+                ),
+                (&self.bits[ei * w..(ei + 1) * w], &self.entries[ei].mask),
+            );
+        }
+        if let Some(rec) = self.rec(inst) {
+            let mask = self.inst_union_mask[i];
+            self.x
+                .set_union(rec, class, &self.inst_union_bits[i * w..(i + 1) * w], mask);
+        }
+    }
+
+    /// Number of collection entries source `s`'s union covers.
+    pub fn source_covered(&self, s: u32) -> u32 {
+        self.source_covered[s as usize]
+    }
+
+    pub fn set_source_covered(&mut self, s: u32, n: u32) {
+        self.source_covered[s as usize] = n;
+    }
+
+    /// The generation source `s`'s union was computed in (target sources).
+    pub fn source_gen(&self, s: u32) -> u32 {
+        self.source_gen[s as usize]
+    }
+
+    /// Empties source `s`'s union, to be computed for `generation`.
+    pub fn source_begin(&mut self, s: u32, generation: u32) {
+        let (i, w) = (s as usize, self.words);
+        self.source_gen[i] = generation;
+        self.source_bits[i * w..(i + 1) * w].fill(0);
+        self.source_mask[i] = [0; 4];
+        self.source_len[i] = 0;
+    }
+
+    /// Adds instance `inst`'s coarse union to source `s`'s.
+    pub fn source_add(
+        &mut self,
+        s: u32,
+        inst: u32,
+        class: (u32, &[NodeId]),
+        scanner: &Scanner,
+        tree: &TransformTree,
+        stats: &mut EvalStats,
+    ) {
+        self.inst_union(inst, class, scanner, tree, stats);
+        let (s, i, w) = (s as usize, inst as usize, self.words);
+        add_gate(
+            (
+                &mut self.source_bits[s * w..(s + 1) * w],
+                &mut self.source_mask[s],
+            ),
+            (
+                &self.inst_union_bits[i * w..(i + 1) * w],
+                &self.inst_union_mask[i],
+            ),
+        );
+        self.source_len[s] += 1;
+    }
+
+    /// Group `g`'s coarse union, if computed in `generation`: (scan bits,
+    /// byte set, number of values).
+    pub fn coarse(&self, g: u32, generation: u32) -> Option<(&[u64], &ByteMask, u32)> {
+        let (g, w) = (g as usize, self.words);
+        (self.coarse_gen[g] == generation).then(|| {
+            (
+                &self.coarse_bits[g * w..(g + 1) * w],
+                &self.coarse_mask[g],
+                self.coarse_len[g],
+            )
+        })
+    }
+
+    /// Starts computing group `g`'s coarse union for `generation`: add its
+    /// sources (once up to date) with [`Memo::coarse_add`].
+    pub fn coarse_begin(&mut self, g: u32, generation: u32) {
+        let (g, w) = (g as usize, self.words);
+        self.coarse_gen[g] = generation;
+        self.coarse_bits[g * w..(g + 1) * w].fill(0);
+        self.coarse_mask[g] = [0; 4];
+        self.coarse_len[g] = 0;
+    }
+
+    /// Adds source `s`'s union to group `g`'s coarse union.
+    pub fn coarse_add(&mut self, g: u32, s: u32) {
+        let (g, s, w) = (g as usize, s as usize, self.words);
+        add_gate(
+            (
+                &mut self.coarse_bits[g * w..(g + 1) * w],
+                &mut self.coarse_mask[g],
+            ),
+            (&self.source_bits[s * w..(s + 1) * w], &self.source_mask[s]),
+        );
+        self.coarse_len[g] += self.source_len[s];
     }
 }
 

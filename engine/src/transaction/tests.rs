@@ -1042,6 +1042,45 @@ fn slot_groups_rule_links_out_and_keep_the_rest_exact() {
     assert_eq!(ids(&naive), [1, 3, 4]);
 }
 
+/// A slot group's coarse union (one union per value over every chain its
+/// source is read through, cached across transactions per class of
+/// chains) rules a link out only when no value holds its literal through
+/// any of those chains. The same bytes are read in two classes here:
+/// arguments through `none` and `urlDecodeUni` (which reveals `alpha1`),
+/// headers through `removeWhitespace` (which reveals `charlie2`); each
+/// class's union finds its literal, whether computed or read from the
+/// thread's cache, and never stands for the other's.
+#[test]
+fn coarse_unions_rule_links_out_and_see_through_every_chain() {
+    let rs = ruleset(
+        "SecRuleEngine On\n\
+         SecRule REQUEST_HEADERS \"@rx charlie[0-9]\" \"id:4,phase:1,pass,t:none,t:removeWhitespace\"\n\
+         SecRule ARGS|ARGS_NAMES \"@rx alpha[0-9]\" \"id:1,phase:1,pass,t:none,t:urlDecodeUni\"\n\
+         SecRule ARGS|ARGS_NAMES \"@rx bravo[0-9]\" \"id:2,phase:1,pass,t:none,t:urlDecodeUni\"\n\
+         SecRule ARGS \"@rx charlie[0-9]\" \"id:3,phase:1,pass,t:none\"\n",
+    );
+    // `a` and the header hold `%61lpha1 char lie2`.
+    let target = "/?a=%2561lpha1%20char%20lie2";
+    let headers = [("X-Test", "%61lpha1 char lie2")];
+    // Four times: the value is admitted to the thread's cache on its
+    // second sighting (the argument, in the first request), and its
+    // unions are read from there after that.
+    for round in 0..4 {
+        let tx = get(&rs, target, &headers);
+        assert_eq!(ids(&tx), [4, 1], "round {round}");
+        // Rule 2's literal is in no value through any chain.
+        assert!(
+            tx.stats().coarse_skips >= 1,
+            "round {round}: {:?}",
+            tx.stats()
+        );
+    }
+    let naive = rs.transaction_with(crate::EvalOptions::naive());
+    let mut naive = through_phase1(naive, "GET", target, &headers);
+    naive.process_request_body();
+    assert_eq!(ids(&naive), [4, 1]);
+}
+
 /// Rule 2 reads `ARGS` in phase 1 (its values get their instances and
 /// records then); rule 1, in phase 2, has no literal of 3+ bytes, so its
 /// byte gate lets `fine` through as well as `evil`: it runs on both, and

@@ -61,7 +61,14 @@ struct Record {
     hash: u64,
     start: u32,
     len: u32,
+    /// (class + 1, index in `gate`) of the value's unions of scan results
+    /// over a class of nodes (see `Memo::inst_union`); 0 = free. A value is
+    /// read in one or two classes (an argument is in `ARGS` and `ARGS_GET`).
+    unions: [(u32, u32); UNION_CLASSES],
 }
+
+/// Classes of coarse unions a record keeps.
+const UNION_CLASSES: usize = 2;
 
 /// Limits of one cache (one per thread and ruleset).
 #[derive(Clone, Copy, Debug)]
@@ -211,6 +218,7 @@ impl XCache {
             hash,
             start,
             len: raw.len() as u32,
+            unions: [(0, 0); UNION_CLASSES],
         });
         self.node_info.resize(
             self.records.len() * self.record_nodes,
@@ -336,6 +344,36 @@ impl XCache {
             self.gate.extend_from_slice(bits);
             self.gate.extend_from_slice(&mask);
         }
+    }
+
+    /// The union of the value's scan results and byte sets over the nodes
+    /// of `class`, if stored.
+    pub fn union(&self, rec: u32, class: u32) -> Option<(&[u64], ByteMask)> {
+        let r = self.records.get(rec as usize)?;
+        let &(_, at) = r.unions.iter().find(|u| u.0 == class + 1)?;
+        let (at, w) = (at as usize, self.words);
+        let m = &self.gate[at + w..at + w + 4];
+        Some((&self.gate[at..at + w], [m[0], m[1], m[2], m[3]]))
+    }
+
+    /// Stores the value's union over `class` (see [`XCache::union`]),
+    /// unless the record's slots are taken or the scan results' share of
+    /// the byte limit is used up.
+    pub fn set_union(&mut self, rec: u32, class: u32, bits: &[u64], mask: ByteMask) {
+        let full = (self.gate.len() + self.words + 4) * 8 > self.limits().bytes;
+        let at = self.gate.len() as u32;
+        let Some(r) = self.records.get_mut(rec as usize) else {
+            return;
+        };
+        if full || r.unions.iter().any(|u| u.0 == class + 1) {
+            return;
+        }
+        let Some(slot) = r.unions.iter_mut().find(|u| u.0 == 0) else {
+            return;
+        };
+        *slot = (class + 1, at);
+        self.gate.extend_from_slice(bits);
+        self.gate.extend_from_slice(&mask);
     }
 
     /// A stored operator result.
