@@ -7,7 +7,7 @@ use crate::filter::{Filter, FilterError};
 use crate::health::HealthCheck;
 use crate::rules::{RuleSource, Rules};
 use crate::site::{CustomAction, CustomRule, Exception, Site, Sites};
-use crate::upstream::{ServerSpec, Upstream};
+use crate::upstream::{Balance, ServerSpec, Upstream};
 use crate::{Config, OnError};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -61,6 +61,9 @@ struct File {
     upstreams: BTreeMap<String, UrlsFile>,
     #[serde(default)]
     health_checks: BTreeMap<String, HealthFile>,
+    /// Per upstream: `round_robin` (the default) or `ip_hash`.
+    #[serde(default)]
+    balance: BTreeMap<String, String>,
     #[serde(default)]
     block_page: Option<PathBuf>,
     sites: Vec<SiteFile>,
@@ -325,18 +328,28 @@ impl Manifest {
                     })?),
                     None => None,
                 };
-            let up = Upstream::of(name, &specs, check).map_err(|m| invalid(&at, m))?;
+            let balance = match file.balance.get(name) {
+                Some(b) => Balance::parse(b).map_err(|m| invalid(&format!("balance.{name}"), m))?,
+                None => Balance::default(),
+            };
+            let up = Upstream::of(name, &specs, check)
+                .map_err(|m| invalid(&at, m))?
+                .with_balance(balance);
             upstreams.insert(name, Arc::new(up));
         }
-        if let Some(name) = file
-            .health_checks
-            .keys()
-            .find(|n| !file.upstreams.contains_key(*n))
-        {
-            return Err(invalid(
-                &format!("health_checks.{name}"),
-                no_upstream(name, &file.upstreams),
-            ));
+        for (field, names) in [
+            (
+                "health_checks",
+                file.health_checks.keys().collect::<Vec<_>>(),
+            ),
+            ("balance", file.balance.keys().collect()),
+        ] {
+            if let Some(name) = names.into_iter().find(|n| !file.upstreams.contains_key(*n)) {
+                return Err(invalid(
+                    &format!("{field}.{name}"),
+                    no_upstream(name, &file.upstreams),
+                ));
+            }
         }
         let first_upstream = file
             .upstreams

@@ -1264,7 +1264,7 @@ async fn handle(
     let deadline = tokio::time::Instant::now() + state.config().upstream_timeout;
     let mut tried = 0u64;
     let sent = loop {
-        let (i, server) = site.upstream.pick(tried);
+        let (i, server) = site.upstream.pick(tried, remote.ip());
         tried |= 1 << i;
         access::note(|n| n.upstream = Some(server.url.clone()));
         let Ok(uri) = server.uri(path_and_query) else {

@@ -14,6 +14,11 @@
 //! too, until it passes again: what catches an application that still
 //! accepts connections but answers errors, or one being drained for a
 //! deploy.
+//!
+//! An application that keeps its sessions in each server's memory needs a
+//! client's requests on one server: [`Balance::IpHash`] (nginx's
+//! `ip_hash`) starts each client's walk of the schedule at a place its
+//! address decides, rather than at the next turn.
 
 use crate::health::{HealthCheck, ServerHealth};
 use crate::metrics::ServerStats;
@@ -42,6 +47,7 @@ pub(crate) struct Upstream {
     schedule: Vec<u8>,
     backup_schedule: Vec<u8>,
     next: AtomicUsize,
+    balance: Balance,
     /// Per server: milliseconds since [`epoch`] before which it is not
     /// tried (0: up).
     down_until: Vec<AtomicU64>,
@@ -107,6 +113,68 @@ fn epoch() -> Instant {
 
 fn now_ms() -> u64 {
     epoch().elapsed().as_millis() as u64
+}
+
+/// How an upstream chooses a request's server among those up.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Balance {
+    /// Each in turn, as often as its weight (nginx's default).
+    #[default]
+    RoundRobin,
+    /// The same server for a client's requests while the servers stay the
+    /// same and it is up and healthy (then the next in turn, as a retry
+    /// goes), as nginx's `ip_hash`: the key is an IPv4 address's first
+    /// three bytes (the clients of one /24 share a server) or a whole IPv6
+    /// address. Weights still count: a server of weight 3 takes three
+    /// times the clients of one of weight 1. Not consistent hashing: a
+    /// server added or removed moves most clients.
+    IpHash,
+}
+
+impl Balance {
+    /// `round_robin` or `ip_hash`, as the manifest names them.
+    pub(crate) fn parse(name: &str) -> Result<Balance, String> {
+        match name {
+            "round_robin" => Ok(Balance::RoundRobin),
+            "ip_hash" => Ok(Balance::IpHash),
+            _ => Err(format!(
+                "`{name}`: an upstream balances by `round_robin` (the default) or `ip_hash`"
+            )),
+        }
+    }
+}
+
+/// Where in the schedule a client's requests start (see
+/// [`Balance::IpHash`]): FNV-1a over the address's key bytes, then mixed,
+/// the same in every process and build, so a restart or a second instance behind the
+/// same load balancer sends a client to the same server.
+fn client_turn(client: std::net::IpAddr) -> usize {
+    let v4;
+    let v6;
+    let key: &[u8] = match client {
+        std::net::IpAddr::V4(a) => {
+            v4 = a.octets();
+            &v4[..3]
+        }
+        std::net::IpAddr::V6(a) => {
+            v6 = a.octets();
+            &v6
+        }
+    };
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in key {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    // MurmurHash3's finalizer: FNV alone leaves the last byte's effect in
+    // the low bits, and a schedule of four took every /24 of 10.0.0.0/16
+    // to one place.
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^= h >> 33;
+    h as usize
 }
 
 /// The largest weight a server may have.
@@ -231,8 +299,15 @@ impl Upstream {
             stats: servers.iter().map(|_| OnceLock::new()).collect(),
             servers,
             next: AtomicUsize::new(0),
+            balance: Balance::RoundRobin,
             check,
         })
+    }
+
+    /// The upstream choosing servers by `balance`.
+    pub(crate) fn with_balance(mut self, balance: Balance) -> Upstream {
+        self.balance = balance;
+        self
     }
 
     /// Server `i`'s counters, once registered.
@@ -279,16 +354,20 @@ impl Upstream {
         self.servers.len() > 1
     }
 
-    /// The server a request tries next, not one of `tried` (a bit per
-    /// server) if it can: the next one in turn that is up and passes its
+    /// The server a request from `client` tries next, not one of `tried`
+    /// (a bit per server) if it can: the next one in turn (from the
+    /// client's place with [`Balance::IpHash`]) that is up and passes its
     /// health check; else the next that is up (every server failing its
     /// check: the check may be what is wrong, and trying is better than
     /// refusing); else the one back soonest.
-    pub(crate) fn pick(&self, tried: u64) -> (usize, &Endpoint) {
+    pub(crate) fn pick(&self, tried: u64, client: std::net::IpAddr) -> (usize, &Endpoint) {
         if self.servers.len() == 1 {
             return (0, &self.servers[0]);
         }
-        let turn = self.next.fetch_add(1, Ordering::Relaxed);
+        let turn = match self.balance {
+            Balance::RoundRobin => self.next.fetch_add(1, Ordering::Relaxed),
+            Balance::IpHash => client_turn(client),
+        };
         let now = now_ms();
         let mut up_unhealthy: Option<usize> = None;
         let mut soonest: Option<(usize, u64)> = None;
@@ -296,7 +375,7 @@ impl Upstream {
         for schedule in [&self.schedule, &self.backup_schedule] {
             let len = schedule.len();
             for k in 0..len {
-                let i = usize::from(schedule[(turn + k) % len]);
+                let i = usize::from(schedule[(turn % len + k) % len]);
                 if tried & (1 << i) != 0 {
                     continue;
                 }
@@ -329,6 +408,9 @@ impl Upstream {
 mod tests {
     use super::*;
 
+    /// A client, for round-robin picks (which ignore it).
+    const ANY: std::net::IpAddr = std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
     fn upstream(urls: &[&str]) -> Upstream {
         let specs: Vec<ServerSpec> = urls
             .iter()
@@ -340,7 +422,7 @@ mod tests {
     #[test]
     fn servers_take_requests_in_turn() {
         let u = upstream(&["http://a:1", "http://b:1", "http://c:1"]);
-        let picked: Vec<usize> = (0..6).map(|_| u.pick(0).0).collect();
+        let picked: Vec<usize> = (0..6).map(|_| u.pick(0, ANY).0).collect();
         assert_eq!(picked, [0, 1, 2, 0, 1, 2]);
     }
 
@@ -348,11 +430,11 @@ mod tests {
     fn a_server_down_is_skipped_until_its_time_is_up() {
         let u = upstream(&["http://a:1", "http://b:1", "http://c:1"]);
         u.mark_down(1);
-        let picked: Vec<usize> = (0..6).map(|_| u.pick(0).0).collect();
+        let picked: Vec<usize> = (0..6).map(|_| u.pick(0, ANY).0).collect();
         assert_eq!(picked, [0, 2, 2, 0, 2, 2]);
         // Its time is up: back in turn.
         u.down_until[1].store(0, Ordering::Relaxed);
-        assert!((0..3).any(|_| u.pick(0).0 == 1));
+        assert!((0..3).any(|_| u.pick(0, ANY).0 == 1));
     }
 
     #[test]
@@ -363,14 +445,14 @@ mod tests {
         };
         let u = upstream(&["http://a:1", "http://b:1", "http://c:1"]);
         assert_eq!(u.health[2].record(false, &check), Some(false));
-        let picked: Vec<usize> = (0..6).map(|_| u.pick(0).0).collect();
+        let picked: Vec<usize> = (0..6).map(|_| u.pick(0, ANY).0).collect();
         assert_eq!(picked, [0, 1, 0, 0, 1, 0]);
         // Every server up failing: the next one up in turn, not refused.
         u.health[0].record(false, &check);
         u.mark_down(1);
-        assert_eq!(u.pick(0).0, 0);
+        assert_eq!(u.pick(0, ANY).0, 0);
         u.health[1].record(false, &check);
-        assert!((0..3).all(|_| u.pick(0).0 != 1), "down beats failing");
+        assert!((0..3).all(|_| u.pick(0, ANY).0 != 1), "down beats failing");
         // A reload keeps what was known of the servers it keeps.
         let specs: Vec<ServerSpec> = ["http://c:1", "http://b:1", "http://d:1"]
             .iter()
@@ -392,34 +474,89 @@ mod tests {
     #[test]
     fn a_retry_takes_a_server_not_tried_and_all_down_still_picks_one() {
         let u = upstream(&["http://a:1", "http://b:1"]);
-        let (first, _) = u.pick(0);
-        let (second, _) = u.pick(1 << first);
+        let (first, _) = u.pick(0, ANY);
+        let (second, _) = u.pick(1 << first, ANY);
         assert_ne!(first, second);
         assert!(!u.untried((1 << first) | (1 << second)));
         u.mark_down(0);
         u.mark_down(1);
         // Both down: the one back soonest (server 0, marked first).
         u.down_until[1].store(u64::MAX, Ordering::Relaxed);
-        assert_eq!(u.pick(0).0, 0);
+        assert_eq!(u.pick(0, ANY).0, 0);
     }
 
     #[test]
     fn weights_spread_requests_and_backups_wait_for_the_primaries() {
         let u = upstream(&["http://a:1 weight=5", "http://b:1", "http://c:1"]);
-        let picked: Vec<usize> = (0..7).map(|_| u.pick(0).0).collect();
+        let picked: Vec<usize> = (0..7).map(|_| u.pick(0, ANY).0).collect();
         assert_eq!(picked, [0, 0, 1, 0, 2, 0, 0]);
         let u = upstream(&["http://a:1", "http://b:1 weight=2", "http://z:1 backup"]);
-        let picked: Vec<usize> = (0..6).map(|_| u.pick(0).0).collect();
+        let picked: Vec<usize> = (0..6).map(|_| u.pick(0, ANY).0).collect();
         assert!(picked.iter().all(|&i| i != 2), "{picked:?}");
         assert_eq!(picked.iter().filter(|&&i| i == 1).count(), 4, "{picked:?}");
         // The primaries down: the backup; one back: it again.
         u.mark_down(0);
         u.mark_down(1);
-        assert!((0..4).all(|_| u.pick(0).0 == 2));
+        assert!((0..4).all(|_| u.pick(0, ANY).0 == 2));
         u.down_until[1].store(0, Ordering::Relaxed);
-        assert!((0..4).all(|_| u.pick(0).0 == 1));
+        assert!((0..4).all(|_| u.pick(0, ANY).0 == 1));
         // A retry after the primary failed goes to the backup.
-        assert_eq!(u.pick(1 << 1).0, 2);
+        assert_eq!(u.pick(1 << 1, ANY).0, 2);
+    }
+
+    #[test]
+    fn ip_hash_keeps_a_clients_server_and_shares_clients_by_weight() {
+        let u = upstream(&["http://a:1 weight=3", "http://b:1", "http://c:1 backup"])
+            .with_balance(Balance::IpHash);
+        let ip = |a: u8, b: u8, c: u8, d: u8| std::net::IpAddr::from([a, b, c, d]);
+        // A client keeps its server, and so does the rest of its /24.
+        let first = u.pick(0, ip(203, 0, 113, 7)).0;
+        assert!((0..10).all(|_| u.pick(0, ip(203, 0, 113, 7)).0 == first));
+        assert!((0..=255).all(|d| u.pick(0, ip(203, 0, 113, d)).0 == first));
+        // 400 /24s: about 3 to 1, the backup idle.
+        let mut counts = [0usize; 3];
+        for n in 0..400u32 {
+            counts[u.pick(0, ip(10, (n >> 8) as u8, n as u8, 1)).0] += 1;
+        }
+        assert_eq!(counts[2], 0, "{counts:?}");
+        assert!(
+            counts[0] > 2 * counts[1] && counts[1] > 50,
+            "weight 3 against 1: {counts:?}"
+        );
+        // Its server down: the other primary, every time; back up: its own.
+        u.mark_down(first);
+        let other = u.pick(0, ip(203, 0, 113, 7)).0;
+        assert!(other != first && other != 2);
+        assert!((0..4).all(|_| u.pick(0, ip(203, 0, 113, 7)).0 == other));
+        u.down_until[first].store(0, Ordering::Relaxed);
+        assert_eq!(u.pick(0, ip(203, 0, 113, 7)).0, first);
+        // A retry goes on from the client's place to the next server.
+        assert_ne!(u.pick(1 << first, ip(203, 0, 113, 7)).0, first);
+        // IPv6: the whole address, the same server every time.
+        let v6: std::net::IpAddr = "2001:db8::1".parse().expect("address");
+        let s = u.pick(0, v6).0;
+        assert!((0..4).all(|_| u.pick(0, v6).0 == s));
+        // A retry goes elsewhere, whatever the client.
+        for d in 0..=255 {
+            let client = ip(192, 0, d, 1);
+            let first = u.pick(0, client).0;
+            assert_ne!(u.pick(1 << first, client).0, first);
+        }
+        // Round robin, the default, ignores the client.
+        let rr = upstream(&["http://a:1", "http://b:1"]);
+        let picked: Vec<usize> = (0..4).map(|_| rr.pick(0, ip(203, 0, 113, 7)).0).collect();
+        assert_eq!(picked, [0, 1, 0, 1]);
+    }
+
+    #[test]
+    fn balance_names() {
+        assert_eq!(Balance::parse("ip_hash"), Ok(Balance::IpHash));
+        assert_eq!(Balance::parse("round_robin"), Ok(Balance::RoundRobin));
+        let e = Balance::parse("least_conn").expect_err("not offered");
+        assert!(
+            e.contains("`round_robin` (the default) or `ip_hash`"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -463,7 +600,7 @@ mod tests {
         assert!(e.contains("h2c://"), "{e}");
         let h2c: Uri = "h2c://a:50051/api/".parse().unwrap_or_default();
         let u = Upstream::new("app", &h2c).unwrap_or_else(|e| panic!("{e}"));
-        let (_, e) = u.pick(0);
+        let (_, e) = u.pick(0, ANY);
         assert!(e.http2);
         let uri = e.uri("/x?y").map(|u| u.to_string()).unwrap_or_default();
         assert_eq!(uri, "http://a:50051/api/x?y");

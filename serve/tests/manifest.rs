@@ -12,7 +12,7 @@ use std::time::Duration;
 use waf_serve::{ErrorLog, Logs, Manifest, ManifestError, Server, SitesSource};
 
 mod common;
-use common::{backend, self_signed, send_to_host, Shared};
+use common::{backend, self_signed, send_to_host, send_with_headers, Shared};
 
 /// A fresh directory for one test's files.
 fn scratch(name: &str) -> PathBuf {
@@ -394,6 +394,49 @@ async fn weights_share_the_load_and_a_backup_takes_over_when_the_primaries_are_d
         assert_eq!(status(addr, "gone.example", "/").await, StatusCode::OK);
     }
     assert_eq!(hits[2].load(Ordering::SeqCst), 4);
+}
+
+/// With `balance: ip_hash`, a client's requests go to one server (clients
+/// named by a trusted proxy's `X-Forwarded-For` here, as behind a load
+/// balancer), and different clients to both.
+#[tokio::test]
+async fn ip_hash_keeps_each_client_on_one_server() {
+    let dir = scratch("ip-hash");
+    let hits: Vec<Arc<AtomicUsize>> = (0..2).map(|_| Arc::new(AtomicUsize::new(0))).collect();
+    let mut addrs = Vec::new();
+    for h in &hits {
+        addrs.push(backend(h.clone()).await);
+    }
+    std::fs::write(dir.join("shop.conf"), SHOP_RULES).expect("write rules");
+    let manifest = dir.join("waf.yaml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "listen: 127.0.0.1:0\ntrusted_proxies: [127.0.0.1]\nupstreams:\n  app: [http://{}, http://{}]\nbalance:\n  app: ip_hash\nsites:\n  - name: all\n    upstream: app\n    rules: [shop.conf]\n",
+            addrs[0], addrs[1]
+        ),
+    )
+    .expect("write");
+    let m = Manifest::load(&manifest).unwrap_or_else(|e| panic!("{e}"));
+    let (server, _log) = serve_plain(&manifest, m).await;
+    let addr = server.addr();
+    let counts = || -> Vec<usize> { hits.iter().map(|h| h.load(Ordering::SeqCst)).collect() };
+    let mut servers_seen = [false; 2];
+    for client in 0..16u8 {
+        let before = counts();
+        let xff = format!("198.51.{client}.20");
+        for _ in 0..4 {
+            let headers = [("X-Forwarded-For", xff.as_str())];
+            let (status, _, _) = send_with_headers(addr, "shop.example", "GET", "/", "", &headers)
+                .await
+                .unwrap_or_else(|e| panic!("client {xff}: {e}"));
+            assert_eq!(status, StatusCode::OK);
+        }
+        let got: Vec<usize> = counts().iter().zip(&before).map(|(a, b)| a - b).collect();
+        assert!(got == [4, 0] || got == [0, 4], "client {xff}: {got:?}");
+        servers_seen[usize::from(got[1] == 4)] = true;
+    }
+    assert_eq!(servers_seen, [true, true], "16 clients on both servers");
 }
 
 async fn several_servers(case: &str, rules: &str) {
@@ -799,6 +842,8 @@ fn broken_manifests_say_where_and_why() {
         ("sites:\n  - name: a\n    upstream: app\n    custom:\n      - name: c\n        when: ssl\n        action: redirect\n        location: \"https://{hots}/\"\n", "sites[0] (a).custom[0].location: `{hots}` in `https://{hots}/`: the placeholders are {host} and {uri}"),
         ("sites:\n  - name: a\n    upstream: app\n    custom:\n      - name: c\n        when: ssl\n        action: block\n        location: https://x/\n", "only `redirect` takes a location"),
         ("block_page: nowhere.html\nsites:\n  - name: a\n    upstream: app\n", ": block_page: "),
+        ("balance:\n  app: least_conn\nsites:\n  - name: a\n    upstream: app\n", "balance.app: `least_conn`: an upstream balances by `round_robin` (the default) or `ip_hash`"),
+        ("balance:\n  nope: ip_hash\nsites:\n  - name: a\n    upstream: app\n", "balance.nope: no upstream named `nope`; the upstreams are app"),
     ];
     for (sites, want) in cases {
         let e = load_err(&dir, &format!("{base}{sites}"));

@@ -183,12 +183,28 @@ pub async fn send_to_host(
     path: &str,
     body: &str,
 ) -> Result<(StatusCode, hyper::HeaderMap, String), String> {
+    send_with_headers(addr, host, method, path, body, &[]).await
+}
+
+/// [`send_to_host`] with more headers.
+pub async fn send_with_headers(
+    addr: SocketAddr,
+    host: &str,
+    method: &str,
+    path: &str,
+    body: &str,
+    headers: &[(&str, &str)],
+) -> Result<(StatusCode, hyper::HeaderMap, String), String> {
     let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
-    let req = Request::builder()
+    let mut req = Request::builder()
         .method(method)
         .uri(format!("http://{addr}{path}"))
         .header("host", host)
-        .header("content-type", "application/x-www-form-urlencoded")
+        .header("content-type", "application/x-www-form-urlencoded");
+    for (name, value) in headers {
+        req = req.header(*name, *value);
+    }
+    let req = req
         .body(Full::new(Bytes::from(body.to_string())))
         .map_err(|e| e.to_string())?;
     let r = tokio::time::timeout(Duration::from_secs(10), client.request(req))
