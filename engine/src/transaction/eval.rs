@@ -11,8 +11,9 @@ use crate::fold::Replay;
 use crate::operator;
 use crate::outcome::{Cause, Intervention, MatchedRule};
 use crate::plan::{PlanLink, UnionSource};
-use crate::prefilter::{byte_mask, Gate, Scanner};
+use crate::prefilter::{byte_mask, ByteMask, Gate, Scanner};
 use crate::sources::{stable_coll, Coll};
+use crate::stats::EvalStats;
 use std::sync::Arc;
 use std::time::Instant;
 use waf_compiler::ir::*;
@@ -416,15 +417,8 @@ impl<'r> Transaction<'r> {
                 );
             }
         }
-        let Some((bits, mask, len)) = self.cache.memo.group(g, generation) else {
-            return true;
-        };
-        if rs.scanner().passes(lr.pl.gate, bits, mask) {
-            return true;
-        }
-        self.stats.memo_hits += u64::from(len);
-        self.stats.prefilter_skips += u64::from(len);
-        false
+        let union = self.cache.memo.group(g, generation);
+        !rules_out(rs.scanner(), lr.pl.gate, union, &mut self.stats)
     }
 
     /// Whether the link's operator may match a value of its slot group's
@@ -442,16 +436,12 @@ impl<'r> Transaction<'r> {
                 self.cache.memo.coarse_add(g, s);
             }
         }
-        let Some((bits, mask, len)) = self.cache.memo.coarse(g, generation) else {
-            return true;
-        };
-        if rs.scanner().passes(lr.pl.gate, bits, mask) {
-            return true;
+        let union = self.cache.memo.coarse(g, generation);
+        if rules_out(rs.scanner(), lr.pl.gate, union, &mut self.stats) {
+            self.stats.coarse_skips += 1;
+            return false;
         }
-        self.stats.memo_hits += u64::from(len);
-        self.stats.prefilter_skips += u64::from(len);
-        self.stats.coarse_skips += 1;
-        false
+        true
     }
 
     /// Brings source `s`'s union up to date: a collection's new entries
@@ -1173,4 +1163,23 @@ struct Arg_ {
 enum Source<'a> {
     Memo(u32),
     Bytes(&'a [u8]),
+}
+
+/// Whether a union of scan results (bits, byte set, number of values) rules
+/// out an operator with `gate`; if so, its values count as skipped.
+fn rules_out(
+    scanner: &Scanner,
+    gate: Gate,
+    union: Option<(&[u64], &ByteMask, u32)>,
+    stats: &mut EvalStats,
+) -> bool {
+    let Some((bits, mask, len)) = union else {
+        return false;
+    };
+    if scanner.passes(gate, bits, mask) {
+        return false;
+    }
+    stats.memo_hits += u64::from(len);
+    stats.prefilter_skips += u64::from(len);
+    true
 }
