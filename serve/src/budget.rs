@@ -65,23 +65,26 @@ impl Drop for Lease {
     }
 }
 
-/// A body that keeps its bytes' lease until it is dropped (sent on, or
-/// abandoned by a client that left).
-pub(crate) struct Holding<B> {
+/// A body that keeps its bytes' lease (or another guard: an upstream
+/// server's count of requests in progress) until it is dropped (sent on,
+/// or abandoned by a client that left).
+pub(crate) struct Holding<B, G = Lease> {
     inner: B,
-    _lease: Lease,
+    _guard: G,
 }
 
-impl<B> Holding<B> {
-    pub(crate) fn new(inner: B, lease: Lease) -> Holding<B> {
+impl<B, G> Holding<B, G> {
+    /// `inner`, keeping `guard` (a lease, or anything else released when
+    /// dropped) until the body is dropped.
+    pub(crate) fn new(inner: B, guard: G) -> Holding<B, G> {
         Holding {
             inner,
-            _lease: lease,
+            _guard: guard,
         }
     }
 }
 
-impl<B: Body<Data = Bytes> + Unpin> Body for Holding<B> {
+impl<B: Body<Data = Bytes> + Unpin, G: Unpin> Body for Holding<B, G> {
     type Data = Bytes;
     type Error = B::Error;
 

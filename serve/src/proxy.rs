@@ -1263,6 +1263,9 @@ async fn handle(
     };
     let deadline = tokio::time::Instant::now() + state.config().upstream_timeout;
     let mut tried = 0u64;
+    // The request in progress on the server tried last (for
+    // `least_conn`), until its response has been passed on.
+    let mut active: Option<crate::upstream::Active>;
     let sent = loop {
         let (i, server) = site.upstream.pick(tried, remote.ip());
         tried |= 1 << i;
@@ -1305,6 +1308,7 @@ async fn handle(
             }
         }
         let client = client.to(server, switch.is_some());
+        active = Some(site.upstream.begin(i));
         let asked = Instant::now();
         let outcome = tokio::time::timeout_at(deadline, client.request(up)).await;
         let took = asked.elapsed();
@@ -1403,6 +1407,7 @@ async fn handle(
 
     // Phase 3.
     let (mut rparts, rbody) = response.into_parts();
+    let rbody = Holding::new(rbody, active.take());
     for (name, value) in &rparts.headers {
         tx.add_response_header(name.as_str().as_bytes(), value.as_bytes());
     }

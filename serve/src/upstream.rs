@@ -18,7 +18,9 @@
 //! An application that keeps its sessions in each server's memory needs a
 //! client's requests on one server: [`Balance::IpHash`] (nginx's
 //! `ip_hash`) starts each client's walk of the schedule at a place its
-//! address decides, rather than at the next turn.
+//! address decides, rather than at the next turn. One whose requests
+//! differ much in cost wants [`Balance::LeastConn`] (nginx's `least_conn`):
+//! the server with the fewest requests in progress for its weight.
 
 use crate::health::{HealthCheck, ServerHealth};
 use crate::metrics::ServerStats;
@@ -48,6 +50,12 @@ pub(crate) struct Upstream {
     backup_schedule: Vec<u8>,
     next: AtomicUsize,
     balance: Balance,
+    /// Per server: its weight, and whether it is a backup.
+    weights: Vec<u32>,
+    backups: Vec<bool>,
+    /// Per server: requests in progress (sent, their response not yet
+    /// passed on whole); shared with each request's [`Active`].
+    active: Arc<[AtomicUsize]>,
     /// Per server: milliseconds since [`epoch`] before which it is not
     /// tried (0: up).
     down_until: Vec<AtomicU64>,
@@ -115,6 +123,20 @@ fn now_ms() -> u64 {
     epoch().elapsed().as_millis() as u64
 }
 
+/// A request in progress on an upstream server (see [`Upstream::begin`]).
+pub(crate) struct Active {
+    active: Arc<[AtomicUsize]>,
+    i: usize,
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        if let Some(a) = self.active.get(self.i) {
+            a.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
 /// How an upstream chooses a request's server among those up.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) enum Balance {
@@ -129,6 +151,12 @@ pub(crate) enum Balance {
     /// times the clients of one of weight 1. Not consistent hashing: a
     /// server added or removed moves most clients.
     IpHash,
+    /// The server with the fewest requests in progress for its weight
+    /// (ties in turn), as nginx's `least_conn`: a request is in progress
+    /// from the moment it is sent until its response has been passed on
+    /// whole (or the client left); a protocol switch (WebSocket) counts
+    /// until the switch.
+    LeastConn,
 }
 
 impl Balance {
@@ -137,8 +165,9 @@ impl Balance {
         match name {
             "round_robin" => Ok(Balance::RoundRobin),
             "ip_hash" => Ok(Balance::IpHash),
+            "least_conn" => Ok(Balance::LeastConn),
             _ => Err(format!(
-                "`{name}`: an upstream balances by `round_robin` (the default) or `ip_hash`"
+                "`{name}`: an upstream balances by `round_robin` (the default), `ip_hash` or `least_conn`"
             )),
         }
     }
@@ -297,11 +326,59 @@ impl Upstream {
             down_until: servers.iter().map(|_| AtomicU64::new(0)).collect(),
             health: servers.iter().map(|_| ServerHealth::new()).collect(),
             stats: servers.iter().map(|_| OnceLock::new()).collect(),
+            weights: specs.iter().map(|s| s.weight).collect(),
+            backups: specs.iter().map(|s| s.backup).collect(),
+            active: servers.iter().map(|_| AtomicUsize::new(0)).collect(),
             servers,
             next: AtomicUsize::new(0),
             balance: Balance::RoundRobin,
             check,
         })
+    }
+
+    /// Counts a request sent to server `i` as in progress until the guard
+    /// is dropped.
+    pub(crate) fn begin(&self, i: usize) -> Active {
+        if let Some(a) = self.active.get(i) {
+            a.fetch_add(1, Ordering::Relaxed);
+        }
+        Active {
+            active: Arc::clone(&self.active),
+            i,
+        }
+    }
+
+    /// With [`Balance::LeastConn`]: among the servers not `tried`, up and
+    /// healthy (primaries first, then backups), the one with the fewest
+    /// requests in progress for its weight; ties go to the first from
+    /// `turn` on, so that idle servers share requests in turn.
+    fn least_loaded(&self, tried: u64, turn: usize, now: u64) -> Option<usize> {
+        let n = self.servers.len();
+        for backup in [false, true] {
+            let mut best: Option<(usize, u64)> = None;
+            for k in 0..n {
+                let i = (turn % n + k) % n;
+                let usable = self.backups[i] == backup
+                    && tried & (1 << i) == 0
+                    && self.down_until[i].load(Ordering::Relaxed) <= now
+                    && self.health[i].healthy();
+                if !usable {
+                    continue;
+                }
+                let load = self.active[i].load(Ordering::Relaxed) as u64;
+                // load / weight < best load / best weight, in integers.
+                let lighter = best.is_none_or(|(b, bl)| {
+                    load * u64::from(self.weights[b]) < bl * u64::from(self.weights[i])
+                });
+                if lighter {
+                    best = Some((i, load));
+                }
+            }
+            if let Some((i, _)) = best {
+                return Some(i);
+            }
+        }
+        None
     }
 
     /// The upstream choosing servers by `balance`.
@@ -365,10 +442,15 @@ impl Upstream {
             return (0, &self.servers[0]);
         }
         let turn = match self.balance {
-            Balance::RoundRobin => self.next.fetch_add(1, Ordering::Relaxed),
+            Balance::RoundRobin | Balance::LeastConn => self.next.fetch_add(1, Ordering::Relaxed),
             Balance::IpHash => client_turn(client),
         };
         let now = now_ms();
+        if self.balance == Balance::LeastConn {
+            if let Some(i) = self.least_loaded(tried, turn, now) {
+                return (i, &self.servers[i]);
+            }
+        }
         let mut up_unhealthy: Option<usize> = None;
         let mut soonest: Option<(usize, u64)> = None;
         // Primaries first; backups only when no primary is up and healthy.
@@ -549,12 +631,44 @@ mod tests {
     }
 
     #[test]
+    fn least_conn_picks_the_server_with_the_fewest_requests_for_its_weight() {
+        let u = upstream(&["http://a:1 weight=2", "http://b:1", "http://c:1 backup"])
+            .with_balance(Balance::LeastConn);
+        // Idle: in turn, never the backup.
+        let picked: Vec<usize> = (0..4).map(|_| u.pick(0, ANY).0).collect();
+        assert!(picked.contains(&0) && picked.contains(&1), "{picked:?}");
+        assert!(!picked.contains(&2), "{picked:?}");
+        // Two in progress on a (weight 2), none on b: b.
+        let held = [u.begin(0), u.begin(0)];
+        assert!((0..4).all(|_| u.pick(0, ANY).0 == 1));
+        // One on b too: 2/2 against 1/1, a tie, shared in turn; a second
+        // on b: a (2/2 < 2/1).
+        let b1 = u.begin(1);
+        let picked: Vec<usize> = (0..4).map(|_| u.pick(0, ANY).0).collect();
+        assert!(picked.contains(&0) && picked.contains(&1), "{picked:?}");
+        let b2 = u.begin(1);
+        assert!((0..4).all(|_| u.pick(0, ANY).0 == 0));
+        // Finished requests count no more.
+        drop((held, b1, b2));
+        let total: usize = u.active.iter().map(|a| a.load(Ordering::Relaxed)).sum();
+        assert_eq!(total, 0);
+        // Servers not to be used are skipped: a retry, one down; all
+        // primaries down: the backup.
+        assert_eq!(u.pick(1 << 0, ANY).0, 1);
+        u.mark_down(1);
+        assert!((0..3).all(|_| u.pick(0, ANY).0 == 0));
+        u.mark_down(0);
+        assert_eq!(u.pick(0, ANY).0, 2);
+    }
+
+    #[test]
     fn balance_names() {
         assert_eq!(Balance::parse("ip_hash"), Ok(Balance::IpHash));
         assert_eq!(Balance::parse("round_robin"), Ok(Balance::RoundRobin));
-        let e = Balance::parse("least_conn").expect_err("not offered");
+        assert_eq!(Balance::parse("least_conn"), Ok(Balance::LeastConn));
+        let e = Balance::parse("random").expect_err("not offered");
         assert!(
-            e.contains("`round_robin` (the default) or `ip_hash`"),
+            e.contains("`round_robin` (the default), `ip_hash` or `least_conn`"),
             "{e}"
         );
     }

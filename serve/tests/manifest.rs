@@ -439,6 +439,58 @@ async fn ip_hash_keeps_each_client_on_one_server() {
     assert_eq!(servers_seen, [true, true], "16 clients on both servers");
 }
 
+/// With `balance: least_conn`, requests go to the server with the fewest
+/// in progress: while one server is busy with a slow request, the others
+/// take every request (round robin would send it half of them).
+#[tokio::test]
+async fn least_conn_spares_the_busy_server() {
+    let dir = scratch("least-conn");
+    let hits: Vec<Arc<AtomicUsize>> = (0..2).map(|_| Arc::new(AtomicUsize::new(0))).collect();
+    let mut addrs = Vec::new();
+    for h in &hits {
+        addrs.push(backend(h.clone()).await);
+    }
+    std::fs::write(dir.join("shop.conf"), SHOP_RULES).expect("write rules");
+    let manifest = dir.join("waf.yaml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "listen: 127.0.0.1:0\nupstreams:\n  app: [http://{}, http://{}]\nbalance:\n  app: least_conn\nsites:\n  - name: all\n    upstream: app\n    rules: [shop.conf]\n",
+            addrs[0], addrs[1]
+        ),
+    )
+    .expect("write");
+    let m = Manifest::load(&manifest).unwrap_or_else(|e| panic!("{e}"));
+    let (server, _log) = serve_plain(&manifest, m).await;
+    let addr = server.addr();
+    let counts = || -> Vec<usize> { hits.iter().map(|h| h.load(Ordering::SeqCst)).collect() };
+    // The backend's `/slow` answers after 3 s.
+    let slow = tokio::spawn(async move { status(addr, "shop.example", "/slow").await });
+    for _ in 0..100 {
+        if counts().iter().sum::<usize>() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let busy = counts()
+        .iter()
+        .position(|&n| n == 1)
+        .expect("the slow request arrived");
+    for _ in 0..4 {
+        assert_eq!(status(addr, "shop.example", "/").await, StatusCode::OK);
+    }
+    let mut want = vec![4, 4];
+    want[busy] = 1;
+    assert_eq!(counts(), want, "every quick request to the idle server");
+    assert_eq!(slow.await.expect("join"), StatusCode::OK);
+    // Both idle again: shared in turn.
+    for _ in 0..4 {
+        assert_eq!(status(addr, "shop.example", "/").await, StatusCode::OK);
+    }
+    let after = counts();
+    assert!(after[busy] >= 2, "{after:?}");
+}
+
 async fn several_servers(case: &str, rules: &str) {
     let dir = scratch(&format!("servers-{case}"));
     let (hits_a, hits_b) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
@@ -842,7 +894,7 @@ fn broken_manifests_say_where_and_why() {
         ("sites:\n  - name: a\n    upstream: app\n    custom:\n      - name: c\n        when: ssl\n        action: redirect\n        location: \"https://{hots}/\"\n", "sites[0] (a).custom[0].location: `{hots}` in `https://{hots}/`: the placeholders are {host} and {uri}"),
         ("sites:\n  - name: a\n    upstream: app\n    custom:\n      - name: c\n        when: ssl\n        action: block\n        location: https://x/\n", "only `redirect` takes a location"),
         ("block_page: nowhere.html\nsites:\n  - name: a\n    upstream: app\n", ": block_page: "),
-        ("balance:\n  app: least_conn\nsites:\n  - name: a\n    upstream: app\n", "balance.app: `least_conn`: an upstream balances by `round_robin` (the default) or `ip_hash`"),
+        ("balance:\n  app: random\nsites:\n  - name: a\n    upstream: app\n", "balance.app: `random`: an upstream balances by `round_robin` (the default), `ip_hash` or `least_conn`"),
         ("balance:\n  nope: ip_hash\nsites:\n  - name: a\n    upstream: app\n", "balance.nope: no upstream named `nope`; the upstreams are app"),
     ];
     for (sites, want) in cases {
