@@ -396,12 +396,15 @@ async fn weights_share_the_load_and_a_backup_takes_over_when_the_primaries_are_d
     assert_eq!(hits[2].load(Ordering::SeqCst), 4);
 }
 
-/// With `balance: ip_hash`, a client's requests go to one server (clients
-/// named by a trusted proxy's `X-Forwarded-For` here, as behind a load
-/// balancer), and different clients to both.
-#[tokio::test]
-async fn ip_hash_keeps_each_client_on_one_server() {
-    let dir = scratch("ip-hash");
+/// A proxy in front of two backends (their hit counters returned) as one
+/// upstream, `app`, balanced by `balance`; `extra` goes at the top of the
+/// manifest.
+async fn two_servers_balanced(
+    case: &str,
+    balance: &str,
+    extra: &str,
+) -> (Server, Vec<Arc<AtomicUsize>>) {
+    let dir = scratch(case);
     let hits: Vec<Arc<AtomicUsize>> = (0..2).map(|_| Arc::new(AtomicUsize::new(0))).collect();
     let mut addrs = Vec::new();
     for h in &hits {
@@ -412,13 +415,23 @@ async fn ip_hash_keeps_each_client_on_one_server() {
     std::fs::write(
         &manifest,
         format!(
-            "listen: 127.0.0.1:0\ntrusted_proxies: [127.0.0.1]\nupstreams:\n  app: [http://{}, http://{}]\nbalance:\n  app: ip_hash\nsites:\n  - name: all\n    upstream: app\n    rules: [shop.conf]\n",
+            "listen: 127.0.0.1:0\n{extra}upstreams:\n  app: [http://{}, http://{}]\nbalance:\n  app: {balance}\nsites:\n  - name: all\n    upstream: app\n    rules: [shop.conf]\n",
             addrs[0], addrs[1]
         ),
     )
     .expect("write");
     let m = Manifest::load(&manifest).unwrap_or_else(|e| panic!("{e}"));
     let (server, _log) = serve_plain(&manifest, m).await;
+    (server, hits)
+}
+
+/// With `balance: ip_hash`, a client's requests go to one server (clients
+/// named by a trusted proxy's `X-Forwarded-For` here, as behind a load
+/// balancer), and different clients to both.
+#[tokio::test]
+async fn ip_hash_keeps_each_client_on_one_server() {
+    let (server, hits) =
+        two_servers_balanced("ip-hash", "ip_hash", "trusted_proxies: [127.0.0.1]\n").await;
     let addr = server.addr();
     let counts = || -> Vec<usize> { hits.iter().map(|h| h.load(Ordering::SeqCst)).collect() };
     let mut servers_seen = [false; 2];
@@ -444,24 +457,7 @@ async fn ip_hash_keeps_each_client_on_one_server() {
 /// take every request (round robin would send it half of them).
 #[tokio::test]
 async fn least_conn_spares_the_busy_server() {
-    let dir = scratch("least-conn");
-    let hits: Vec<Arc<AtomicUsize>> = (0..2).map(|_| Arc::new(AtomicUsize::new(0))).collect();
-    let mut addrs = Vec::new();
-    for h in &hits {
-        addrs.push(backend(h.clone()).await);
-    }
-    std::fs::write(dir.join("shop.conf"), SHOP_RULES).expect("write rules");
-    let manifest = dir.join("waf.yaml");
-    std::fs::write(
-        &manifest,
-        format!(
-            "listen: 127.0.0.1:0\nupstreams:\n  app: [http://{}, http://{}]\nbalance:\n  app: least_conn\nsites:\n  - name: all\n    upstream: app\n    rules: [shop.conf]\n",
-            addrs[0], addrs[1]
-        ),
-    )
-    .expect("write");
-    let m = Manifest::load(&manifest).unwrap_or_else(|e| panic!("{e}"));
-    let (server, _log) = serve_plain(&manifest, m).await;
+    let (server, hits) = two_servers_balanced("least-conn", "least_conn", "").await;
     let addr = server.addr();
     let counts = || -> Vec<usize> { hits.iter().map(|h| h.load(Ordering::SeqCst)).collect() };
     // The backend's `/slow` answers after 3 s.
