@@ -123,6 +123,8 @@ struct ServerEntry {
     /// Its upstream's health checks' standing, and its index there, when
     /// the upstream is checked.
     health: Option<(Arc<[crate::health::ServerHealth]>, usize)>,
+    /// Its upstream's counts of requests in progress, and its index there.
+    in_progress: (Arc<[std::sync::atomic::AtomicUsize]>, usize),
 }
 
 /// The log writers' counters, for [`Metrics::render`].
@@ -315,6 +317,7 @@ impl Metrics {
                     ),
                     stats,
                     health: u.check.is_some().then(|| (u.health.clone(), i)),
+                    in_progress: (u.in_progress(), i),
                 });
             }
         }
@@ -735,6 +738,15 @@ impl Metrics {
                     &e.labels,
                     &UPSTREAM_BUCKETS_US,
                 );
+            }
+            let _ = writeln!(
+                s,
+                "# HELP waf_upstream_requests_in_progress Requests sent to a server whose response is not yet passed on whole (what least_conn compares).\n# TYPE waf_upstream_requests_in_progress gauge"
+            );
+            for e in servers.iter() {
+                let (counts, i) = &e.in_progress;
+                let n = counts.get(*i).map_or(0, |c| c.load(Ordering::Relaxed));
+                let _ = writeln!(s, "waf_upstream_requests_in_progress{{{}}} {n}", e.labels);
             }
             let per_checked: [(&str, &str, &str, HealthValue); 2] = [
                 (

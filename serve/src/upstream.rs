@@ -336,6 +336,12 @@ impl Upstream {
         })
     }
 
+    /// The servers' counts of requests in progress (for `/metrics`, which
+    /// must not keep the upstream alive).
+    pub(crate) fn in_progress(&self) -> Arc<[AtomicUsize]> {
+        Arc::clone(&self.active)
+    }
+
     /// Counts a request sent to server `i` as in progress until the guard
     /// is dropped.
     pub(crate) fn begin(&self, i: usize) -> Active {

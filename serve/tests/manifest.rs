@@ -478,6 +478,15 @@ async fn least_conn_spares_the_busy_server() {
     let mut want = vec![4, 4];
     want[busy] = 1;
     assert_eq!(counts(), want, "every quick request to the idle server");
+    // `/metrics` shows what least_conn compared.
+    let text = server.metrics().render(Default::default());
+    let in_progress = |n: usize| {
+        text.lines()
+            .filter(|l| l.starts_with("waf_upstream_requests_in_progress{upstream=\"app\""))
+            .filter(|l| l.ends_with(&format!("}} {n}")))
+            .count()
+    };
+    assert_eq!((in_progress(1), in_progress(0)), (1, 1), "{text}");
     assert_eq!(slow.await.expect("join"), StatusCode::OK);
     // Both idle again: shared in turn.
     for _ in 0..4 {
