@@ -192,7 +192,7 @@ impl XCache {
         // keep paying for a cache that can learn nothing new.
         if self.records.len() >= lim.records
             || self.arena.len() + raw.len() > lim.bytes
-            || (self.gate.len() + self.words + 4) * 8 > lim.bytes
+            || self.gate_full()
         {
             self.clear();
             return self.record_fresh(raw, hash);
@@ -323,27 +323,36 @@ impl XCache {
     /// The scan result and byte set stored for a node's output, if any.
     pub fn gate(&self, rec: u32, node: usize) -> Option<(&[u64], ByteMask)> {
         let g = self.info(rec, node).gate;
-        if g == NONE {
-            return None;
-        }
-        let at = g as usize;
-        let w = self.words;
-        let m = &self.gate[at + w..at + w + 4];
-        Some((&self.gate[at..at + w], [m[0], m[1], m[2], m[3]]))
+        (g != NONE).then(|| self.gate_at(g))
     }
 
     pub fn set_gate(&mut self, rec: u32, node: usize, bits: &[u64], mask: ByteMask) {
-        if self.info(rec, node).gate != NONE
-            || (self.gate.len() + self.words + 4) * 8 > self.limits().bytes
-        {
+        if self.info(rec, node).gate != NONE || self.gate_full() {
             return;
         }
         let at = self.gate.len() as u32;
         if let Some(i) = self.info_mut(rec, node) {
             i.gate = at;
-            self.gate.extend_from_slice(bits);
-            self.gate.extend_from_slice(&mask);
+            self.push_gate(bits, mask);
         }
+    }
+
+    /// The scan result and byte set stored at `at` in `gate`.
+    fn gate_at(&self, at: u32) -> (&[u64], ByteMask) {
+        let (at, w) = (at as usize, self.words);
+        let m = &self.gate[at + w..at + w + 4];
+        (&self.gate[at..at + w], [m[0], m[1], m[2], m[3]])
+    }
+
+    /// Whether one more scan result would take the scan results past the
+    /// byte limit.
+    fn gate_full(&self) -> bool {
+        (self.gate.len() + self.words + 4) * 8 > self.limits().bytes
+    }
+
+    fn push_gate(&mut self, bits: &[u64], mask: ByteMask) {
+        self.gate.extend_from_slice(bits);
+        self.gate.extend_from_slice(&mask);
     }
 
     /// The union of the value's scan results and byte sets over the nodes
@@ -351,16 +360,14 @@ impl XCache {
     pub fn union(&self, rec: u32, class: u32) -> Option<(&[u64], ByteMask)> {
         let r = self.records.get(rec as usize)?;
         let &(_, at) = r.unions.iter().find(|u| u.0 == class + 1)?;
-        let (at, w) = (at as usize, self.words);
-        let m = &self.gate[at + w..at + w + 4];
-        Some((&self.gate[at..at + w], [m[0], m[1], m[2], m[3]]))
+        Some(self.gate_at(at))
     }
 
     /// Stores the value's union over `class` (see [`XCache::union`]),
     /// unless the record's slots are taken or the scan results' share of
     /// the byte limit is used up.
     pub fn set_union(&mut self, rec: u32, class: u32, bits: &[u64], mask: ByteMask) {
-        let full = (self.gate.len() + self.words + 4) * 8 > self.limits().bytes;
+        let full = self.gate_full();
         let at = self.gate.len() as u32;
         let Some(r) = self.records.get_mut(rec as usize) else {
             return;
@@ -372,8 +379,7 @@ impl XCache {
             return;
         };
         *slot = (class + 1, at);
-        self.gate.extend_from_slice(bits);
-        self.gate.extend_from_slice(&mask);
+        self.push_gate(bits, mask);
     }
 
     /// A stored operator result.
