@@ -107,13 +107,9 @@ pub(super) struct Memo {
     slot_ready: Vec<bool>,
     slot_bits: Vec<u64>,
     slot_mask: Vec<ByteMask>,
-    // Slot group states, indexed by group (see `Plan::group_slots`): the
-    // union of the group's slot unions, valid in generation `group_gen`.
-    group_gen: Vec<u32>,
-    group_bits: Vec<u64>,
-    group_mask: Vec<ByteMask>,
-    /// Number of values the group's slots hold (for the statistics of a skip).
-    group_len: Vec<u32>,
+    /// Per slot group (see `Plan::group_slots`): the union of its slot
+    /// unions, valid in the generation it was begun in.
+    groups: Unions,
     // Coarse unions (see `Plan::group_sources`). Per instance: its union
     // over its source's class of nodes, once computed (or read from the
     // cross-transaction cache).
@@ -125,15 +121,9 @@ pub(super) struct Memo {
     /// coarse unions, with the number of collection entries it covers
     /// (collections only grow) or the generation it was computed in.
     source_covered: Vec<u32>,
-    source_gen: Vec<u32>,
-    source_bits: Vec<u64>,
-    source_mask: Vec<ByteMask>,
-    source_len: Vec<u32>,
-    /// Per group: its coarse union, valid in generation `coarse_gen`.
-    coarse_gen: Vec<u32>,
-    coarse_bits: Vec<u64>,
-    coarse_mask: Vec<ByteMask>,
-    coarse_len: Vec<u32>,
+    sources: Unions,
+    /// Per group: its coarse union.
+    coarse: Unions,
     path: Vec<NodeId>,
     out: Vec<u8>,
     /// The prefilter's lowercased copy of the value it scans.
@@ -182,22 +172,13 @@ impl Memo {
             slot_ready: vec![false; slots],
             slot_bits: vec![0; slots * words],
             slot_mask: vec![[0; 4]; slots],
-            group_gen: vec![0; groups],
-            group_bits: vec![0; groups * words],
-            group_mask: vec![[0; 4]; groups],
-            group_len: vec![0; groups],
+            groups: Unions::new(groups, words),
             inst_union_class: Vec::new(),
             inst_union_bits: Vec::new(),
             inst_union_mask: Vec::new(),
             source_covered: vec![0; sources],
-            source_gen: vec![0; sources],
-            source_bits: vec![0; sources * words],
-            source_mask: vec![[0; 4]; sources],
-            source_len: vec![0; sources],
-            coarse_gen: vec![0; groups],
-            coarse_bits: vec![0; groups * words],
-            coarse_mask: vec![[0; 4]; groups],
-            coarse_len: vec![0; groups],
+            sources: Unions::new(sources, words),
+            coarse: Unions::new(groups, words),
             path: Vec::new(),
             out: Vec::new(),
             lowered: Vec::new(),
@@ -231,7 +212,7 @@ impl Memo {
         self.target_gen.fill(0);
         self.target_build.fill(0);
         self.slot_gen.fill(0);
-        self.group_gen.fill(0);
+        self.groups.forget();
         self.builds = 0;
         self.inst_union_class.clear();
         self.inst_union_bits.clear();
@@ -243,11 +224,9 @@ impl Memo {
     /// or generations wrapped).
     fn forget_sources(&mut self) {
         self.source_covered.fill(0);
-        self.source_gen.fill(0);
-        self.source_bits.fill(0);
-        self.source_mask.fill([0; 4]);
-        self.source_len.fill(0);
-        self.coarse_gen.fill(0);
+        // Collection sources add to their unions without a `begin`.
+        self.sources.empty();
+        self.coarse.forget();
     }
 
     /// Forgets slot states and scalar instances of every generation (when
@@ -256,7 +235,7 @@ impl Memo {
         self.target_gen.fill(0);
         self.target_src.fill(None);
         self.scalar_insts.fill((0, NONE));
-        self.group_gen.fill(0);
+        self.groups.forget();
         self.forget_sources();
     }
 
@@ -655,26 +634,13 @@ impl Memo {
     /// The group's union, if computed in `generation`: (scan bits, byte
     /// set, number of values).
     pub fn group(&self, g: u32, generation: u32) -> Option<(&[u64], &ByteMask, u32)> {
-        let g = g as usize;
-        let w = self.words;
-        (self.group_gen[g] == generation).then(|| {
-            (
-                &self.group_bits[g * w..(g + 1) * w],
-                &self.group_mask[g],
-                self.group_len[g],
-            )
-        })
+        self.groups.get(g, generation)
     }
 
     /// Starts computing group `g`'s union for `generation`: add its slots
     /// with [`Memo::group_add`].
     pub fn group_begin(&mut self, g: u32, generation: u32) {
-        let g = g as usize;
-        let w = self.words;
-        self.group_gen[g] = generation;
-        self.group_bits[g * w..(g + 1) * w].fill(0);
-        self.group_mask[g] = [0; 4];
-        self.group_len[g] = 0;
+        self.groups.begin(g, generation);
     }
 
     /// Adds a slot (its target's instance list `list`) to group `g`'s union.
@@ -690,15 +656,12 @@ impl Memo {
         stats: &mut EvalStats,
     ) {
         self.slot_union(slot, node, list, scanner, tree, stats);
-        let (g, s, w) = (g as usize, slot.index(), self.words);
-        add_gate(
-            (
-                &mut self.group_bits[g * w..(g + 1) * w],
-                &mut self.group_mask[g],
-            ),
+        let (s, w) = (slot.index(), self.words);
+        self.groups.add(
+            g,
             (&self.slot_bits[s * w..(s + 1) * w], &self.slot_mask[s]),
+            list.1,
         );
-        self.group_len[g] += list.1;
     }
 }
 
@@ -769,16 +732,12 @@ impl Memo {
 
     /// The generation source `s`'s union was computed in (target sources).
     pub fn source_gen(&self, s: u32) -> u32 {
-        self.source_gen[s as usize]
+        self.sources.generation(s)
     }
 
     /// Empties source `s`'s union, to be computed for `generation`.
     pub fn source_begin(&mut self, s: u32, generation: u32) {
-        let (i, w) = (s as usize, self.words);
-        self.source_gen[i] = generation;
-        self.source_bits[i * w..(i + 1) * w].fill(0);
-        self.source_mask[i] = [0; 4];
-        self.source_len[i] = 0;
+        self.sources.begin(s, generation);
     }
 
     /// Adds instance `inst`'s coarse union to source `s`'s.
@@ -792,54 +751,105 @@ impl Memo {
         stats: &mut EvalStats,
     ) {
         self.inst_union(inst, class, scanner, tree, stats);
-        let (s, i, w) = (s as usize, inst as usize, self.words);
-        add_gate(
-            (
-                &mut self.source_bits[s * w..(s + 1) * w],
-                &mut self.source_mask[s],
-            ),
+        let (i, w) = (inst as usize, self.words);
+        self.sources.add(
+            s,
             (
                 &self.inst_union_bits[i * w..(i + 1) * w],
                 &self.inst_union_mask[i],
             ),
+            1,
         );
-        self.source_len[s] += 1;
     }
 
     /// Group `g`'s coarse union, if computed in `generation`: (scan bits,
     /// byte set, number of values).
     pub fn coarse(&self, g: u32, generation: u32) -> Option<(&[u64], &ByteMask, u32)> {
-        let (g, w) = (g as usize, self.words);
-        (self.coarse_gen[g] == generation).then(|| {
-            (
-                &self.coarse_bits[g * w..(g + 1) * w],
-                &self.coarse_mask[g],
-                self.coarse_len[g],
-            )
-        })
+        self.coarse.get(g, generation)
     }
 
     /// Starts computing group `g`'s coarse union for `generation`: add its
     /// sources (once up to date) with [`Memo::coarse_add`].
     pub fn coarse_begin(&mut self, g: u32, generation: u32) {
-        let (g, w) = (g as usize, self.words);
-        self.coarse_gen[g] = generation;
-        self.coarse_bits[g * w..(g + 1) * w].fill(0);
-        self.coarse_mask[g] = [0; 4];
-        self.coarse_len[g] = 0;
+        self.coarse.begin(g, generation);
     }
 
     /// Adds source `s`'s union to group `g`'s coarse union.
     pub fn coarse_add(&mut self, g: u32, s: u32) {
-        let (g, s, w) = (g as usize, s as usize, self.words);
+        let (bits, mask, len) = self.sources.union(s);
+        self.coarse.add(g, (bits, mask), len);
+    }
+}
+
+/// Unions of scan results and byte sets, one per index (a slot group, a
+/// source), each with the number of values it covers and the generation
+/// it was begun in.
+#[derive(Default)]
+struct Unions {
+    words: usize,
+    generation: Vec<u32>,
+    bits: Vec<u64>,
+    mask: Vec<ByteMask>,
+    len: Vec<u32>,
+}
+
+impl Unions {
+    fn new(n: usize, words: usize) -> Unions {
+        Unions {
+            words,
+            generation: vec![0; n],
+            bits: vec![0; n * words],
+            mask: vec![[0; 4]; n],
+            len: vec![0; n],
+        }
+    }
+
+    /// Union `i`, if begun in `generation`: (scan bits, byte set, number
+    /// of values).
+    fn get(&self, i: u32, generation: u32) -> Option<(&[u64], &ByteMask, u32)> {
+        (self.generation(i) == generation).then(|| self.union(i))
+    }
+
+    /// Union `i`, whatever its generation.
+    fn union(&self, i: u32) -> (&[u64], &ByteMask, u32) {
+        let (i, w) = (i as usize, self.words);
+        (&self.bits[i * w..(i + 1) * w], &self.mask[i], self.len[i])
+    }
+
+    fn generation(&self, i: u32) -> u32 {
+        self.generation[i as usize]
+    }
+
+    /// Empties union `i`, to be computed for `generation`.
+    fn begin(&mut self, i: u32, generation: u32) {
+        let (i, w) = (i as usize, self.words);
+        self.generation[i] = generation;
+        self.bits[i * w..(i + 1) * w].fill(0);
+        self.mask[i] = [0; 4];
+        self.len[i] = 0;
+    }
+
+    /// Adds a scan result and byte set standing for `n` values to union `i`.
+    fn add(&mut self, i: u32, from: (&[u64], &ByteMask), n: u32) {
+        let (i, w) = (i as usize, self.words);
         add_gate(
-            (
-                &mut self.coarse_bits[g * w..(g + 1) * w],
-                &mut self.coarse_mask[g],
-            ),
-            (&self.source_bits[s * w..(s + 1) * w], &self.source_mask[s]),
+            (&mut self.bits[i * w..(i + 1) * w], &mut self.mask[i]),
+            from,
         );
-        self.coarse_len[g] += self.source_len[s];
+        self.len[i] += n;
+    }
+
+    /// Makes every union invalid in every generation.
+    fn forget(&mut self) {
+        self.generation.fill(0);
+    }
+
+    /// Empties every union and forgets its generation.
+    fn empty(&mut self) {
+        self.forget();
+        self.bits.fill(0);
+        self.mask.fill([0; 4]);
+        self.len.fill(0);
     }
 }
 
