@@ -44,7 +44,8 @@ pub(crate) struct PlanLink {
     pub backtracking: bool,
     /// The link's slot group (see [`Plan::group_slots`]): set when the
     /// whole link can be ruled out by one test of its slots' combined scan
-    /// results (a prefilter gate, no `multiMatch`, every slot memoized).
+    /// results (a prefilter gate, every slot memoized). A `multiMatch`
+    /// link's group has a coarse union only (see [`Plan::group_exact`]).
     pub group: Option<u32>,
 }
 
@@ -99,6 +100,11 @@ pub(crate) struct Plan {
     /// one per slot.
     group_start: Vec<u32>,
     group_slots: Vec<SlotId>,
+    /// Per group: whether it has an exact union. A `multiMatch` link tests
+    /// its values at every node of its chain, not only at its slots'
+    /// nodes: its group (apart from other links') has no exact union, and
+    /// its sources' classes span the whole chain (see `group_sources`).
+    group_exact: Vec<bool>,
     /// The coarse unions' sources, and each group's:
     /// `group_sources[source_start[g]..source_start[g + 1]]` index `sources`.
     /// A value's coarse union is the union of its scan results at every
@@ -108,7 +114,11 @@ pub(crate) struct Plan {
     /// group's coarse union (the union over its sources' values) contains
     /// its exact one, and rules most links out (on CRS and benign traffic,
     /// 96 % of those the exact union rules out) without building a target
-    /// list or visiting a (value, node).
+    /// list or visiting a (value, node). The sources of `multiMatch`
+    /// groups are apart from the others': their values
+    /// are read at every node of the chains, and adding those nodes to the
+    /// other sources' classes would fill their unions with what only
+    /// `multiMatch` links read (bytes of `base64Decode`'s output...).
     sources: Vec<UnionSource>,
     source_class: Vec<u32>,
     /// Per class: its nodes, in index order (parents first).
@@ -145,8 +155,9 @@ impl Plan {
             })
             .collect();
         let (mut plan_rules, mut plan_links, mut plan_slots) = (Vec::new(), Vec::new(), Vec::new());
-        let mut groups: std::collections::HashMap<Vec<SlotId>, u32> = Default::default();
+        let mut groups: std::collections::HashMap<(Vec<SlotId>, bool), u32> = Default::default();
         let (mut group_start, mut group_slots) = (vec![0u32], Vec::new());
+        let mut group_exact = Vec::new();
         for r in &program.rules {
             plan_rules.push(PlanRule {
                 links: plan_links.len() as u32,
@@ -156,18 +167,20 @@ impl Plan {
             for (k, l) in r.links.iter().enumerate() {
                 let gate = scanner.gate(l.operator);
                 let groupable = gate != crate::prefilter::Gate::Always
-                    && !l.multi_match
                     && !l.targets.is_empty()
                     && l.targets.iter().all(|s| !slot_info[s.index()].direct);
                 let group = groupable.then(|| {
                     let mut key = l.targets.clone();
                     key.sort_unstable_by_key(|s| s.index());
                     key.dedup();
-                    *groups.entry(key).or_insert_with_key(|key| {
-                        group_slots.extend_from_slice(key);
-                        group_start.push(group_slots.len() as u32);
-                        (group_start.len() - 2) as u32
-                    })
+                    *groups
+                        .entry((key, l.multi_match))
+                        .or_insert_with_key(|(key, multi_match)| {
+                            group_slots.extend_from_slice(key);
+                            group_start.push(group_slots.len() as u32);
+                            group_exact.push(!multi_match);
+                            (group_start.len() - 2) as u32
+                        })
                 });
                 plan_links.push(PlanLink {
                     op: l.operator,
@@ -189,10 +202,12 @@ impl Plan {
             }
         }
         let mut sources: Vec<UnionSource> = Vec::new();
+        let mut source_chain: Vec<bool> = Vec::new();
         let mut source_node_sets: Vec<Vec<NodeId>> = Vec::new();
         let (mut source_start, mut group_sources) = (vec![0u32], Vec::new());
         for g in 0..group_start.len() - 1 {
             let first = group_sources.len();
+            let chain = !group_exact[g];
             for &slot in &group_slots[group_start[g] as usize..group_start[g + 1] as usize] {
                 let target = slot_info[slot.index()].target;
                 let var = program.targets[target.index()].variable;
@@ -200,17 +215,29 @@ impl Plan {
                     Some((coll, names)) => UnionSource::Coll { coll, names, var },
                     None => UnionSource::Target(target),
                 };
-                let id = match sources.iter().position(|s| *s == source) {
+                let found = (sources.iter().zip(&source_chain))
+                    .position(|(s, c)| (*s, *c) == (source, chain));
+                let id = match found {
                     Some(i) => i,
                     None => {
                         sources.push(source);
+                        source_chain.push(chain);
                         source_node_sets.push(Vec::new());
                         sources.len() - 1
                     }
                 };
-                let node = program.slots[slot.index()].node;
-                if !source_node_sets[id].contains(&node) {
-                    source_node_sets[id].push(node);
+                // A `multiMatch` link reads every node from its slot's up
+                // to the raw value.
+                let mut node = Some(program.slots[slot.index()].node);
+                while let Some(n) = node {
+                    if !source_node_sets[id].contains(&n) {
+                        source_node_sets[id].push(n);
+                    }
+                    node = if chain {
+                        program.transforms.nodes[n.index()].parent
+                    } else {
+                        None
+                    };
                 }
                 if !group_sources[first..].contains(&(id as u32)) {
                     group_sources.push(id as u32);
@@ -243,6 +270,7 @@ impl Plan {
             chains,
             group_start,
             group_slots,
+            group_exact,
             sources,
             source_class,
             classes,
@@ -273,6 +301,12 @@ impl Plan {
     /// Number of slot groups.
     pub(crate) fn groups(&self) -> usize {
         self.group_start.len() - 1
+    }
+
+    /// Whether group `g` has an exact union (the union of its slots'), or
+    /// only a coarse one (a `multiMatch` link's).
+    pub(crate) fn group_exact(&self, g: u32) -> bool {
+        self.group_exact[g as usize]
     }
 
     /// The slots of group `g`.

@@ -400,8 +400,11 @@ impl<'r> Transaction<'r> {
         if !self.coarse_passes(lr, g) {
             return false;
         }
-        let generation = self.cache.generation;
         let (program, rs) = (lr.program, self.rs);
+        if !rs.plan().group_exact(g) {
+            return true;
+        }
+        let generation = self.cache.generation;
         if self.cache.memo.group(g, generation).is_none() {
             self.cache.memo.group_begin(g, generation);
             for &slot in rs.plan().group_slots(g) {

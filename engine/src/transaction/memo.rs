@@ -110,10 +110,10 @@ pub(super) struct Memo {
     /// Per slot group (see `Plan::group_slots`): the union of its slot
     /// unions, valid in the generation it was begun in.
     groups: Unions,
-    // Coarse unions (see `Plan::group_sources`). Per instance: its union
-    // over its source's class of nodes, once computed (or read from the
-    // cross-transaction cache).
-    /// The class of the instance's computed union (NONE: none yet).
+    // Coarse unions (see `Plan::group_sources`). Per instance, `UNION_WAYS`
+    // ways: its union over a class of nodes, once computed (or read from
+    // the cross-transaction cache).
+    /// The class of each way's union (NONE: none yet).
     inst_union_class: Vec<u32>,
     inst_union_bits: Vec<u64>,
     inst_union_mask: Vec<ByteMask>,
@@ -284,10 +284,10 @@ impl Memo {
             (NONE, 0)
         };
         self.inst_rec.push(rec);
-        self.inst_union_class.push(NONE);
+        self.inst_union_class.extend([NONE; UNION_WAYS]);
         self.inst_union_bits
-            .resize(self.inst_union_bits.len() + self.words, 0);
-        self.inst_union_mask.push([0; 4]);
+            .resize(self.inst_union_bits.len() + UNION_WAYS * self.words, 0);
+        self.inst_union_mask.extend([[0; 4]; UNION_WAYS]);
         self.table.resize(self.table.len() + self.nodes, NONE);
         let e = self.push_entry(raw, inst, 0);
         self.table[inst as usize * self.nodes] = e;
@@ -672,7 +672,7 @@ impl Memo {
     /// union of its scan results and byte sets at every node of the class
     /// (`nodes`). Read from the cross-transaction cache when it has it,
     /// and stored there once computed: a value seen before costs one read
-    /// for all the chains that read it.
+    /// for all the chains that read it. Returns the way that holds it.
     fn inst_union(
         &mut self,
         inst: u32,
@@ -680,19 +680,27 @@ impl Memo {
         scanner: &Scanner,
         tree: &TransformTree,
         stats: &mut EvalStats,
-    ) {
-        let (i, w) = (inst as usize, self.words);
-        // An instance is read in one class (that of its source) but for
-        // scalars read through two targets (`XML:/*` and `XML://@*`).
-        if self.inst_union_class[i] == class {
-            return;
+    ) -> usize {
+        let w = self.words;
+        // An instance is read in one or two classes: its source's, and
+        // that of its source for `multiMatch` links (or a scalar read
+        // through two targets, `XML:/*` and `XML://@*`).
+        let ways = inst as usize * UNION_WAYS..(inst as usize + 1) * UNION_WAYS;
+        let classes = &self.inst_union_class[ways.clone()];
+        if let Some(k) = classes.iter().position(|&c| c == class) {
+            return ways.start + k;
         }
+        let k = classes
+            .iter()
+            .position(|&c| c == NONE)
+            .unwrap_or(UNION_WAYS - 1);
+        let i = ways.start + k;
         self.inst_union_class[i] = class;
         if let Some(rec) = self.rec(inst) {
             if let Some((bits, mask)) = self.x.union(rec, class) {
                 self.inst_union_bits[i * w..(i + 1) * w].copy_from_slice(bits);
                 self.inst_union_mask[i] = mask;
-                return;
+                return i;
             }
         }
         self.inst_union_bits[i * w..(i + 1) * w].fill(0);
@@ -719,6 +727,7 @@ impl Memo {
             self.x
                 .set_union(rec, class, &self.inst_union_bits[i * w..(i + 1) * w], mask);
         }
+        i
     }
 
     /// Number of collection entries source `s`'s union covers.
@@ -750,8 +759,8 @@ impl Memo {
         tree: &TransformTree,
         stats: &mut EvalStats,
     ) {
-        self.inst_union(inst, class, scanner, tree, stats);
-        let (i, w) = (inst as usize, self.words);
+        let i = self.inst_union(inst, class, scanner, tree, stats);
+        let w = self.words;
         self.sources.add(
             s,
             (
@@ -852,6 +861,9 @@ impl Unions {
         self.len.fill(0);
     }
 }
+
+/// Coarse unions an instance keeps (see `Memo::inst_union`).
+const UNION_WAYS: usize = 2;
 
 /// Adds a scan result and byte set (`from`) to a union of them (`into`).
 fn add_gate(into: (&mut [u64], &mut ByteMask), from: (&[u64], &ByteMask)) {

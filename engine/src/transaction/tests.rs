@@ -1081,6 +1081,37 @@ fn coarse_unions_rule_links_out_and_see_through_every_chain() {
     assert_eq!(ids(&naive), [4, 1]);
 }
 
+/// `multiMatch` links get coarse unions over their whole chain, apart from
+/// the other links' classes: rule 1 matches `alpha1`, which only
+/// `urlDecodeUni` reveals and `base64Decode` hides again; rule 2's literal
+/// is nowhere; rule 3 reads the same argument at the end of the chain
+/// only, where `alpha` is not, and is ruled out coarsely too (it would
+/// not be if its class took in rule 1's chain).
+#[test]
+fn multi_match_links_are_ruled_out_over_their_whole_chain() {
+    let rs = ruleset(
+        "SecRuleEngine On\n\
+         SecRule ARGS \"@rx alpha[0-9]\" \"id:1,phase:1,pass,multiMatch,t:none,t:urlDecodeUni,t:base64Decode\"\n\
+         SecRule ARGS \"@rx bravo[0-9]\" \"id:2,phase:1,pass,multiMatch,t:none,t:urlDecodeUni,t:base64Decode\"\n\
+         SecRule ARGS \"@rx alpha[0-9]\" \"id:3,phase:1,pass,t:none,t:urlDecodeUni,t:base64Decode\"\n",
+    );
+    let target = "/?a=%61lpha1";
+    for round in 0..4 {
+        let tx = get(&rs, target, &[]);
+        assert_eq!(ids(&tx), [1], "round {round}");
+        assert_eq!(
+            tx.stats().coarse_skips,
+            2,
+            "round {round}: {:?}",
+            tx.stats()
+        );
+    }
+    let naive = rs.transaction_with(crate::EvalOptions::naive());
+    let mut naive = through_phase1(naive, "GET", target, &[]);
+    naive.process_request_body();
+    assert_eq!(ids(&naive), [1]);
+}
+
 /// Rule 2 reads `ARGS` in phase 1 (its values get their instances and
 /// records then); rule 1, in phase 2, has no literal of 3+ bytes, so its
 /// byte gate lets `fine` through as well as `evil`: it runs on both, and

@@ -63,12 +63,13 @@ struct Record {
     len: u32,
     /// (class + 1, index in `gate`) of the value's unions of scan results
     /// over a class of nodes (see `Memo::inst_union`); 0 = free. A value is
-    /// read in one or two classes (an argument is in `ARGS` and `ARGS_GET`).
+    /// read in up to three classes (an argument is in `ARGS` and
+    /// `ARGS_GET`, and `ARGS` is read by `multiMatch` links).
     unions: [(u32, u32); UNION_CLASSES],
 }
 
 /// Classes of coarse unions a record keeps.
-const UNION_CLASSES: usize = 2;
+const UNION_CLASSES: usize = 3;
 
 /// Limits of one cache (one per thread and ruleset).
 #[derive(Clone, Copy, Debug)]
