@@ -48,6 +48,44 @@ pub(crate) fn hir_parser() -> regex_syntax::Parser {
         .build()
 }
 
+/// Longest translated pattern [`CompiledRx::from_precompiled`] checks with
+/// [`matches_whole_input`] (`(?sm-u)^.*$` is 13 bytes).
+const WHOLE_INPUT_MAX_LEN: usize = 64;
+
+/// Whether the pattern's leftmost-first match in any haystack is the whole
+/// haystack, with no capture group but the implicit one: `.*` over every
+/// byte (greedy, as `.` is in ModSecurity's `DOTALL` mode), with only
+/// start-of-text or start-of-line assertions before it and end-of-text or
+/// end-of-line ones after it (all hold at the haystack's ends). CRS's
+/// 920450 captures each header name with `^.*$`: its answer and capture
+/// are known without a search.
+fn matches_whole_input(hir: &Hir) -> bool {
+    use regex_syntax::hir::{Class, HirKind, Look};
+    let items = match hir.kind() {
+        HirKind::Concat(items) => items.as_slice(),
+        _ => std::slice::from_ref(hir),
+    };
+    let is_look =
+        |h: &Hir, looks: &[Look]| matches!(h.kind(), HirKind::Look(l) if looks.contains(l));
+    let starts = [Look::Start, Look::StartLF, Look::StartCRLF];
+    let ends = [Look::End, Look::EndLF, Look::EndCRLF];
+    let first = items.iter().take_while(|h| is_look(h, &starts)).count();
+    let last = items.len() - items.iter().rev().take_while(|h| is_look(h, &ends)).count();
+    let [middle] = items.get(first..last).unwrap_or(&[]) else {
+        return false;
+    };
+    let HirKind::Repetition(rep) = middle.kind() else {
+        return false;
+    };
+    let every_byte = match rep.sub.kind() {
+        HirKind::Class(Class::Bytes(c)) => {
+            c.ranges().len() == 1 && c.ranges()[0].start() == 0 && c.ranges()[0].end() == 255
+        }
+        _ => false,
+    };
+    rep.min == 0 && rep.max.is_none() && rep.greedy && every_byte
+}
+
 /// Maps a regex-syntax error (whose span is in the translated text) back to
 /// the original pattern.
 fn syntax_error(err: &regex_syntax::Error, map: &OffsetMap) -> RxError {
@@ -276,6 +314,9 @@ pub struct CompiledRx {
     pattern: String,
     engine: Engine,
     literals: RequiredLiterals,
+    /// The pattern matches every haystack, whole (see
+    /// [`matches_whole_input`]): answered without searching.
+    whole_input: bool,
 }
 
 enum Engine {
@@ -338,6 +379,7 @@ impl CompiledRx {
         let hir = parse_translated(&translated, &map)?;
         let meta = build_meta(&hir, opts)?;
         let literals = required_literals(&hir);
+        let whole_input = matches_whole_input(&hir);
         let dense = if opts.dense_dfa_budget == 0 {
             OnceLock::from(None)
         } else if opts.defer_dense {
@@ -355,6 +397,7 @@ impl CompiledRx {
                 dense,
             }))),
             literals,
+            whole_input,
         })
     }
 
@@ -378,13 +421,17 @@ impl CompiledRx {
                 None => OnceLock::new(),
             },
         };
+        let parsed = |translated: &str| parse_translated(translated, &map);
         let meta = if dense.get().is_some_and(Option::is_some) {
             OnceLock::new()
         } else {
-            let hir = parse_translated(&translated, &map)?;
-            let meta = build_meta(&hir, opts)?;
+            let meta = build_meta(&parsed(&translated)?, opts)?;
             OnceLock::from(Some(meta))
         };
+        // A pattern that matches every haystack is a few bytes long; a
+        // longer one is not parsed again to find out.
+        let whole_input = translated.len() <= WHOLE_INPUT_MAX_LEN
+            && parsed(&translated).is_ok_and(|hir| matches_whole_input(&hir));
         Ok(CompiledRx {
             pattern: pattern.to_string(),
             engine: Engine::Linear(Linear(Arc::new(Cells {
@@ -395,6 +442,7 @@ impl CompiledRx {
                 dense,
             }))),
             literals: pre.literals.clone(),
+            whole_input,
         })
     }
 
@@ -437,6 +485,7 @@ impl CompiledRx {
                 limit_hits: AtomicU64::new(0),
             }),
             literals,
+            whole_input: false,
         })
     }
 
@@ -506,6 +555,9 @@ impl CompiledRx {
             Engine::Linear(l) => l,
             Engine::Backtracking(b) => return b.search(haystack, 0, false, &mut []),
         };
+        if self.whole_input {
+            return true;
+        }
         if let Some(dfa) = l.0.dense() {
             // No quit bytes and no Unicode word boundaries were configured,
             // so the search cannot fail; fall back to the meta regex anyway
@@ -526,6 +578,12 @@ impl CompiledRx {
             Engine::Linear(l) => l,
             Engine::Backtracking(b) => return b.search(haystack, 0, false, slots),
         };
+        if self.whole_input {
+            for (i, slot) in slots.iter_mut().enumerate() {
+                *slot = (i == 0).then_some(0..haystack.len());
+            }
+            return true;
+        }
         let want = slots.len().min(self.group_count());
         let Some(meta) = l.0.meta() else {
             slots.fill(None);
@@ -612,6 +670,20 @@ impl CompiledRx {
     /// The prefilter literals (see [`RequiredLiterals`]).
     pub fn required_literals(&self) -> &RequiredLiterals {
         &self.literals
+    }
+
+    /// Whether searches are skipped as [`matches_whole_input`] allows.
+    #[cfg(test)]
+    pub(crate) fn whole_input(&self) -> bool {
+        self.whole_input
+    }
+
+    /// The same pattern with every search run (for cross-checking
+    /// [`matches_whole_input`]).
+    #[cfg(test)]
+    pub(crate) fn searching(mut self) -> CompiledRx {
+        self.whole_input = false;
+        self
     }
 
     /// `is_match` through the meta regex only (for cross-checking the DFA).

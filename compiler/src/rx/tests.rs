@@ -1359,3 +1359,55 @@ fn crs_rx_patterns_compile() {
         }
     }
 }
+
+/// Patterns whose match is every haystack, whole, are answered without a
+/// search, with the answer and capture a search gives; near misses search.
+#[test]
+fn whole_input_patterns_answer_as_a_search_would() {
+    let whole = ["^.*$", ".*", "^.*", ".*$", "(?s)^.*$", "\\A.*\\z", "^^.*$$"];
+    let not = [
+        "^.+$",
+        "^(.*)$",
+        "^.*?$",
+        "^[^\\n]*$",
+        "^$",
+        "^.*a$",
+        "a*",
+        "(?-s)^.*$",
+        "\\b.*",
+    ];
+    let haystacks: [&[u8]; 7] = [b"", b"abc", b"a\nb", b"a\n", b"\n", b"\xff\x00z", b"\r\n"];
+    for (pattern, expect) in whole
+        .iter()
+        .map(|p| (p, true))
+        .chain(not.iter().map(|p| (p, false)))
+    {
+        let fast = rx(pattern);
+        assert_eq!(fast.whole_input(), expect, "{pattern}");
+        let slow = rx(pattern).searching();
+        for h in haystacks {
+            assert_eq!(fast.is_match(h), slow.is_match(h), "{pattern} on {h:?}");
+            let (mut a, mut b) = ([None, None], [None, None]);
+            assert_eq!(
+                fast.captures(h, &mut a),
+                slow.captures(h, &mut b),
+                "{pattern} on {h:?}"
+            );
+            assert_eq!(a, b, "{pattern} on {h:?}");
+        }
+    }
+    // From a compiled artifact too.
+    let mut pre = Precompiled::default();
+    let opts = RxOptions::default();
+    pre.insert(
+        "^.*$".to_string(),
+        PrecompiledRx {
+            literals: RequiredLiterals::None,
+            group_count: 1,
+            dense: None,
+        },
+    );
+    let entry = pre.get("^.*$").expect("inserted");
+    let loaded = CompiledRx::from_precompiled("^.*$", entry, &pre, &opts).expect("loads");
+    assert!(loaded.whole_input());
+}
