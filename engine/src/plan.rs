@@ -25,6 +25,26 @@ pub(crate) struct PlanRule {
     pub unconditional: bool,
 }
 
+/// What recording a rule's match reads of it, dense: about a quarter of
+/// CRS's rules match on every request (its set-up and bookkeeping rules,
+/// most replayed from partial evaluation), and reading these fields from
+/// the IR's `Rule` cost a cache miss or more each per match.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RuleMatch {
+    pub id: u64,
+    pub phase: u8,
+    pub severity: Option<waf_compiler::names::Severity>,
+    /// Its disruptive action is `pass` (the IR's is read otherwise).
+    pub pass: bool,
+    pub log: bool,
+    pub auditlog: bool,
+    /// It has a `msg` or `logdata` (read from the IR when it does).
+    pub text: bool,
+    /// Some link has an action run once the rule matched (anything but
+    /// `setvar`, which runs per matched value).
+    pub after_actions: bool,
+}
+
 /// A link's hot fields.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct PlanLink {
@@ -88,6 +108,8 @@ pub(crate) struct Plan {
     slot_info: Vec<SlotInfo>,
     /// Per rule: tags, version and location, shared by every match report.
     rule_meta: Vec<RuleMeta>,
+    /// Per rule: what recording its match reads.
+    rule_match: Vec<RuleMatch>,
     /// The transformations of each transform-tree node, first to last
     /// (built once: rules read them on every value they test directly).
     chains: Vec<Vec<Transform>>,
@@ -140,6 +162,24 @@ impl Plan {
                 tags: r.meta.tags.iter().cloned().collect(),
                 ver: r.meta.ver.as_deref().map(Arc::from),
                 location: Arc::from(r.location.as_str()),
+            })
+            .collect();
+        let rule_match = program
+            .rules
+            .iter()
+            .map(|r| RuleMatch {
+                id: r.id,
+                phase: r.phase,
+                severity: r.meta.severity,
+                pass: matches!(r.disruptive, waf_compiler::ir::Disruptive::Pass),
+                log: r.log,
+                auditlog: r.auditlog,
+                text: r.meta.msg.is_some() || r.meta.logdata.is_some(),
+                after_actions: r.links.iter().any(|l| {
+                    l.actions
+                        .iter()
+                        .any(|a| !matches!(a, waf_compiler::ir::LinkAction::SetVar(_)))
+                }),
             })
             .collect();
         let slot_info: Vec<SlotInfo> = program
@@ -267,6 +307,7 @@ impl Plan {
             slots: plan_slots,
             slot_info,
             rule_meta,
+            rule_match,
             chains,
             group_start,
             group_slots,
@@ -329,6 +370,10 @@ impl Plan {
 
     pub(crate) fn slot_info(&self, slot: SlotId) -> SlotInfo {
         self.slot_info[slot.index()]
+    }
+
+    pub(crate) fn rule_match(&self, ri: RuleIdx) -> RuleMatch {
+        self.rule_match[ri.index()]
     }
 
     pub(crate) fn rule_meta(&self, rule: usize) -> Option<&RuleMeta> {

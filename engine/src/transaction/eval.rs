@@ -214,12 +214,20 @@ impl<'r> Transaction<'r> {
                 }
             }
         }
+        self.after_match(program, ri);
+        true
+    }
+
+    /// A rule matched: its links' once-per-match actions, then its match
+    /// recorded.
+    fn after_match(&mut self, program: &'r Program, ri: RuleIdx) {
         let rule = program.rule(ri);
-        for link in &rule.links {
-            self.after_match_actions(link);
+        if self.rs.plan().rule_match(ri).after_actions {
+            for link in &rule.links {
+                self.after_match_actions(link);
+            }
         }
         self.full_match(rule, ri);
-        true
     }
 
     /// Evaluates a rule partial evaluation found to match on every request
@@ -246,10 +254,7 @@ impl<'r> Transaction<'r> {
                 self.per_match_actions(link);
             }
         }
-        for link in &rule.links {
-            self.after_match_actions(link);
-        }
-        self.full_match(rule, ri);
+        self.after_match(program, ri);
         true
     }
 
@@ -916,11 +921,14 @@ impl<'r> Transaction<'r> {
     }
 
     fn full_match(&mut self, rule: &Rule, ri: RuleIdx) {
-        if let Some(sev) = rule.meta.severity {
+        // Read from the plan: the IR's `rule` only for its texts and a
+        // disruptive action.
+        let rm = self.rs.plan().rule_match(ri);
+        if let Some(sev) = rm.severity {
             let n = sev.number();
             self.state.highest_severity = Some(self.state.highest_severity.map_or(n, |h| h.min(n)));
         }
-        let disruptive = !matches!(rule.disruptive, Disruptive::Pass);
+        let disruptive = !rm.pass;
         if self.state.match_count == self.state.matches.len() {
             self.state.matches.push(MatchedRule::default());
         }
@@ -935,24 +943,27 @@ impl<'r> Transaction<'r> {
             s: &self.state,
         };
         let buf = &mut self.cache.scratch.text;
-        for (src, field) in [
-            (&rule.meta.msg, &mut msg),
-            (&rule.meta.logdata, &mut logdata),
-        ] {
-            field.clear();
-            if let Some(src) = src {
-                buf.clear();
-                vars.expand_into(src, buf);
-                push_lossy(field, buf);
+        msg.clear();
+        logdata.clear();
+        if rm.text {
+            for (src, field) in [
+                (&rule.meta.msg, &mut msg),
+                (&rule.meta.logdata, &mut logdata),
+            ] {
+                if let Some(src) = src {
+                    buf.clear();
+                    vars.expand_into(src, buf);
+                    push_lossy(field, buf);
+                }
             }
         }
         let st = &mut self.state;
         let m = &mut st.matches[st.match_count];
         m.msg = msg;
         m.logdata = logdata;
-        m.id = rule.id;
-        m.phase = rule.phase;
-        m.severity = rule.meta.severity;
+        m.id = rm.id;
+        m.phase = rm.phase;
+        m.severity = rm.severity;
         if let Some(meta) = self.rs.plan().rule_meta(ri.index()) {
             // The pooled record usually held this rule's match before (the
             // same rules match in the same order request after request):
@@ -978,10 +989,13 @@ impl<'r> Transaction<'r> {
         m.matched_var.clear();
         push_lossy(&mut m.matched_var, &st.matched_var);
 
-        m.log = rule.log;
-        m.auditlog = rule.auditlog;
+        m.log = rm.log;
+        m.auditlog = rm.auditlog;
         m.disruptive = disruptive;
         st.match_count += 1;
+        if rm.pass {
+            return;
+        }
         let enforce = self.state.mode == EngineMode::On;
         match &rule.disruptive {
             Disruptive::Pass | Disruptive::Pause(_) => {}
