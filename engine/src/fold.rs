@@ -56,6 +56,12 @@ pub(crate) struct Folding {
     /// them and can be replayed.
     replay: Vec<Option<Replay>>,
     replayable: usize,
+    /// The replayed values, every rule's in turn: names in `hit_names`,
+    /// values in `hit_values` (read in rule order on every request, so
+    /// kept in three arrays, not in a string and a vector per value).
+    hits: Vec<PackedHit>,
+    hit_names: String,
+    hit_values: Vec<u8>,
     /// The ids, tags and literal messages of the rules decided at load
     /// (matching or not): a `ctl:ruleRemove*` that selects none of them
     /// leaves the analysis true (see [`Folding::touched_by_ids`]).
@@ -81,6 +87,36 @@ impl Folding {
     #[inline]
     pub(crate) fn replay(&self, rule: usize) -> Option<&Replay> {
         self.replay.get(rule).and_then(|h| h.as_ref())
+    }
+
+    /// Value `k` of a replay's `hits`: (`MATCHED_VAR_NAME`, `MATCHED_VAR`).
+    #[inline]
+    pub(crate) fn hit(&self, k: u32) -> (&str, &[u8]) {
+        let Some(h) = self.hits.get(k as usize) else {
+            return ("", b"");
+        };
+        let name = self.hit_names.get(h.name.0 as usize..h.name.1 as usize);
+        let value = self.hit_values.get(h.value.0 as usize..h.value.1 as usize);
+        (name.unwrap_or(""), value.unwrap_or(b""))
+    }
+
+    /// Keeps a rule's matched values in the folding's arrays.
+    fn pack(&mut self, found: Found) -> Replay {
+        let start = self.hits.len() as u32;
+        for h in found.hits {
+            let n = self.hit_names.len() as u32;
+            self.hit_names.push_str(&h.name);
+            let v = self.hit_values.len() as u32;
+            self.hit_values.extend_from_slice(&h.value);
+            self.hits.push(PackedHit {
+                name: (n, self.hit_names.len() as u32),
+                value: (v, self.hit_values.len() as u32),
+            });
+        }
+        Replay {
+            hits: start..self.hits.len() as u32,
+            matched_vars: found.matched_vars,
+        }
     }
 
     /// Whether the analysis has anything for the engine to use.
@@ -294,10 +330,25 @@ pub(crate) struct Hit {
     pub(crate) value: Vec<u8>,
 }
 
-/// The values a rule matches on every request reaching it.
+/// A [`Hit`] in the folding's arrays: the ranges of its name and value.
+#[derive(Clone, Copy, Debug)]
+struct PackedHit {
+    name: (u32, u32),
+    value: (u32, u32),
+}
+
+/// What the analysis found a replayable rule to match.
+#[derive(Clone, Debug)]
+struct Found {
+    hits: Vec<Hit>,
+    matched_vars: bool,
+}
+
+/// The values a rule matches on every request reaching it: indexes for
+/// [`Folding::hit`].
 #[derive(Clone, Debug)]
 pub(crate) struct Replay {
-    pub(crate) hits: Box<[Hit]>,
+    pub(crate) hits: std::ops::Range<u32>,
     /// The rule's own actions read `MATCHED_VARS` (or its names). That is
     /// the only place the collection is seen: every rule clears it as it
     /// starts, so it need not be filled otherwise.
@@ -308,7 +359,7 @@ pub(crate) struct Replay {
 enum Outcome {
     Never,
     /// It matches: with the values it matches, when it can be replayed.
-    Matches(Option<Replay>),
+    Matches(Option<Found>),
 }
 
 /// Whether a macro of `rule` (its message, log data, disruptive action's
@@ -457,8 +508,8 @@ fn decide(program: &Program, rule: &Rule, st: &TxState) -> Option<Outcome> {
         },
         _ => false,
     });
-    Some(Outcome::Matches((!writes_what_it_reads).then(|| Replay {
-        hits: hits.into_boxed_slice(),
+    Some(Outcome::Matches((!writes_what_it_reads).then(|| Found {
+        hits,
         matched_vars: reads_matched_vars(rule),
     })))
 }
@@ -467,7 +518,7 @@ fn decide(program: &Program, rule: &Rule, st: &TxState) -> Option<Outcome> {
 pub(crate) fn analyse(program: &Program) -> Folding {
     let mut never = vec![false; program.rules.len()];
     let mut decided = vec![false; program.rules.len()];
-    let mut replay: Vec<Option<Replay>> = vec![None; program.rules.len()];
+    let mut found: Vec<Option<Found>> = vec![None; program.rules.len()];
     let mut start = Some(TxState::default());
     // Where phase 3 ended: phase 5 may follow it directly.
     let mut end_of_3: Option<TxState> = None;
@@ -506,7 +557,7 @@ pub(crate) fn analyse(program: &Program) -> Folding {
                     edges.push((i + 1, st.clone()));
                 }
                 Some(Outcome::Matches(hits)) => {
-                    replay[rules[i].index()] = hits;
+                    found[rules[i].index()] = hits;
                     let mut out = st.clone();
                     if let Some(link) = rule.links.first() {
                         out.apply_writes(link);
@@ -541,14 +592,17 @@ pub(crate) fn analyse(program: &Program) -> Folding {
         }
     }
     let count = never.iter().filter(|&&b| b).count();
-    let replayable = replay.iter().filter(|h| h.is_some()).count();
+    let replayable = found.iter().filter(|h| h.is_some()).count();
     let mut folding = Folding {
         never,
         count,
-        replay,
         replayable,
         ..Folding::default()
     };
+    folding.replay = found
+        .into_iter()
+        .map(|f| f.map(|f| folding.pack(f)))
+        .collect();
     for (rule, _) in program.rules.iter().zip(&decided).filter(|(_, &d)| d) {
         folding.decided_ids.push(rule.id);
         folding.decided_tags.extend(rule.meta.tags.iter().cloned());

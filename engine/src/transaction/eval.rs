@@ -243,11 +243,13 @@ impl<'r> Transaction<'r> {
         let Some(link) = rule.links.first() else {
             return false;
         };
-        for hit in &replay.hits {
+        let folding = self.rs.folding();
+        for k in replay.hits.clone() {
+            let (name, value) = folding.hit(k);
             self.state.matched_var_name.clear();
-            self.state.matched_var_name.push_str(&hit.name);
+            self.state.matched_var_name.push_str(name);
             self.state.matched_var.clear();
-            self.state.matched_var.extend_from_slice(&hit.value);
+            self.state.matched_var.extend_from_slice(value);
             if replay.matched_vars {
                 self.record_match(link);
             } else {
