@@ -431,7 +431,10 @@ impl XCache {
     /// the blocks start over.
     pub fn set_op(&mut self, rec: u32, node: usize, op: u32, result: bool) {
         let Some(key) = op_key(op) else { return };
-        if self.op_count >= self.limits().op_results {
+        // At most as many bytes of blocks as the results themselves would
+        // take in a table at half load (8 MiB for the default limit).
+        let limit = self.limits().op_results;
+        if self.op_count >= limit || self.op_blocks.len() >= limit / 2 {
             self.op_blocks.clear();
             self.op_count = 0;
             for (_, info) in &mut self.node_info {
@@ -661,5 +664,19 @@ mod tests {
         assert_eq!(c.op(r, 1, 0), None);
         assert_eq!(c.op(w, 2, 159), Some(true));
         assert!(c.op_count <= 100);
+        // So do they at the limit of blocks, half the results' (one result
+        // per (value, node) takes a block each): 80 such results.
+        let mut recs = Vec::new();
+        for v in 0..10u8 {
+            c.record(&[b'v', v]);
+            recs.push(c.record(&[b'v', v]).expect("cached"));
+        }
+        for &rec in &recs {
+            for node in 0..8 {
+                c.set_op(rec, node, 1, true);
+            }
+        }
+        assert!(c.op_blocks() <= 50, "{} blocks", c.op_blocks());
+        assert_eq!(c.op(recs[9], 7, 1), Some(true));
     }
 }
