@@ -421,17 +421,23 @@ impl CompiledRx {
                 None => OnceLock::new(),
             },
         };
-        let parsed = |translated: &str| parse_translated(translated, &map);
-        let meta = if dense.get().is_some_and(Option::is_some) {
-            OnceLock::new()
+        // Parsed for the meta regex when there is no dense DFA, and for
+        // `matches_whole_input` when short: a pattern that matches every
+        // haystack is a few bytes long, a longer one is not parsed for it.
+        let needs_meta = !dense.get().is_some_and(Option::is_some);
+        let short = translated.len() <= WHOLE_INPUT_MAX_LEN;
+        let hir = if needs_meta {
+            Some(parse_translated(&translated, &map)?)
+        } else if short {
+            parse_translated(&translated, &map).ok()
         } else {
-            let meta = build_meta(&parsed(&translated)?, opts)?;
-            OnceLock::from(Some(meta))
+            None
         };
-        // A pattern that matches every haystack is a few bytes long; a
-        // longer one is not parsed again to find out.
-        let whole_input = translated.len() <= WHOLE_INPUT_MAX_LEN
-            && parsed(&translated).is_ok_and(|hir| matches_whole_input(&hir));
+        let meta = match &hir {
+            Some(hir) if needs_meta => OnceLock::from(Some(build_meta(hir, opts)?)),
+            _ => OnceLock::new(),
+        };
+        let whole_input = short && hir.as_ref().is_some_and(matches_whole_input);
         Ok(CompiledRx {
             pattern: pattern.to_string(),
             engine: Engine::Linear(Linear(Arc::new(Cells {
