@@ -25,26 +25,6 @@ pub(crate) struct PlanRule {
     pub unconditional: bool,
 }
 
-/// What recording a rule's match reads of it, dense: about a quarter of
-/// CRS's rules match on every request (its set-up and bookkeeping rules,
-/// most replayed from partial evaluation), and reading these fields from
-/// the IR's `Rule` cost a cache miss or more each per match.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct RuleMatch {
-    pub id: u64,
-    pub phase: u8,
-    pub severity: Option<waf_compiler::names::Severity>,
-    /// Its disruptive action is `pass` (the IR's is read otherwise).
-    pub pass: bool,
-    pub log: bool,
-    pub auditlog: bool,
-    /// It has a `msg` or `logdata` (read from the IR when it does).
-    pub text: bool,
-    /// Some link has an action run once the rule matched (anything but
-    /// `setvar`, which runs per matched value).
-    pub after_actions: bool,
-}
-
 /// A link's hot fields.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct PlanLink {
@@ -89,9 +69,25 @@ pub(crate) enum UnionSource {
     Target(TargetId),
 }
 
-/// A rule's metadata that match reports share rather than copy.
+/// What recording a rule's match reads of it, dense: about a quarter of
+/// CRS's rules match on every request (its set-up and bookkeeping rules,
+/// most replayed from partial evaluation), and reading these fields from
+/// the IR's `Rule` cost a cache miss or more each per match. Tags, version
+/// and location are shared by match reports rather than copied.
 #[derive(Debug)]
 pub(crate) struct RuleMeta {
+    pub id: u64,
+    pub phase: u8,
+    pub severity: Option<waf_compiler::names::Severity>,
+    /// Its disruptive action is `pass` (the IR's is read otherwise).
+    pub pass: bool,
+    pub log: bool,
+    pub auditlog: bool,
+    /// It has a `msg` or `logdata` (read from the IR when it does).
+    pub text: bool,
+    /// Some link has an action run once the rule matched (anything but
+    /// `setvar`, which runs per matched value).
+    pub after_actions: bool,
     pub tags: Arc<[String]>,
     pub ver: Option<Arc<str>>,
     pub location: Arc<str>,
@@ -106,10 +102,8 @@ pub(crate) struct Plan {
     /// Per value slot, what evaluation needs in a few bytes (read for every
     /// slot of every rule: kept dense instead of chasing the IR's structs).
     slot_info: Vec<SlotInfo>,
-    /// Per rule: tags, version and location, shared by every match report.
-    rule_meta: Vec<RuleMeta>,
     /// Per rule: what recording its match reads.
-    rule_match: Vec<RuleMatch>,
+    rule_meta: Vec<RuleMeta>,
     /// The transformations of each transform-tree node, first to last
     /// (built once: rules read them on every value they test directly).
     chains: Vec<Vec<Transform>>,
@@ -159,15 +153,6 @@ impl Plan {
             .rules
             .iter()
             .map(|r| RuleMeta {
-                tags: r.meta.tags.iter().cloned().collect(),
-                ver: r.meta.ver.as_deref().map(Arc::from),
-                location: Arc::from(r.location.as_str()),
-            })
-            .collect();
-        let rule_match = program
-            .rules
-            .iter()
-            .map(|r| RuleMatch {
                 id: r.id,
                 phase: r.phase,
                 severity: r.meta.severity,
@@ -180,6 +165,9 @@ impl Plan {
                         .iter()
                         .any(|a| !matches!(a, waf_compiler::ir::LinkAction::SetVar(_)))
                 }),
+                tags: r.meta.tags.iter().cloned().collect(),
+                ver: r.meta.ver.as_deref().map(Arc::from),
+                location: Arc::from(r.location.as_str()),
             })
             .collect();
         let slot_info: Vec<SlotInfo> = program
@@ -307,7 +295,6 @@ impl Plan {
             slots: plan_slots,
             slot_info,
             rule_meta,
-            rule_match,
             chains,
             group_start,
             group_slots,
@@ -372,12 +359,8 @@ impl Plan {
         self.slot_info[slot.index()]
     }
 
-    pub(crate) fn rule_match(&self, ri: RuleIdx) -> RuleMatch {
-        self.rule_match[ri.index()]
-    }
-
-    pub(crate) fn rule_meta(&self, rule: usize) -> Option<&RuleMeta> {
-        self.rule_meta.get(rule)
+    pub(crate) fn rule_meta(&self, ri: RuleIdx) -> &RuleMeta {
+        &self.rule_meta[ri.index()]
     }
 
     /// The transformations of transform-tree node `node`, first to last.

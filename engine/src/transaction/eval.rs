@@ -222,7 +222,7 @@ impl<'r> Transaction<'r> {
     /// recorded.
     fn after_match(&mut self, program: &'r Program, ri: RuleIdx) {
         let rule = program.rule(ri);
-        if self.rs.plan().rule_match(ri).after_actions {
+        if self.rs.plan().rule_meta(ri).after_actions {
             for link in &rule.links {
                 self.after_match_actions(link);
             }
@@ -925,7 +925,7 @@ impl<'r> Transaction<'r> {
     fn full_match(&mut self, rule: &Rule, ri: RuleIdx) {
         // Read from the plan: the IR's `rule` only for its texts and a
         // disruptive action.
-        let rm = self.rs.plan().rule_match(ri);
+        let rm = self.rs.plan().rule_meta(ri);
         if let Some(sev) = rm.severity {
             let n = sev.number();
             self.state.highest_severity = Some(self.state.highest_severity.map_or(n, |h| h.min(n)));
@@ -966,26 +966,23 @@ impl<'r> Transaction<'r> {
         m.id = rm.id;
         m.phase = rm.phase;
         m.severity = rm.severity;
-        if let Some(meta) = self.rs.plan().rule_meta(ri.index()) {
-            // The pooled record usually held this rule's match before (the
-            // same rules match in the same order request after request):
-            // then nothing is cloned, and no shared reference count is
-            // written (an atomic write to a cache line every worker thread
-            // touches).
-            if !Arc::ptr_eq(&m.tags, &meta.tags) {
-                m.tags.clone_from(&meta.tags);
-            }
-            let same_ver = match (&m.ver, &meta.ver) {
-                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-                (None, None) => true,
-                _ => false,
-            };
-            if !same_ver {
-                m.ver.clone_from(&meta.ver);
-            }
-            if !Arc::ptr_eq(&m.location, &meta.location) {
-                m.location.clone_from(&meta.location);
-            }
+        // The pooled record usually held this rule's match before (the
+        // same rules match in the same order request after request): then
+        // nothing is cloned, and no shared reference count is written (an
+        // atomic write to a cache line every worker thread touches).
+        if !Arc::ptr_eq(&m.tags, &rm.tags) {
+            m.tags.clone_from(&rm.tags);
+        }
+        let same_ver = match (&m.ver, &rm.ver) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        if !same_ver {
+            m.ver.clone_from(&rm.ver);
+        }
+        if !Arc::ptr_eq(&m.location, &rm.location) {
+            m.location.clone_from(&rm.location);
         }
         m.matched_var_name.clone_from(&st.matched_var_name);
         m.matched_var.clear();
