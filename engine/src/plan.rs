@@ -121,6 +121,11 @@ pub(crate) struct Plan {
     /// nodes: its group (apart from other links') has no exact union, and
     /// its sources' classes span the whole chain (see `group_sources`).
     group_exact: Vec<bool>,
+    /// Per group: how many links read it. A group's unions pay off when
+    /// several links test them; a lone link's sources and slots are tested
+    /// one by one instead (two thirds of CRS's groups have one link, and
+    /// building their unions cost more than the tests they replaced).
+    group_links: Vec<u32>,
     /// The coarse unions' sources, and each group's:
     /// `group_sources[source_start[g]..source_start[g + 1]]` index `sources`.
     /// A value's coarse union is the union of its scan results at every
@@ -186,6 +191,7 @@ impl Plan {
         let mut groups: std::collections::HashMap<(Vec<SlotId>, bool), u32> = Default::default();
         let (mut group_start, mut group_slots) = (vec![0u32], Vec::new());
         let mut group_exact = Vec::new();
+        let mut group_links: Vec<u32> = Vec::new();
         for r in &program.rules {
             plan_rules.push(PlanRule {
                 links: plan_links.len() as u32,
@@ -207,9 +213,13 @@ impl Plan {
                             group_slots.extend_from_slice(key);
                             group_start.push(group_slots.len() as u32);
                             group_exact.push(!multi_match);
+                            group_links.push(0);
                             (group_start.len() - 2) as u32
                         })
                 });
+                if let Some(g) = group {
+                    group_links[g as usize] += 1;
+                }
                 plan_links.push(PlanLink {
                     op: l.operator,
                     gate,
@@ -299,6 +309,7 @@ impl Plan {
             group_start,
             group_slots,
             group_exact,
+            group_links,
             sources,
             source_class,
             classes,
@@ -335,6 +346,11 @@ impl Plan {
     /// only a coarse one (a `multiMatch` link's).
     pub(crate) fn group_exact(&self, g: u32) -> bool {
         self.group_exact[g as usize]
+    }
+
+    /// Whether more than one link reads group `g` (see `group_links`).
+    pub(crate) fn group_shared(&self, g: u32) -> bool {
+        self.group_links[g as usize] > 1
     }
 
     /// The slots of group `g`.

@@ -408,7 +408,9 @@ impl<'r> Transaction<'r> {
             return false;
         }
         let (program, rs) = (lr.program, self.rs);
-        if !rs.plan().group_exact(g) {
+        // A lone link's slots are tested one by one in `eval_slot_memo`:
+        // their union would rule out nothing more.
+        if !rs.plan().group_exact(g) || !rs.plan().group_shared(g) {
             return true;
         }
         let generation = self.cache.generation;
@@ -439,6 +441,23 @@ impl<'r> Transaction<'r> {
     fn coarse_passes(&mut self, lr: LinkRef<'r>, g: u32) -> bool {
         let generation = self.cache.generation;
         let rs = self.rs;
+        if !rs.plan().group_shared(g) {
+            // A lone link: its sources' unions are tested one by one, and
+            // the first that may match ends the test.
+            let mut len = 0u32;
+            for &s in rs.plan().group_sources(g) {
+                self.update_source(lr.program, s);
+                let (bits, mask, n) = self.cache.memo.source_union(s);
+                if rs.scanner().passes(lr.pl.gate, bits, mask) {
+                    return true;
+                }
+                len += n;
+            }
+            self.stats.memo_hits += u64::from(len);
+            self.stats.prefilter_skips += u64::from(len);
+            self.stats.coarse_skips += 1;
+            return false;
+        }
         if self.cache.memo.coarse(g, generation).is_none() {
             self.cache.memo.coarse_begin(g, generation);
             for &s in rs.plan().group_sources(g) {
@@ -1052,18 +1071,36 @@ impl<'r> Transaction<'r> {
 
     fn setvar(&mut self, sv: &SetVar) {
         let scratch = &mut self.cache.scratch;
-        let (name, value) = (&mut scratch.name, &mut scratch.value);
-        name.clear();
-        value.clear();
         let vars = Vars {
             i: &self.inputs,
             s: &self.state,
         };
-        vars.expand_into(&sv.name, name);
-        name.make_ascii_lowercase();
-        if let SetVarOp::Set(v) | SetVarOp::Add(v) | SetVarOp::Sub(v) = &sv.op {
-            vars.expand_into(v, value);
-        }
+        // Names are stored lowercased. Constant names and values (most of
+        // CRS's: `tx.anomaly_score_pl1`, `=0`) are used in place: setvar
+        // runs hundreds of times per request, and copying them cost more
+        // than the store.
+        let name: &[u8] = match sv.name.as_literal() {
+            Some(n) if !n.bytes().any(|b| b.is_ascii_uppercase()) => n.as_bytes(),
+            _ => {
+                let name = &mut scratch.name;
+                name.clear();
+                vars.expand_into(&sv.name, name);
+                name.make_ascii_lowercase();
+                name
+            }
+        };
+        let value: &[u8] = match &sv.op {
+            SetVarOp::Set(v) | SetVarOp::Add(v) | SetVarOp::Sub(v) => match v.as_literal() {
+                Some(v) => v.as_bytes(),
+                None => {
+                    let value = &mut scratch.value;
+                    value.clear();
+                    vars.expand_into(v, value);
+                    value
+                }
+            },
+            SetVarOp::Delete => b"",
+        };
         // ModSecurity ignores setvar on a collection that initcol did not open.
         let Some(coll) = self.state.writable(sv.collection) else {
             return;

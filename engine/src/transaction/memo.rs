@@ -771,6 +771,12 @@ impl Memo {
         );
     }
 
+    /// Source `s`'s union, as [`Memo::source_add`] left it: (scan bits,
+    /// byte set, number of values).
+    pub fn source_union(&self, s: u32) -> (&[u64], &ByteMask, u32) {
+        self.sources.union(s)
+    }
+
     /// Group `g`'s coarse union, if computed in `generation`: (scan bits,
     /// byte set, number of values).
     pub fn coarse(&self, g: u32, generation: u32) -> Option<(&[u64], &ByteMask, u32)> {
