@@ -12,15 +12,10 @@ use std::time::Duration;
 use waf_serve::{ErrorLog, Logs, Manifest, ManifestError, Server, SitesSource};
 
 mod common;
-use common::{backend, self_signed, send_to_host, send_with_headers, Shared};
-
-/// A fresh directory for one test's files.
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("waf-serve-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("scratch dir");
-    d
-}
+use common::{
+    backend, backends, quiet_logs, scratch, self_signed, send_to_host, send_with_headers,
+    skip_without_openssl, unused_port, Shared,
+};
 
 const SHOP_RULES: &str = r#"
 SecRuleEngine On
@@ -80,10 +75,7 @@ struct Running {
 
 async fn start(dir: &Path, block_admin: &str) -> Running {
     let up = backend(Arc::new(AtomicUsize::new(0))).await;
-    std::fs::write(dir.join("shop.conf"), SHOP_RULES).expect("write rules");
-    let manifest = dir.join("waf.yaml");
-    std::fs::write(&manifest, manifest_text(up, block_admin)).expect("write manifest");
-    let m = Manifest::load(&manifest).unwrap_or_else(|e| panic!("{e}"));
+    let (manifest, m) = write_manifest(dir, SHOP_RULES, &manifest_text(up, block_admin));
     assert_eq!(
         (
             m.config.upstream_timeout,
@@ -106,6 +98,22 @@ async fn start(dir: &Path, block_admin: &str) -> Running {
         log,
         manifest,
     }
+}
+
+/// Writes `rules` as `shop.conf` and `yaml` as `waf.yaml` in `dir`, and
+/// loads that manifest: its path and what it says.
+fn write_manifest(dir: &Path, rules: &str, yaml: &str) -> (PathBuf, Manifest) {
+    std::fs::write(dir.join("shop.conf"), rules).expect("write rules");
+    let manifest = dir.join("waf.yaml");
+    std::fs::write(&manifest, yaml).expect("write manifest");
+    let m = Manifest::load(&manifest).unwrap_or_else(|e| panic!("{e}"));
+    (manifest, m)
+}
+
+/// [`write_manifest`], then [`serve_plain`]: the server and its error log.
+async fn serve_manifest(dir: &Path, rules: &str, yaml: &str) -> (Server, Shared) {
+    let (manifest, m) = write_manifest(dir, rules, yaml);
+    serve_plain(&manifest, m).await
 }
 
 /// Serves `m` (read from `manifest`) on its one plain listener; the error
@@ -295,11 +303,10 @@ async fn a_custom_redirect_sends_plain_http_to_https() {
     let dir = scratch("redirect");
     let hits = Arc::new(AtomicUsize::new(0));
     let up = backend(hits.clone()).await;
-    std::fs::write(dir.join("shop.conf"), SHOP_RULES).expect("write rules");
-    let manifest = dir.join("waf.yaml");
-    std::fs::write(
-        &manifest,
-        format!(
+    let (server, log) = serve_manifest(
+        &dir,
+        SHOP_RULES,
+        &format!(
             r#"listen: 127.0.0.1:0
 upstreams:
   app: http://{up}
@@ -315,9 +322,7 @@ sites:
 "#
         ),
     )
-    .expect("write manifest");
-    let m = Manifest::load(&manifest).unwrap_or_else(|e| panic!("{e}"));
-    let (server, log) = serve_plain(&manifest, m).await;
+    .await;
     let addr = server.addr();
     for (host, target, want) in [
         (
@@ -360,29 +365,17 @@ sites:
 #[tokio::test]
 async fn weights_share_the_load_and_a_backup_takes_over_when_the_primaries_are_down() {
     let dir = scratch("weights");
-    let hits: Vec<Arc<AtomicUsize>> = (0..3).map(|_| Arc::new(AtomicUsize::new(0))).collect();
-    let mut addrs = Vec::new();
-    for h in &hits {
-        addrs.push(backend(h.clone()).await);
-    }
-    let dead: Vec<SocketAddr> = (0..2)
-        .map(|_| {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-            l.local_addr().expect("addr")
-        })
-        .collect();
-    std::fs::write(dir.join("shop.conf"), SHOP_RULES).expect("write rules");
-    let manifest = dir.join("waf.yaml");
-    std::fs::write(
-        &manifest,
-        format!(
+    let (hits, addrs) = backends(3).await;
+    let dead: Vec<SocketAddr> = (0..2).map(|_| unused_port()).collect();
+    let (server, _log) = serve_manifest(
+        &dir,
+        SHOP_RULES,
+        &format!(
             "listen: 127.0.0.1:0\nupstreams:\n  app: [\"http://{} weight=3\", http://{}, \"http://{} backup\"]\n  gone: [\"http://{} weight=2\", http://{}, \"http://{} backup\"]\nsites:\n  - name: gone\n    when: 'http.host eq \"gone.example\"'\n    upstream: gone\n    rules: [shop.conf]\n  - name: all\n    upstream: app\n    rules: [shop.conf]\n",
             addrs[0], addrs[1], addrs[2], dead[0], dead[1], addrs[2]
         ),
     )
-    .expect("write");
-    let m = Manifest::load(&manifest).unwrap_or_else(|e| panic!("{e}"));
-    let (server, _log) = serve_plain(&manifest, m).await;
+    .await;
     let addr = server.addr();
     for _ in 0..8 {
         assert_eq!(status(addr, "shop.example", "/").await, StatusCode::OK);
@@ -405,23 +398,16 @@ async fn two_servers_balanced(
     extra: &str,
 ) -> (Server, Vec<Arc<AtomicUsize>>) {
     let dir = scratch(case);
-    let hits: Vec<Arc<AtomicUsize>> = (0..2).map(|_| Arc::new(AtomicUsize::new(0))).collect();
-    let mut addrs = Vec::new();
-    for h in &hits {
-        addrs.push(backend(h.clone()).await);
-    }
-    std::fs::write(dir.join("shop.conf"), SHOP_RULES).expect("write rules");
-    let manifest = dir.join("waf.yaml");
-    std::fs::write(
-        &manifest,
-        format!(
+    let (hits, addrs) = backends(2).await;
+    let (server, _log) = serve_manifest(
+        &dir,
+        SHOP_RULES,
+        &format!(
             "listen: 127.0.0.1:0\n{extra}upstreams:\n  app: [http://{}, http://{}]\nbalance:\n  app: {balance}\nsites:\n  - name: all\n    upstream: app\n    rules: [shop.conf]\n",
             addrs[0], addrs[1]
         ),
     )
-    .expect("write");
-    let m = Manifest::load(&manifest).unwrap_or_else(|e| panic!("{e}"));
-    let (server, _log) = serve_plain(&manifest, m).await;
+    .await;
     (server, hits)
 }
 
@@ -501,19 +487,13 @@ async fn several_servers(case: &str, rules: &str) {
     let (hits_a, hits_b) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let (addr_a, addr_b) = (backend(hits_a.clone()).await, backend(hits_b.clone()).await);
     // A port nobody listens on.
-    let dead = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        l.local_addr().expect("addr")
-    };
-    std::fs::write(dir.join("shop.conf"), rules).expect("write rules");
-    let manifest = dir.join("waf.yaml");
-    std::fs::write(
-        &manifest,
-        format!("listen: 127.0.0.1:0\nupstreams:\n  app: [http://{dead}, http://{addr_a}, http://{addr_b}]\nsites:\n  - name: all\n    upstream: app\n    rules: [shop.conf]\n"),
+    let dead = unused_port();
+    let (server, log) = serve_manifest(
+        &dir,
+        rules,
+        &format!("listen: 127.0.0.1:0\nupstreams:\n  app: [http://{dead}, http://{addr_a}, http://{addr_b}]\nsites:\n  - name: all\n    upstream: app\n    rules: [shop.conf]\n"),
     )
-    .expect("write");
-    let m = Manifest::load(&manifest).unwrap_or_else(|e| panic!("{e}"));
-    let (server, log) = serve_plain(&manifest, m).await;
+    .await;
     let addr = server.addr();
     for i in 0..6 {
         let (status, _, body) = send_to_host(addr, "shop.example", "POST", "/form", "q=garden")
@@ -577,57 +557,48 @@ async fn checked_backend(
     check_host: Arc<Mutex<String>>,
 ) -> SocketAddr {
     use http_body_util::Full;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let (failing, hits, checks, check_host) = (
-                failing.clone(),
-                hits.clone(),
-                checks.clone(),
-                check_host.clone(),
-            );
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(
-                    move |req: hyper::Request<hyper::body::Incoming>| {
-                        let failing = failing.load(Ordering::SeqCst);
-                        let status = if req.uri().path() == "/healthz" {
-                            checks.fetch_add(1, Ordering::SeqCst);
-                            if let Some(h) = req.headers().get("host").and_then(|h| h.to_str().ok())
-                            {
-                                *check_host.lock().expect("lock") = h.to_string();
-                            }
-                            if failing {
-                                503
-                            } else {
-                                200
-                            }
-                        } else {
-                            hits.fetch_add(1, Ordering::SeqCst);
-                            if failing {
-                                500
-                            } else {
-                                200
-                            }
-                        };
-                        async move {
-                            let mut r =
-                                hyper::Response::new(Full::new(bytes::Bytes::from_static(b"ok")));
-                            *r.status_mut() =
-                                StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
-                            Ok::<_, std::convert::Infallible>(r)
+    common::listen(move |stream| {
+        let (failing, hits, checks, check_host) = (
+            failing.clone(),
+            hits.clone(),
+            checks.clone(),
+            check_host.clone(),
+        );
+        async move {
+            let service =
+                hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let failing = failing.load(Ordering::SeqCst);
+                    let status = if req.uri().path() == "/healthz" {
+                        checks.fetch_add(1, Ordering::SeqCst);
+                        if let Some(h) = req.headers().get("host").and_then(|h| h.to_str().ok()) {
+                            *check_host.lock().expect("lock") = h.to_string();
                         }
-                    },
-                );
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                    .await;
-            });
+                        if failing {
+                            503
+                        } else {
+                            200
+                        }
+                    } else {
+                        hits.fetch_add(1, Ordering::SeqCst);
+                        if failing {
+                            500
+                        } else {
+                            200
+                        }
+                    };
+                    async move {
+                        let mut r =
+                            hyper::Response::new(Full::new(bytes::Bytes::from_static(b"ok")));
+                        *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+                        Ok::<_, std::convert::Infallible>(r)
+                    }
+                });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                .await;
         }
-    });
-    addr
+    })
+    .await
 }
 
 /// Waits (at most 10 s) for `line` in the log.
@@ -662,15 +633,12 @@ async fn health_checks_take_a_failing_server_out_and_back_in() {
         host_b.clone(),
     )
     .await;
-    std::fs::write(dir.join("shop.conf"), SHOP_RULES).expect("write rules");
-    let manifest = dir.join("waf.yaml");
-    std::fs::write(
-        &manifest,
-        format!("listen: 127.0.0.1:0\nupstreams:\n  app: [http://{a}, http://{b}]\nhealth_checks:\n  app: {{ path: /healthz, host: app.internal, interval: 0.1, timeout: 1, fails: 2, passes: 3 }}\nsites:\n  - name: all\n    upstream: app\n    rules: [shop.conf]\n"),
+    let (server, log) = serve_manifest(
+        &dir,
+        SHOP_RULES,
+        &format!("listen: 127.0.0.1:0\nupstreams:\n  app: [http://{a}, http://{b}]\nhealth_checks:\n  app: {{ path: /healthz, host: app.internal, interval: 0.1, timeout: 1, fails: 2, passes: 3 }}\nsites:\n  - name: all\n    upstream: app\n    rules: [shop.conf]\n"),
     )
-    .expect("write");
-    let m = Manifest::load(&manifest).unwrap_or_else(|e| panic!("{e}"));
-    let (server, log) = serve_plain(&manifest, m).await;
+    .await;
     let addr = server.addr();
     let get_all = |n: usize| async move {
         for i in 0..n {
@@ -758,7 +726,6 @@ async fn health_checks_take_a_failing_server_out_and_back_in() {
 async fn block_pages_carry_the_request_id_and_reload_with_their_file() {
     let dir = scratch("block-page");
     let up = backend(Arc::new(AtomicUsize::new(0))).await;
-    std::fs::write(dir.join("shop.conf"), SHOP_RULES).expect("write rules");
     std::fs::create_dir_all(dir.join("pages")).expect("dir");
     let page = dir.join("pages/blocked.html");
     std::fs::write(
@@ -768,10 +735,10 @@ async fn block_pages_carry_the_request_id_and_reload_with_their_file() {
     .expect("write page");
     std::fs::write(dir.join("default.json"), "{\"blocked\": \"{{unique_id}}\"}")
         .expect("write page");
-    let manifest = dir.join("waf.yaml");
-    std::fs::write(
-        &manifest,
-        format!(
+    let (server, log) = serve_manifest(
+        &dir,
+        SHOP_RULES,
+        &format!(
             r#"listen: 127.0.0.1:0
 watch_interval: 0.2
 block_page: default.json
@@ -794,9 +761,7 @@ sites:
 "#
         ),
     )
-    .expect("write manifest");
-    let m = Manifest::load(&manifest).unwrap_or_else(|e| panic!("{e}"));
-    let (server, log) = serve_plain(&manifest, m).await;
+    .await;
     let addr = server.addr();
     let blocked = |host: &'static str, path: &'static str| async move {
         let (status, headers, body) = send_to_host(addr, host, "GET", path, "")
@@ -951,11 +916,7 @@ async fn plain_and_tls_listeners_side_by_side_and_ssl_tells_them_apart() {
     use tokio_rustls::rustls;
     let dir = scratch("tls");
     let Some((cert, _key)) = self_signed(&dir) else {
-        eprintln!("SKIP plain_and_tls_listeners_side_by_side_and_ssl_tells_them_apart: no openssl command to make a certificate");
-        assert!(
-            std::env::var_os("WAF_REQUIRE_TLS_TOOLS").is_none(),
-            "openssl is required"
-        );
+        skip_without_openssl("plain_and_tls_listeners_side_by_side_and_ssl_tells_them_apart");
         return;
     };
     let up = backend(Arc::new(AtomicUsize::new(0))).await;
@@ -992,15 +953,8 @@ async fn plain_and_tls_listeners_side_by_side_and_ssl_tells_them_apart() {
         StatusCode::MISDIRECTED_REQUEST
     );
     let tls_addr = server.addrs()[1];
-    let roots = trusting(&cert);
     for (alpn, want) in [(b"http/1.1".to_vec(), "HTTP/1.1"), (b"h2".to_vec(), "h2")] {
-        let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_root_certificates(roots.clone())
-        .with_no_client_auth();
+        let mut cfg = client_trusting(&cert);
         cfg.alpn_protocols = vec![alpn];
         let connector = tokio_rustls::TlsConnector::from(Arc::new(cfg));
         let tcp = tokio::net::TcpStream::connect(tls_addr)
@@ -1046,11 +1000,7 @@ async fn the_listener_certificate_is_reloaded_in_place() {
     let (Some((old_cert, old_key)), Some((new_cert, new_key))) =
         (self_signed(&old_dir), self_signed(&new_dir))
     else {
-        eprintln!("SKIP the_listener_certificate_is_reloaded_in_place: no openssl command");
-        assert!(
-            std::env::var_os("WAF_REQUIRE_TLS_TOOLS").is_none(),
-            "openssl is required"
-        );
+        skip_without_openssl("the_listener_certificate_is_reloaded_in_place");
         return;
     };
     let (cert, key) = (live.join("cert.pem"), live.join("key.pem"));
@@ -1084,14 +1034,7 @@ async fn the_listener_certificate_is_reloaded_in_place() {
     // Whether a handshake trusting only `trusted` succeeds.
     let addr = server.addr();
     let handshake = |trusted: PathBuf| async move {
-        let roots = trusting(&trusted);
-        let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        let cfg = client_trusting(&trusted);
         let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
         let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
         tokio_rustls::TlsConnector::from(Arc::new(cfg))
@@ -1121,6 +1064,17 @@ async fn the_listener_certificate_is_reloaded_in_place() {
     }
 }
 
+/// A TLS client (ring, the safe default versions, no client certificate)
+/// that trusts the certificates of a PEM file.
+fn client_trusting(pem: &Path) -> tokio_rustls::rustls::ClientConfig {
+    use tokio_rustls::rustls;
+    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(trusting(pem))
+        .with_no_client_auth()
+}
+
 /// A root store trusting the certificates of a PEM file.
 fn trusting(pem: &Path) -> tokio_rustls::rustls::RootCertStore {
     use tokio_rustls::rustls::pki_types::{pem::PemObject, CertificateDer};
@@ -1129,15 +1083,6 @@ fn trusting(pem: &Path) -> tokio_rustls::rustls::RootCertStore {
         roots.add(c.expect("pem")).expect("root");
     }
     roots
-}
-
-/// Logs that go nowhere.
-fn quiet_logs() -> Logs {
-    Logs {
-        error: ErrorLog::to_writer(Box::new(std::io::sink())),
-        audit: None,
-        access: None,
-    }
 }
 
 /// A server of an upstream that accepts no connection (its accept queue is
@@ -1167,14 +1112,11 @@ async fn a_server_that_does_not_connect_is_left_out_after_the_connect_timeout() 
     }
     let hits = Arc::new(AtomicUsize::new(0));
     let live = backend(hits.clone()).await;
-    std::fs::write(dir.join("shop.conf"), SHOP_RULES).expect("write rules");
-    let manifest = dir.join("waf.yaml");
-    std::fs::write(
-        &manifest,
-        format!("listen: 127.0.0.1:0\ntimeouts: {{ connect: 1, upstream: 10 }}\nupstreams:\n  app: [http://{stuck_addr}, http://{live}]\nsites:\n  - name: all\n    upstream: app\n    rules: [shop.conf]\n"),
-    )
-    .expect("write");
-    let m = Manifest::load(&manifest).unwrap_or_else(|e| panic!("{e}"));
+    let (manifest, m) = write_manifest(
+        &dir,
+        SHOP_RULES,
+        &format!("listen: 127.0.0.1:0\ntimeouts: {{ connect: 1, upstream: 10 }}\nupstreams:\n  app: [http://{stuck_addr}, http://{live}]\nsites:\n  - name: all\n    upstream: app\n    rules: [shop.conf]\n"),
+    );
     assert_eq!(m.config.connect_timeout, Duration::from_secs(1));
     let (server, log) = serve_plain(&manifest, m).await;
     let start = std::time::Instant::now();

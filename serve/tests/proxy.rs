@@ -9,7 +9,10 @@ use std::time::Duration;
 use waf_serve::{Config, ErrorLog, Logs, RuleSource, Rules, Server};
 
 mod common;
-use common::{backend, send, Shared};
+use common::{
+    backend, connect_and_write, h2_connect, quiet_logs, raw_answer, raw_exchange,
+    read_until_closed, scratch, send, skip_without_openssl, unused_port, wait_while, Shared,
+};
 
 const RULES: &str = r#"
 SecRuleEngine On
@@ -145,19 +148,15 @@ async fn concurrent_connections_are_all_served_by_the_workers() {
 /// order, without the hop-by-hop ones (RFC 9110, 7.6.1).
 #[tokio::test]
 async fn request_headers_are_forwarded_less_the_hop_by_hop_ones() {
-    use tokio::io::AsyncWriteExt;
     let s = setup(text_rules(), None).await;
-    let mut c = tokio::net::TcpStream::connect(s.server.addr())
-        .await
-        .expect("connect");
-    c.write_all(
+    let (answer, _) = raw_answer(
+        s.server.addr(),
         b"GET /headers HTTP/1.1\r\nHost: example.com\r\nX-Multi: a\r\nKeep-Alive: timeout=5\r\n\
           TE: trailers\r\nX-Custom: 1\r\nX-Multi: b\r\nProxy-Connection: keep-alive\r\n\
           X-Waf-Unique-Id: forged\r\nConnection: close\r\n\r\n",
+        Duration::from_secs(5),
     )
-    .await
-    .expect("write");
-    let (answer, _) = read_until_closed(&mut c, Duration::from_secs(5)).await;
+    .await;
     let got = answer.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(got.contains("host: example.com\n"), "{got}");
@@ -181,7 +180,6 @@ async fn request_headers_are_forwarded_less_the_hop_by_hop_ones() {
 /// is not trusted gets its header replaced by the WAF's own id.
 #[tokio::test]
 async fn a_trusted_proxys_request_id_names_the_request_everywhere() {
-    use tokio::io::AsyncWriteExt;
     for trusted in [true, false] {
         let s = setup_with(text_rules(), None, |c| {
             c.request_id_header = waf_serve::request_id_header("X-Request-ID").ok();
@@ -194,13 +192,13 @@ async fn a_trusted_proxys_request_id_names_the_request_everywhere() {
         let exchange = |target: &'static str| {
             let addr = s.server.addr();
             async move {
-                let mut c = tokio::net::TcpStream::connect(addr).await.expect("connect");
-                c.write_all(
+                raw_answer(
+                    addr,
                     format!("GET {target} HTTP/1.1\r\nHost: example.com\r\nX-Request-ID: lb-7f3a-0001\r\nConnection: close\r\n\r\n").as_bytes(),
+                    Duration::from_secs(5),
                 )
                 .await
-                .expect("write");
-                read_until_closed(&mut c, Duration::from_secs(5)).await.0
+                .0
             }
         };
         let answer = exchange("/headers").await;
@@ -395,10 +393,7 @@ async fn redirect_and_drop() {
 #[tokio::test]
 async fn an_unreachable_upstream_is_502_quickly() {
     // A port nothing listens on.
-    let free = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr");
+    let free = unused_port();
     let s = setup(text_rules(), Some(free)).await;
     let start = std::time::Instant::now();
     let (status, _, _) = send(s.server.addr(), "GET", "/", "")
@@ -415,8 +410,7 @@ async fn an_unreachable_upstream_is_502_quickly() {
 
 #[tokio::test]
 async fn reload_swaps_rules_and_keeps_them_on_error() {
-    let dir = std::env::temp_dir().join(format!("waf-serve-reload-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
+    let dir = scratch("reload");
     let file = dir.join("rules.conf");
     std::fs::write(
         &file,
@@ -478,37 +472,15 @@ async fn reload_swaps_rules_and_keeps_them_on_error() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Reads from `stream` until it is closed (or `limit` passes); returns what
-/// was read and whether the peer closed.
-async fn read_until_closed(stream: &mut tokio::net::TcpStream, limit: Duration) -> (String, bool) {
-    use tokio::io::AsyncReadExt;
-    let mut out = Vec::new();
-    let mut buf = [0u8; 4096];
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
-            Err(_) => return (String::from_utf8_lossy(&out).into_owned(), false),
-            Ok(Ok(0)) | Ok(Err(_)) => return (String::from_utf8_lossy(&out).into_owned(), true),
-            Ok(Ok(n)) => out.extend_from_slice(&buf[..n]),
-        }
-    }
-}
-
 #[tokio::test]
 async fn slow_headers_are_cut_off() {
-    use tokio::io::AsyncWriteExt;
     let s = setup_with(text_rules(), None, |c| {
         c.header_timeout = Duration::from_millis(500)
     })
     .await;
-    let mut stream = tokio::net::TcpStream::connect(s.server.addr())
-        .await
-        .expect("connect");
     // Slowloris: a request line and a header, never finished.
-    stream
-        .write_all(b"GET / HTTP/1.1\r\nHost: example.com\r\n")
-        .await
-        .expect("write");
+    let mut stream =
+        connect_and_write(s.server.addr(), b"GET / HTTP/1.1\r\nHost: example.com\r\n").await;
     let start = std::time::Instant::now();
     let (_, closed) = read_until_closed(&mut stream, Duration::from_secs(5)).await;
     assert!(closed, "the connection is closed");
@@ -522,37 +494,29 @@ async fn slow_headers_are_cut_off() {
 
 #[tokio::test]
 async fn a_body_that_stops_coming_is_408_and_never_forwarded() {
-    use tokio::io::AsyncWriteExt;
     let s = setup_with(text_rules(), None, |c| {
         c.body_timeout = Duration::from_millis(500)
     })
     .await;
-    let mut stream = tokio::net::TcpStream::connect(s.server.addr())
-        .await
-        .expect("connect");
-    stream
-        .write_all(b"POST /form HTTP/1.1\r\nHost: example.com\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\na=1&b=2")
-        .await
-        .expect("write");
-    let (answer, _) = read_until_closed(&mut stream, Duration::from_secs(5)).await;
+    let (answer, _) = raw_answer(
+        s.server.addr(),
+        b"POST /form HTTP/1.1\r\nHost: example.com\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\na=1&b=2",
+        Duration::from_secs(5),
+    )
+    .await;
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert_eq!(s.hits.load(Ordering::SeqCst), 0);
 }
 
 #[tokio::test]
 async fn a_client_leaving_mid_body_leaves_the_proxy_serving() {
-    use tokio::io::AsyncWriteExt;
     let s = setup(text_rules(), None).await;
     for _ in 0..20 {
-        let mut stream = tokio::net::TcpStream::connect(s.server.addr())
-            .await
-            .expect("connect");
-        stream
-            .write_all(
-                b"POST /form HTTP/1.1\r\nHost: example.com\r\nContent-Length: 1000\r\n\r\nabc",
-            )
-            .await
-            .expect("write");
+        let stream = connect_and_write(
+            s.server.addr(),
+            b"POST /form HTTP/1.1\r\nHost: example.com\r\nContent-Length: 1000\r\n\r\nabc",
+        )
+        .await;
         drop(stream);
     }
     let (status, _, body) = send(s.server.addr(), "POST", "/form", "name=bob")
@@ -569,27 +533,22 @@ async fn a_client_leaving_mid_body_leaves_the_proxy_serving() {
 
 #[tokio::test]
 async fn malformed_http_is_400() {
-    use tokio::io::AsyncWriteExt;
     let s = setup(text_rules(), None).await;
-    let mut stream = tokio::net::TcpStream::connect(s.server.addr())
-        .await
-        .expect("connect");
-    stream
-        .write_all(b"GET / HTTP/1.1\r\nHo st: x\r\n\r\n")
-        .await
-        .expect("write");
-    let (answer, _) = read_until_closed(&mut stream, Duration::from_secs(5)).await;
+    let (answer, _) = raw_answer(
+        s.server.addr(),
+        b"GET / HTTP/1.1\r\nHo st: x\r\n\r\n",
+        Duration::from_secs(5),
+    )
+    .await;
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
     // A request target with a character RFC 3986 forbids (`<`): hyper
     // refuses it as HAProxy and Tomcat do; never silently.
-    let mut stream = tokio::net::TcpStream::connect(s.server.addr())
-        .await
-        .expect("connect");
-    stream
-        .write_all(b"GET /?q=<script> HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .expect("write");
-    let (answer, _) = read_until_closed(&mut stream, Duration::from_secs(5)).await;
+    let (answer, _) = raw_answer(
+        s.server.addr(),
+        b"GET /?q=<script> HTTP/1.1\r\nHost: x\r\n\r\n",
+        Duration::from_secs(5),
+    )
+    .await;
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
     assert_eq!(s.hits.load(Ordering::SeqCst), 0);
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -609,16 +568,13 @@ async fn malformed_http_is_400() {
 
 #[tokio::test]
 async fn connect_is_refused_after_the_waf_saw_it() {
-    use tokio::io::AsyncWriteExt;
     let s = setup(text_rules(), None).await;
-    let mut stream = tokio::net::TcpStream::connect(s.server.addr())
-        .await
-        .expect("connect");
-    stream
-        .write_all(b"CONNECT www.example.com:443 HTTP/1.1\r\nHost: www.example.com:443\r\n\r\n")
-        .await
-        .expect("write");
-    let (answer, _) = read_until_closed(&mut stream, Duration::from_secs(1)).await;
+    let (answer, _) = raw_answer(
+        s.server.addr(),
+        b"CONNECT www.example.com:443 HTTP/1.1\r\nHost: www.example.com:443\r\n\r\n",
+        Duration::from_secs(1),
+    )
+    .await;
     assert!(answer.starts_with("HTTP/1.1 405"), "{answer}");
     assert!(
         answer.to_ascii_lowercase().contains("allow: get"),
@@ -651,8 +607,7 @@ async fn a_slow_upstream_is_504_after_the_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reloads_under_load_fail_no_request() {
-    let dir = std::env::temp_dir().join(format!("waf-serve-reload-load-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
+    let dir = scratch("reload-load");
     let file = dir.join("rules.conf");
     std::fs::write(&file, RULES).expect("write");
     let s = setup(RuleSource::Files(vec![file.clone()]), None).await;
@@ -733,21 +688,18 @@ async fn the_admin_address_serves_health_and_metrics() {
 
 #[tokio::test]
 async fn a_blocked_request_gets_a_json_audit_record_with_repeated_headers_kept() {
-    use tokio::io::AsyncWriteExt;
     let s = setup(text_rules(), None).await;
     // A benign request is not relevant (RelevantOnly).
     send(s.server.addr(), "GET", "/index.html", "")
         .await
         .expect("response");
     // Raw, to send one header twice.
-    let mut stream = tokio::net::TcpStream::connect(s.server.addr())
-        .await
-        .expect("connect");
-    stream
-        .write_all(b"POST /form?x=attack HTTP/1.1\r\nHost: example.com\r\nX-Forwarded-For: 10.0.0.1\r\nX-Forwarded-For: 10.0.0.2\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 3\r\nConnection: close\r\n\r\na=1")
-        .await
-        .expect("write");
-    let (answer, _) = read_until_closed(&mut stream, Duration::from_secs(5)).await;
+    let (answer, _) = raw_answer(
+        s.server.addr(),
+        b"POST /form?x=attack HTTP/1.1\r\nHost: example.com\r\nX-Forwarded-For: 10.0.0.1\r\nX-Forwarded-For: 10.0.0.2\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 3\r\nConnection: close\r\n\r\na=1",
+        Duration::from_secs(5),
+    )
+    .await;
     assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
     tokio::time::sleep(Duration::from_millis(200)).await;
     let text = s.audit.text();
@@ -938,11 +890,8 @@ SecRule REQUEST_BODY "@contains attack" "id:1,phase:2,deny,status:403,log"
     assert_eq!(status, StatusCode::FORBIDDEN);
     assert_eq!(s.hits.load(Ordering::SeqCst), 0);
     // Past the limit, the request goes upstream before the body is complete.
-    let mut stream = tokio::net::TcpStream::connect(s.server.addr())
-        .await
-        .expect("connect");
     let head = "POST /form HTTP/1.1\r\nHost: example.com\r\nContent-Type: text/plain\r\nContent-Length: 5000\r\nConnection: close\r\n\r\n";
-    stream.write_all(head.as_bytes()).await.expect("write");
+    let mut stream = connect_and_write(s.server.addr(), head.as_bytes()).await;
     stream.write_all(&[b'y'; 2000]).await.expect("write");
     let mut forwarded = false;
     for _ in 0..100 {
@@ -1004,10 +953,7 @@ async fn shutdown_answers_requests_in_flight_and_accepts_no_new_client() {
     // In flight when the shutdown begins: the backend answers /slow after 3 s.
     let slow = tokio::spawn(send(addr, "GET", "/slow", ""));
     // An idle keep-alive connection, one request answered.
-    let mut idle = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    idle.write_all(b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n")
-        .await
-        .expect("write");
+    let mut idle = connect_and_write(addr, b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n").await;
     let mut buf = [0u8; 1024];
     let n = idle.read(&mut buf).await.expect("read");
     assert!(
@@ -1128,12 +1074,7 @@ async fn a_new_server_takes_the_port_over_with_reuse_port_and_no_request_fails()
     let mut config = Config::new(addr, "http://127.0.0.1:9".parse().expect("uri"));
     config.workers = Some(1);
     let rules = Arc::new(Rules::load(text_rules()).expect("rules compile"));
-    let logs = Logs {
-        error: ErrorLog::to_writer(Box::new(Shared::default())),
-        audit: None,
-        access: None,
-    };
-    let refused = Server::start(config, rules, logs).await.err();
+    let refused = Server::start(config, rules, quiet_logs()).await.err();
     assert!(
         refused
             .as_ref()
@@ -1179,17 +1120,6 @@ async fn shutdown_leaves_what_outlasts_the_grace_period() {
     let outcome = s.server.shutdown(Duration::from_millis(300)).await;
     assert_eq!((outcome.open_at_start, outcome.cut), (1, 1), "{outcome}");
     assert!(started.elapsed() < Duration::from_secs(2), "{outcome}");
-}
-
-/// Sends `request` as is on a new connection; what came back until the
-/// proxy closed it.
-async fn raw_exchange(addr: SocketAddr, request: &str) -> String {
-    use tokio::io::AsyncWriteExt;
-    let mut c = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    c.write_all(request.as_bytes()).await.expect("write");
-    let (answer, closed) = read_until_closed(&mut c, Duration::from_secs(5)).await;
-    assert!(closed, "{answer}");
-    answer
 }
 
 #[tokio::test]
@@ -1430,10 +1360,7 @@ async fn protocol_switches_are_inspected_then_tunnelled() {
         )
     };
 
-    let mut c = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    c.write_all(handshake("/ws?room=garden").as_bytes())
-        .await
-        .expect("write");
+    let mut c = connect_and_write(addr, handshake("/ws?room=garden").as_bytes()).await;
     let head = read_head(&mut c).await;
     assert!(head.starts_with("http/1.1 101"), "{head}");
     assert!(head.contains("\r\nupgrade: echo\r\n"), "{head}");
@@ -1458,27 +1385,21 @@ async fn protocol_switches_are_inspected_then_tunnelled() {
     // Denied in phase 1 or 2: an answer instead of the switch, and the
     // application never sees it.
     let hits = s.hits.load(Ordering::SeqCst);
-    let mut c = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    c.write_all(handshake("/ws?x=attack").as_bytes())
-        .await
-        .expect("write");
+    let mut c = connect_and_write(addr, handshake("/ws?x=attack").as_bytes()).await;
     let head = read_head(&mut c).await;
     assert!(head.starts_with("http/1.1 403"), "{head}");
     assert_eq!(s.hits.load(Ordering::SeqCst), hits);
 
     // Idle: closed by the proxy once nothing moved for the timeout.
-    let mut c = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    c.write_all(handshake("/ws").as_bytes())
-        .await
-        .expect("write");
+    let mut c = connect_and_write(addr, handshake("/ws").as_bytes()).await;
     assert!(read_head(&mut c).await.starts_with("http/1.1 101"));
     let (_, closed) = read_until_closed(&mut c, Duration::from_secs(5)).await;
     assert!(closed, "an idle tunnel is closed");
     // Counted as the tunnel's task ends, just after the sockets close.
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while s.server.metrics().tunnels_open() > 0 && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_while(Duration::from_secs(5), || {
+        s.server.metrics().tunnels_open() > 0
+    })
+    .await;
     assert_eq!(s.server.metrics().tunnels_open(), 0);
     let metrics = s.server.metrics().render(Default::default());
     assert!(metrics.contains("waf_tunnels_total 2\n"), "{metrics}");
@@ -1511,20 +1432,19 @@ async fn bodies_held_by_all_requests_together_are_bounded() {
     let s = setup_with(text_rules(), None, |c| c.max_held_bodies = 1500).await;
     let addr = s.server.addr();
     // One client holds 900 bytes, its body not finished.
-    let mut slow = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    slow.write_all(
+    let mut slow = connect_and_write(
+        addr,
         format!(
             "POST /form HTTP/1.1\r\nHost: example.com\r\nContent-Length: 950\r\nConnection: close\r\n\r\n{}",
             "a".repeat(900)
         )
         .as_bytes(),
     )
-    .await
-    .expect("write");
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while s.server.metrics().held_body_bytes() < 900 && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    .await;
+    wait_while(Duration::from_secs(5), || {
+        s.server.metrics().held_body_bytes() < 900
+    })
+    .await;
     assert_eq!(s.server.metrics().held_body_bytes(), 900);
     // 900 + 700 is over 1500.
     let (status, headers, _) = send(addr, "POST", "/form", &"b".repeat(700))
@@ -1552,10 +1472,10 @@ async fn bodies_held_by_all_requests_together_are_bounded() {
     let (status, _, _) = send(addr, "GET", "/bomb", "").await.expect("response");
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(s.server.metrics().body_budget_exceeded(), 2);
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while s.server.metrics().held_body_bytes() > 0 && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_while(Duration::from_secs(5), || {
+        s.server.metrics().held_body_bytes() > 0
+    })
+    .await;
     assert_eq!(s.server.metrics().held_body_bytes(), 0, "all given back");
     assert_eq!(
         s.hits.load(Ordering::SeqCst),
@@ -1568,32 +1488,26 @@ async fn bodies_held_by_all_requests_together_are_bounded() {
 async fn tls_backend(cert: &std::path::Path, key: &std::path::Path) -> SocketAddr {
     use hyper_util::rt::TokioIo;
     let acceptor = waf_serve::tls::acceptor(cert, key).expect("acceptor");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let acceptor = acceptor.clone();
-            tokio::spawn(async move {
-                let Ok(stream) = acceptor.accept(stream).await else {
-                    return;
-                };
-                let service = hyper::service::service_fn(
-                    |req: hyper::Request<hyper::body::Incoming>| async move {
-                        let text = format!("hello over tls: {}", req.uri().path());
-                        Ok::<_, std::convert::Infallible>(hyper::Response::new(
-                            http_body_util::Full::new(bytes::Bytes::from(text)),
-                        ))
-                    },
-                );
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
+    common::listen(move |stream| {
+        let acceptor = acceptor.clone();
+        async move {
+            let Ok(stream) = acceptor.accept(stream).await else {
+                return;
+            };
+            let service = hyper::service::service_fn(
+                |req: hyper::Request<hyper::body::Incoming>| async move {
+                    let text = format!("hello over tls: {}", req.uri().path());
+                    Ok::<_, std::convert::Infallible>(hyper::Response::new(
+                        http_body_util::Full::new(bytes::Bytes::from(text)),
+                    ))
+                },
+            );
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
         }
-    });
-    addr
+    })
+    .await
 }
 
 /// An `https://` upstream: its certificate is verified against
@@ -1602,17 +1516,9 @@ async fn tls_backend(cert: &std::path::Path, key: &std::path::Path) -> SocketAdd
 /// bundle does not know it) is a 502 whose reason is in the error log.
 #[tokio::test]
 async fn https_upstreams_are_verified_then_used() {
-    let dir = std::env::temp_dir().join(format!("waf-serve-https-up-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("dir");
+    let dir = scratch("https-up");
     let Some((cert, key)) = common::self_signed(&dir) else {
-        eprintln!(
-            "SKIP https_upstreams_are_verified_then_used: no openssl command to make a certificate"
-        );
-        assert!(
-            std::env::var_os("WAF_REQUIRE_TLS_TOOLS").is_none(),
-            "openssl is required"
-        );
+        skip_without_openssl("https_upstreams_are_verified_then_used");
         return;
     };
     let up = tls_backend(&cert, &key).await;
@@ -1650,12 +1556,7 @@ async fn https_upstreams_are_verified_then_used() {
     let mut config = Config::new("127.0.0.1:0".parse().expect("addr"), upstream);
     config.upstream_ca = Some(dir.join("missing.pem"));
     let rules = Arc::new(Rules::load(text_rules()).expect("rules compile"));
-    let logs = Logs {
-        error: ErrorLog::none(),
-        audit: None,
-        access: None,
-    };
-    match Server::start(config, rules, logs).await {
+    match Server::start(config, rules, quiet_logs()).await {
         Ok(_) => panic!("started without its CA file"),
         Err(e) => assert!(e.to_string().contains("missing.pem"), "{e}"),
     }
@@ -1671,38 +1572,31 @@ async fn https_upstreams_are_verified_then_used() {
 /// or sent on inside the body it was hidden in.
 #[tokio::test]
 async fn smuggled_requests_never_reach_the_application_uninspected() {
-    use tokio::io::AsyncWriteExt;
     // A backend that records the path of every request it parses.
     let paths = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let up = listener.local_addr().expect("addr");
     let seen = paths.clone();
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let seen = seen.clone();
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(
-                    move |req: hyper::Request<hyper::body::Incoming>| {
-                        let seen = seen.clone();
-                        async move {
-                            if let Ok(mut p) = seen.lock() {
-                                p.push(req.uri().to_string());
-                            }
-                            let _ = http_body_util::BodyExt::collect(req.into_body()).await;
-                            Ok::<_, std::convert::Infallible>(hyper::Response::new(
-                                http_body_util::Full::new(bytes::Bytes::from_static(b"ok")),
-                            ))
+    let up = common::listen(move |stream| {
+        let seen = seen.clone();
+        async move {
+            let service =
+                hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let seen = seen.clone();
+                    async move {
+                        if let Ok(mut p) = seen.lock() {
+                            p.push(req.uri().to_string());
                         }
-                    },
-                );
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                    .await;
-            });
+                        let _ = http_body_util::BodyExt::collect(req.into_body()).await;
+                        Ok::<_, std::convert::Infallible>(hyper::Response::new(
+                            http_body_util::Full::new(bytes::Bytes::from_static(b"ok")),
+                        ))
+                    }
+                });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                .await;
         }
-    });
+    })
+    .await;
     let s = setup(text_rules(), Some(up)).await;
     let hidden = "GET /smuggled?x=attack HTTP/1.1\r\nHost: example.com\r\n\r\n";
     let payloads = [
@@ -1737,11 +1631,7 @@ async fn smuggled_requests_never_reach_the_application_uninspected() {
     ];
     let mut answers = Vec::new();
     for p in &payloads {
-        let mut c = tokio::net::TcpStream::connect(s.server.addr())
-            .await
-            .expect("connect");
-        c.write_all(p.as_bytes()).await.expect("write");
-        let (answer, _) = read_until_closed(&mut c, Duration::from_secs(3)).await;
+        let (answer, _) = raw_answer(s.server.addr(), p.as_bytes(), Duration::from_secs(3)).await;
         let statuses: Vec<&str> = answer
             .match_indices("HTTP/1.1 ")
             .map(|(i, _)| &answer[i + 9..(i + 12).min(answer.len())])
@@ -1774,69 +1664,62 @@ async fn http2_backend(
     use http_body_util::BodyExt;
     use hyper::body::Frame;
     use hyper_util::rt::{TokioExecutor, TokioIo};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let (tls, seen) = (tls.clone(), seen.clone());
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(
-                    move |req: hyper::Request<hyper::body::Incoming>| {
-                        let seen = seen.clone();
-                        async move {
-                            let header = |name: &str| {
-                                req.headers()
-                                    .get(name)
-                                    .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-                                    .unwrap_or_default()
-                            };
-                            let (te, host, xfh) =
-                                (header("te"), header("host"), header("x-forwarded-host"));
-                            let version = req.version();
-                            let Ok(collected) = req.into_body().collect().await else {
-                                return Err("body");
-                            };
-                            let sum = collected
-                                .trailers()
-                                .and_then(|t| t.get("x-sum"))
-                                .map(|v| v.as_bytes().to_vec());
-                            if let Ok(mut s) = seen.lock() {
-                                s.push(format!(
-                                    "{version:?} te={te} x-sum={} host={host} xfh={xfh}",
-                                    String::from_utf8_lossy(&sum.unwrap_or_default())
-                                ));
-                            }
-                            let body = collected.to_bytes();
-                            let mut trailers = hyper::HeaderMap::new();
-                            trailers.insert("grpc-status", "0".parse().expect("value"));
-                            let frames: Vec<Result<Frame<Bytes>, std::convert::Infallible>> =
-                                vec![Ok(Frame::data(body)), Ok(Frame::trailers(trailers))];
-                            let mut r = hyper::Response::new(http_body_util::StreamBody::new(
-                                futures_util::stream::iter(frames),
+    common::listen(move |stream| {
+        let (tls, seen) = (tls.clone(), seen.clone());
+        async move {
+            let service =
+                hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let seen = seen.clone();
+                    async move {
+                        let header = |name: &str| {
+                            req.headers()
+                                .get(name)
+                                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+                                .unwrap_or_default()
+                        };
+                        let (te, host, xfh) =
+                            (header("te"), header("host"), header("x-forwarded-host"));
+                        let version = req.version();
+                        let Ok(collected) = req.into_body().collect().await else {
+                            return Err("body");
+                        };
+                        let sum = collected
+                            .trailers()
+                            .and_then(|t| t.get("x-sum"))
+                            .map(|v| v.as_bytes().to_vec());
+                        if let Ok(mut s) = seen.lock() {
+                            s.push(format!(
+                                "{version:?} te={te} x-sum={} host={host} xfh={xfh}",
+                                String::from_utf8_lossy(&sum.unwrap_or_default())
                             ));
-                            r.headers_mut()
-                                .insert("content-type", "application/grpc".parse().expect("value"));
-                            Ok::<_, &str>(r)
                         }
-                    },
-                );
-                let h2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
-                match tls {
-                    Some(acceptor) => {
-                        if let Ok(s) = acceptor.accept(stream).await {
-                            let _ = h2.serve_connection(TokioIo::new(s), service).await;
-                        }
+                        let body = collected.to_bytes();
+                        let mut trailers = hyper::HeaderMap::new();
+                        trailers.insert("grpc-status", "0".parse().expect("value"));
+                        let frames: Vec<Result<Frame<Bytes>, std::convert::Infallible>> =
+                            vec![Ok(Frame::data(body)), Ok(Frame::trailers(trailers))];
+                        let mut r = hyper::Response::new(http_body_util::StreamBody::new(
+                            futures_util::stream::iter(frames),
+                        ));
+                        r.headers_mut()
+                            .insert("content-type", "application/grpc".parse().expect("value"));
+                        Ok::<_, &str>(r)
                     }
-                    None => {
-                        let _ = h2.serve_connection(TokioIo::new(stream), service).await;
+                });
+            let h2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+            match tls {
+                Some(acceptor) => {
+                    if let Ok(s) = acceptor.accept(stream).await {
+                        let _ = h2.serve_connection(TokioIo::new(s), service).await;
                     }
                 }
-            });
+                None => {
+                    let _ = h2.serve_connection(TokioIo::new(stream), service).await;
+                }
+            }
         }
-    });
-    addr
+    })
+    .await
 }
 
 /// A gRPC-style call through the proxy over HTTP/2 (prior knowledge, as
@@ -1846,13 +1729,7 @@ async fn grpc_call(
     body: &'static str,
 ) -> (StatusCode, bytes::Bytes, Option<hyper::HeaderMap>) {
     use http_body_util::BodyExt;
-    use hyper_util::rt::{TokioExecutor, TokioIo};
-    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let (mut send, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
-            .await
-            .expect("h2 handshake");
-    tokio::spawn(conn);
+    let (mut send, _conn) = h2_connect(addr).await;
     let mut trailers = hyper::HeaderMap::new();
     trailers.insert("x-sum", "42".parse().expect("value"));
     let req = hyper::Request::builder()
@@ -1891,15 +1768,10 @@ async fn http2_upstreams_carry_grpc_calls_with_their_trailers() {
         ),
     }
     };
-    let dir = std::env::temp_dir().join(format!("waf-serve-h2-up-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("dir");
+    let dir = scratch("h2-up");
     let pair = common::self_signed(&dir);
     if pair.is_none() {
-        assert!(
-            std::env::var_os("WAF_REQUIRE_TLS_TOOLS").is_none(),
-            "openssl is required"
-        );
+        skip_without_openssl("http2_upstreams_carry_grpc_calls_with_their_trailers over h2");
     }
     let mut cases = vec![("h2c", None, None, "application/grpc")];
     if let Some((cert, key)) = &pair {
@@ -1957,26 +1829,18 @@ async fn request_bodies_the_rules_do_not_inspect_stream_through() {
     use http_body_util::BodyExt;
     use hyper_util::rt::TokioIo;
     // An application that answers as soon as the headers arrive.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let up = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(
-                    |_req: hyper::Request<hyper::body::Incoming>| async move {
-                        Ok::<_, std::convert::Infallible>(hyper::Response::new(
-                            http_body_util::Full::new(bytes::Bytes::from_static(b"early")),
-                        ))
-                    },
-                );
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
+    let up = common::listen(|stream| async move {
+        let service =
+            hyper::service::service_fn(|_req: hyper::Request<hyper::body::Incoming>| async move {
+                Ok::<_, std::convert::Infallible>(hyper::Response::new(http_body_util::Full::new(
+                    bytes::Bytes::from_static(b"early"),
+                )))
             });
-        }
-    });
+        let _ = hyper::server::conn::http1::Builder::new()
+            .serve_connection(TokioIo::new(stream), service)
+            .await;
+    })
+    .await;
     let rules = RuleSource::Text {
         name: "no-body.conf".into(),
         text: "SecRuleEngine On\nSecRequestBodyAccess Off\nSecRule ARGS \"@contains attack\" \"id:1,phase:2,deny,status:403,log\"\n".into(),
@@ -2051,18 +1915,15 @@ fn tokio_stream_from<T: Send + 'static>(
 /// held for ever.
 #[tokio::test]
 async fn a_client_that_stops_reading_is_cut_after_the_send_timeout() {
-    use tokio::io::AsyncWriteExt;
     let s = setup_with(text_rules(), None, |c| {
         c.send_timeout = Duration::from_secs(1)
     })
     .await;
-    let mut client = tokio::net::TcpStream::connect(s.server.addr())
-        .await
-        .expect("connect");
-    client
-        .write_all(b"GET /large HTTP/1.1\r\nHost: example.com\r\n\r\n")
-        .await
-        .expect("write");
+    let client = connect_and_write(
+        s.server.addr(),
+        b"GET /large HTTP/1.1\r\nHost: example.com\r\n\r\n",
+    )
+    .await;
     let start = std::time::Instant::now();
     let deadline = start + Duration::from_secs(10);
     while s.server.metrics().connections_open() == 0 && std::time::Instant::now() < deadline {
@@ -2092,16 +1953,8 @@ async fn a_client_that_stops_reading_is_cut_after_the_send_timeout() {
 #[tokio::test]
 async fn http2_clients_keep_their_host_on_the_way_to_the_application() {
     use http_body_util::BodyExt;
-    use hyper_util::rt::{TokioExecutor, TokioIo};
     let s = setup(text_rules(), None).await;
-    let tcp = tokio::net::TcpStream::connect(s.server.addr())
-        .await
-        .expect("connect");
-    let (mut send, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
-            .await
-            .expect("h2 handshake");
-    tokio::spawn(conn);
+    let (mut send, _conn) = h2_connect(s.server.addr()).await;
     // Cookies as separate fields, as browsers send them over HTTP/2.
     let req = hyper::Request::builder()
         .uri("http://shop.example/headers")
@@ -2134,20 +1987,11 @@ async fn http2_clients_keep_their_host_on_the_way_to_the_application() {
 /// request in flight when the timeout passes still gets its answer.
 #[tokio::test]
 async fn an_idle_http2_connection_is_closed_after_the_idle_timeout() {
-    use hyper_util::rt::{TokioExecutor, TokioIo};
     let s = setup_with(text_rules(), None, |c| {
         c.idle_timeout = Duration::from_secs(1);
         c.upstream_timeout = Duration::from_secs(10);
     })
     .await;
-    let open = |addr| async move {
-        let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
-        let (send, conn) =
-            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
-                .await
-                .expect("h2 handshake");
-        (send, tokio::spawn(conn))
-    };
     let get = |path: &str| {
         hyper::Request::builder()
             .uri(format!("http://shop.example{path}"))
@@ -2155,7 +1999,7 @@ async fn an_idle_http2_connection_is_closed_after_the_idle_timeout() {
             .expect("request")
     };
     // One request, then nothing: closed once idle for 1 s.
-    let (mut send, conn) = open(s.server.addr()).await;
+    let (mut send, conn) = h2_connect(s.server.addr()).await;
     let r = send.send_request(get("/")).await.expect("response");
     assert_eq!(r.status(), StatusCode::OK);
     let start = std::time::Instant::now();
@@ -2167,7 +2011,7 @@ async fn an_idle_http2_connection_is_closed_after_the_idle_timeout() {
         start.elapsed()
     );
     // A request the backend answers after 3 s outlives the 1 s timeout.
-    let (mut send, _conn) = open(s.server.addr()).await;
+    let (mut send, _conn) = h2_connect(s.server.addr()).await;
     let r = send.send_request(get("/slow")).await.expect("response");
     assert_eq!(r.status(), StatusCode::OK);
     drop(send);
