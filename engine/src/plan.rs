@@ -122,8 +122,8 @@ pub(crate) struct Plan {
     /// its sources' classes span the whole chain (see `group_sources`).
     group_exact: Vec<bool>,
     /// Per group: how many links read it. A group's unions pay off when
-    /// several links test them; a lone link's sources and slots are tested
-    /// one by one instead (two thirds of CRS's groups have one link, and
+    /// three or more links test them; one or two links test the sources'
+    /// and slots' unions one by one instead (84 of CRS PL1's 104 groups:
     /// building their unions cost more than the tests they replaced).
     group_links: Vec<u32>,
     /// The coarse unions' sources, and each group's:
@@ -348,9 +348,10 @@ impl Plan {
         self.group_exact[g as usize]
     }
 
-    /// Whether more than one link reads group `g` (see `group_links`).
+    /// Whether group `g`'s unions are built: three or more links read it
+    /// (see `group_links`).
     pub(crate) fn group_shared(&self, g: u32) -> bool {
-        self.group_links[g as usize] > 1
+        self.group_links[g as usize] > 2
     }
 
     /// The slots of group `g`.

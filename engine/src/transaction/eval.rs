@@ -408,7 +408,7 @@ impl<'r> Transaction<'r> {
             return false;
         }
         let (program, rs) = (lr.program, self.rs);
-        // A lone link's slots are tested one by one in `eval_slot_memo`:
+        // Else the link's slots are tested one by one in `eval_slot_memo`:
         // their union would rule out nothing more.
         if !rs.plan().group_exact(g) || !rs.plan().group_shared(g) {
             return true;
@@ -442,8 +442,8 @@ impl<'r> Transaction<'r> {
         let generation = self.cache.generation;
         let rs = self.rs;
         if !rs.plan().group_shared(g) {
-            // A lone link: its sources' unions are tested one by one, and
-            // the first that may match ends the test.
+            // Few links: the sources' unions are tested one by one, and the
+            // first that may match ends the test.
             let mut len = 0u32;
             for &s in rs.plan().group_sources(g) {
                 self.update_source(lr.program, s);
