@@ -38,7 +38,8 @@ pub enum Gate {
     Always,
     /// Bit index in a value's scan result.
     Literal(u32),
-    /// Byte sets `masks[start..start + len]`, one per literal.
+    /// Byte sets `masks[start + 1..=start + len]`, one per literal, after
+    /// the gate's sentinel set `masks[start]` (see [`Scanner::passes`]).
     Bytes {
         start: u32,
         len: u32,
@@ -116,10 +117,12 @@ impl Scanner {
             } else {
                 byte_ops += 1;
                 let start = masks.len();
+                masks.push([0; 4]);
                 for l in lits {
                     masks.push(byte_mask(l));
                 }
-                let len = minimize(&mut masks, start);
+                let len = minimize(&mut masks, start + 1);
+                masks[start] = sentinels(&masks[start + 1..]);
                 gates.push(Gate::Bytes {
                     start: start as u32,
                     len: len as u32,
@@ -213,9 +216,16 @@ impl Scanner {
         match gate {
             Gate::Always => true,
             Gate::Literal(bit) => bits[(bit / 64) as usize] & (1 << (bit % 64)) != 0,
-            Gate::Bytes { start, len } => self.masks[start as usize..(start + len) as usize]
-                .iter()
-                .any(|m| subset(m, present)),
+            Gate::Bytes { start, len } => {
+                // Each set holds one of the sentinels: a value with none of
+                // them passes none (most benign values; one test instead of
+                // one per set).
+                let (start, len) = (start as usize, len as usize);
+                !disjoint(&self.masks[start], present)
+                    && self.masks[start + 1..=start + len]
+                        .iter()
+                        .any(|m| subset(m, present))
+            }
         }
     }
 
@@ -257,6 +267,40 @@ fn minimize(masks: &mut Vec<ByteMask>, start: usize) -> usize {
     masks.truncate(start);
     masks.extend_from_slice(&kept);
     kept.len()
+}
+
+/// A gate's sentinel set: from each of its byte sets, the byte least
+/// likely in benign values (punctuation before the URL and form
+/// punctuation, before letters and digits). A value that has some set's
+/// bytes has that set's sentinel.
+fn sentinels(masks: &[ByteMask]) -> ByteMask {
+    // How common a byte is in benign request values, roughly.
+    fn commonness(b: u8) -> u8 {
+        match b {
+            b'a'..=b'z' | b'0'..=b'9' => 3,
+            b' ' | b'-' | b'_' | b'.' | b'/' | b'=' | b':' | b';' | b',' | b'&' | b'%' | b'+' => 2,
+            b'(' | b')' | b'*' | b'?' | b'@' | b'~' | b'!' | b'#' => 1,
+            _ => 0,
+        }
+    }
+    let mut out = [0u64; 4];
+    for m in masks {
+        let rarest = (0..=255u8)
+            .filter(|&b| m[usize::from(b >> 6)] & (1 << (b & 63)) != 0)
+            .min_by_key(|&b| commonness(b));
+        if let Some(b) = rarest {
+            out[usize::from(b >> 6)] |= 1 << (b & 63);
+        } else {
+            // An empty set is a subset of every value's: no sentinel can
+            // stand for it.
+            return [u64::MAX; 4];
+        }
+    }
+    out
+}
+
+fn disjoint(a: &ByteMask, b: &ByteMask) -> bool {
+    (a[0] & b[0]) | (a[1] & b[1]) | (a[2] & b[2]) | (a[3] & b[3]) == 0
 }
 
 fn subset(a: &ByteMask, b: &ByteMask) -> bool {
@@ -339,6 +383,71 @@ mod tests {
             let full = given.iter().any(|g| subset(g, &present));
             let kept = masks[1..].iter().any(|g| subset(g, &present));
             assert_eq!(full, kept, "{:?}", String::from_utf8_lossy(&value));
+        }
+    }
+
+    #[test]
+    fn sentinels_reject_only_values_no_set_passes() {
+        let m = |b: &[u8]| byte_mask(b);
+        // Each set's sentinel is its least common byte.
+        assert_eq!(sentinels(&[m(b"a;"), m(b"$(")]), m(b";$"));
+        assert_eq!(sentinels(&[m(b"ab")]), m(b"a"));
+        // Every value made of these bytes: the sentinel test never rejects
+        // a value some set passes.
+        let sets = [m(b"a;"), m(b"$("), m(b"<s"), m(b"|"), m(b"x1")];
+        let sent = sentinels(&sets);
+        let bytes = b"a;$(<s|x1 ";
+        for bits in 0u32..1 << bytes.len() {
+            let value: Vec<u8> = (0..bytes.len())
+                .filter(|i| bits & (1 << i) != 0)
+                .map(|i| bytes[i])
+                .collect();
+            let present = m(&value);
+            if sets.iter().any(|g| subset(g, &present)) {
+                assert!(
+                    !disjoint(&sent, &present),
+                    "{:?}",
+                    String::from_utf8_lossy(&value)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn byte_gates_agree_with_their_literals() {
+        let (_rs, s) = scanner(
+            r#"
+            SecRule ARGS "@rx (?:;|\$\(|`|<\?)" "id:1,phase:1,pass"
+            SecRule ARGS "@rx [<>]" "id:2,phase:1,pass"
+            "#,
+        );
+        for (op, lits) in [
+            (0u32, &[&b";"[..], b"$(", b"`", b"<?"][..]),
+            (1, &[b"<", b">"]),
+        ] {
+            assert!(matches!(s.gate(OpId(op)), Gate::Bytes { .. }));
+            for value in [
+                &b"plain value"[..],
+                b"a;b",
+                b"$x(",
+                b"(x$",
+                b"`",
+                b"<?php",
+                b"?<",
+                b"a<b",
+                b"x>",
+                b"Mozilla/5.0 (X11; Linux)",
+                b"",
+            ] {
+                let present = byte_mask(value);
+                let want = lits.iter().any(|l| subset(&byte_mask(l), &present));
+                assert_eq!(
+                    passes(&s, op, value),
+                    want,
+                    "op {op} {:?}",
+                    String::from_utf8_lossy(value)
+                );
+            }
         }
     }
 }
