@@ -476,7 +476,24 @@ impl<'r> Transaction<'r> {
     /// Brings source `s`'s union up to date: a collection's new entries
     /// are added (collections only grow), a target's values are read again
     /// in each generation.
+    #[inline]
     fn update_source(&mut self, program: &'r Program, s: u32) {
+        // Called for every source of every link a coarse union is tested
+        // for: the test that finds it up to date is kept inline.
+        let stale = match self.rs.plan().sources()[s as usize] {
+            UnionSource::Coll { coll, .. } => {
+                (self.cache.memo.source_covered(s) as usize) < self.inputs.coll(coll).len()
+            }
+            UnionSource::Target(_) => self.cache.memo.source_gen(s) != self.cache.generation,
+        };
+        if stale {
+            self.refresh_source(program, s);
+        }
+    }
+
+    /// [`Self::update_source`]'s work, when there is some.
+    #[inline(never)]
+    fn refresh_source(&mut self, program: &'r Program, s: u32) {
         let rs = self.rs;
         let generation = self.cache.generation;
         let (class, scanner, tree) = (rs.plan().source_nodes(s), rs.scanner(), &program.transforms);
