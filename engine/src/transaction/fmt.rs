@@ -38,6 +38,11 @@ pub(super) fn civil(secs: u64) -> (u64, u64, u64, u64, u64, u64, u64) {
 /// Appends `b` as text, invalid UTF-8 replaced by U+FFFD (as
 /// `String::from_utf8_lossy`, without its allocation).
 pub(super) fn push_lossy(out: &mut String, b: &[u8]) {
+    // Most values are valid (mostly ASCII): validated a word at a time.
+    if let Ok(s) = std::str::from_utf8(b) {
+        out.push_str(s);
+        return;
+    }
     for chunk in b.utf8_chunks() {
         out.push_str(chunk.valid());
         if !chunk.invalid().is_empty() {
