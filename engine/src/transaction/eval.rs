@@ -408,8 +408,9 @@ impl<'r> Transaction<'r> {
             return false;
         }
         let (program, rs) = (lr.program, self.rs);
-        // Else the link's slots are tested one by one in `eval_slot_memo`:
-        // their union would rule out nothing more.
+        // A `multiMatch` group has no exact union, and a group of one or two
+        // links builds none: `eval_slot_memo` tests the link's slots' unions
+        // one by one, which rules out as much.
         if !rs.plan().group_exact(g) || !rs.plan().group_shared(g) {
             return true;
         }
