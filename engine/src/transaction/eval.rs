@@ -492,7 +492,9 @@ impl<'r> Transaction<'r> {
         }
     }
 
-    /// [`Self::update_source`]'s work, when there is some.
+    /// [`Self::update_source`]'s work, once it found the source stale: a
+    /// collection's entries past those covered are added, a target's
+    /// values are read again.
     #[inline(never)]
     fn refresh_source(&mut self, program: &'r Program, s: u32) {
         let rs = self.rs;
@@ -502,9 +504,6 @@ impl<'r> Transaction<'r> {
             UnionSource::Coll { coll, names, var } => {
                 let entries = self.inputs.coll(coll);
                 let covered = self.cache.memo.source_covered(s) as usize;
-                if covered >= entries.len() {
-                    return;
-                }
                 let memo = &mut self.cache.memo;
                 for (i, e) in entries.iter().enumerate().skip(covered) {
                     let origin = Origin::Coll {
@@ -519,9 +518,6 @@ impl<'r> Transaction<'r> {
                 memo.set_source_covered(s, entries.len() as u32);
             }
             UnionSource::Target(target) => {
-                if self.cache.memo.source_gen(s) == generation {
-                    return;
-                }
                 // Not a request collection (those are `Coll` sources).
                 let (start, len) = self.target_list(program, target, None);
                 let memo = &mut self.cache.memo;
