@@ -200,8 +200,9 @@ fn rarest(needle: &[u8]) -> usize {
 /// How common a byte is in what string operators search (header names,
 /// paths, parameter values, CRS's word lists): higher is more common. A
 /// coarse order by class, lower-case letters by their English frequency;
-/// it only steers [`contains`]'s anchor, never its answer.
-static BYTE_RANK: [u8; 256] = byte_rank();
+/// it steers [`contains`]'s anchor and the prefilter's sentinel bytes
+/// (`crate::prefilter`), never an answer.
+pub(crate) static BYTE_RANK: [u8; 256] = byte_rank();
 
 const fn byte_rank() -> [u8; 256] {
     let mut r = [0u8; 256];

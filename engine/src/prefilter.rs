@@ -270,24 +270,14 @@ fn minimize(masks: &mut Vec<ByteMask>, start: usize) -> usize {
 }
 
 /// A gate's sentinel set: from each of its byte sets, the byte least
-/// likely in benign values (punctuation before the URL and form
-/// punctuation, before letters and digits). A value that has some set's
-/// bytes has that set's sentinel.
+/// likely in benign values (by [`crate::operator::BYTE_RANK`]). A value
+/// that has some set's bytes has that set's sentinel.
 fn sentinels(masks: &[ByteMask]) -> ByteMask {
-    // How common a byte is in benign request values, roughly.
-    fn commonness(b: u8) -> u8 {
-        match b {
-            b'a'..=b'z' | b'0'..=b'9' => 3,
-            b' ' | b'-' | b'_' | b'.' | b'/' | b'=' | b':' | b';' | b',' | b'&' | b'%' | b'+' => 2,
-            b'(' | b')' | b'*' | b'?' | b'@' | b'~' | b'!' | b'#' => 1,
-            _ => 0,
-        }
-    }
     let mut out = [0u64; 4];
     for m in masks {
         let rarest = (0..=255u8)
             .filter(|&b| m[usize::from(b >> 6)] & (1 << (b & 63)) != 0)
-            .min_by_key(|&b| commonness(b));
+            .min_by_key(|&b| crate::operator::BYTE_RANK[usize::from(b)]);
         if let Some(b) = rarest {
             out[usize::from(b >> 6)] |= 1 << (b & 63);
         } else {
@@ -389,9 +379,10 @@ mod tests {
     #[test]
     fn sentinels_reject_only_values_no_set_passes() {
         let m = |b: &[u8]| byte_mask(b);
-        // Each set's sentinel is its least common byte.
+        // Each set's sentinel is its least common byte: punctuation before
+        // letters, `b` before `a` (English frequency).
         assert_eq!(sentinels(&[m(b"a;"), m(b"$(")]), m(b";$"));
-        assert_eq!(sentinels(&[m(b"ab")]), m(b"a"));
+        assert_eq!(sentinels(&[m(b"ab")]), m(b"b"));
         // Every value made of these bytes: the sentinel test never rejects
         // a value some set passes.
         let sets = [m(b"a;"), m(b"$("), m(b"<s"), m(b"|"), m(b"x1")];
