@@ -261,7 +261,6 @@ impl<'r> Transaction<'r> {
     }
 
     fn eval_link(&mut self, lr: LinkRef<'r>) -> bool {
-        let program = lr.program;
         if let Some(g) = lr.pl.group {
             // Statistics per slot and node need the slot-by-slot path.
             let grouped = self.options.memo && self.options.prefilter && !self.cache.memo.prof_on;
@@ -269,6 +268,17 @@ impl<'r> Transaction<'r> {
                 return false;
             }
         }
+        self.eval_link_slots(lr)
+    }
+
+    /// The link's slots, value by value, once its slot group's unions did
+    /// not rule it out. Kept out of line: most links never get here, and
+    /// inlined into the rule loop this path's working set (tens of field
+    /// addresses, computed before the loop and kept on the stack) was set
+    /// up for every rule.
+    #[inline(never)]
+    fn eval_link_slots(&mut self, lr: LinkRef<'r>) -> bool {
+        let program = lr.program;
         // The argument is expanded only if the operator runs at all (most
         // links are ruled out by the prefilter first).
         let mut arg = Arg_ {
