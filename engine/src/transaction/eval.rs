@@ -347,20 +347,26 @@ impl<'r> Transaction<'r> {
             if self.excluded_inst(lr, info) {
                 continue;
             }
-            // The values to test: the node's, or with multiMatch every
-            // distinct value along the chain (the original first).
+            if !lr.pl.multi_match {
+                // The common case: the node's value alone, without the
+                // chain walk below.
+                let e = self
+                    .cache
+                    .memo
+                    .value(inst, node, &program.transforms, &mut self.stats);
+                any |= self.test_entry(lr, arg, gate, info, e);
+                continue;
+            }
+            // multiMatch: every distinct value along the chain, the
+            // original first.
             let mut path = std::mem::take(&mut self.cache.scratch.multi);
             path.clear();
-            if lr.pl.multi_match {
-                let mut n = Some(node);
-                while let Some(cur) = n {
-                    path.push((cur.index(), 0));
-                    n = program.transforms.nodes[cur.index()].parent;
-                }
-                path.reverse();
-            } else {
-                path.push((node.index(), 0));
+            let mut n = Some(node);
+            while let Some(cur) = n {
+                path.push((cur.index(), 0));
+                n = program.transforms.nodes[cur.index()].parent;
             }
+            path.reverse();
             let mut last = u32::MAX;
             for &(n, _) in &path {
                 // multiMatch also serves the chain's intermediate values.
@@ -377,36 +383,52 @@ impl<'r> Transaction<'r> {
                     continue;
                 }
                 last = e;
-                if gate != Gate::Always {
-                    self.cache
-                        .memo
-                        .ensure_gate_data(e, scanner, &mut self.stats);
-                    let (bits, mask) = self.cache.memo.gate_data(e);
-                    if !scanner.passes(gate, bits, mask) {
-                        self.stats.prefilter_skips += 1;
-                        continue;
-                    }
-                }
-                let hit = self.run_operator(lr, arg, Source::Memo(e));
-                if hit {
-                    any = true;
-                    let name = &mut self.state.matched_var_name;
-                    name.clear();
-                    push_name(
-                        name,
-                        info.var,
-                        origin_key(&self.inputs, info.var, info.origin),
-                    );
-                    self.state.matched_var.clear();
-                    self.state
-                        .matched_var
-                        .extend_from_slice(self.cache.memo.bytes(e));
-                    self.record_match(lr.link());
-                }
+                any |= self.test_entry(lr, arg, gate, info, e);
             }
             self.cache.scratch.multi = path;
         }
         any
+    }
+
+    /// Memo entry `e` (a value of instance `info`) against the link: its
+    /// gate, then its operator; a match becomes `MATCHED_VAR` and runs the
+    /// per-match actions.
+    #[inline]
+    fn test_entry(
+        &mut self,
+        lr: LinkRef<'r>,
+        arg: &mut Arg_,
+        gate: Gate,
+        info: Inst,
+        e: u32,
+    ) -> bool {
+        if gate != Gate::Always {
+            let scanner = self.rs.scanner();
+            self.cache
+                .memo
+                .ensure_gate_data(e, scanner, &mut self.stats);
+            let (bits, mask) = self.cache.memo.gate_data(e);
+            if !scanner.passes(gate, bits, mask) {
+                self.stats.prefilter_skips += 1;
+                return false;
+            }
+        }
+        if !self.run_operator(lr, arg, Source::Memo(e)) {
+            return false;
+        }
+        let name = &mut self.state.matched_var_name;
+        name.clear();
+        push_name(
+            name,
+            info.var,
+            origin_key(&self.inputs, info.var, info.origin),
+        );
+        self.state.matched_var.clear();
+        self.state
+            .matched_var
+            .extend_from_slice(self.cache.memo.bytes(e));
+        self.record_match(lr.link());
+        true
     }
 
     /// Whether the link's operator may match a value of its slot group
