@@ -644,6 +644,7 @@ impl<'r> Transaction<'r> {
 
     /// A slot read directly (volatile variables, counts, or memo off): the
     /// values are collected and transformed for this link alone.
+    #[inline(never)]
     fn eval_slot_direct(
         &mut self,
         lr: LinkRef<'r>,
