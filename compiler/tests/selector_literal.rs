@@ -20,8 +20,20 @@ fn only_plain_literals_have_a_literal_form() {
         KeyLiteral::of("Msc-Pcre"),
         Some(KeyLiteral::Contains(b"msc-pcre".to_vec()))
     );
+    // A trailing repetition that may be empty leaves the literal before it.
+    assert_eq!(
+        KeyLiteral::of("MULTIPART_HEADERS_CONTENT_TYPES_*"),
+        Some(KeyLiteral::Contains(
+            b"multipart_headers_content_types".to_vec()
+        ))
+    );
+    assert_eq!(
+        KeyLiteral::of("^rfi_parameter_.*"),
+        Some(KeyLiteral::Prefix(b"rfi_parameter_".to_vec()))
+    );
     for p in [
-        "", "^", "^a.b", "a|b", "^id$", "a+", "[ab]", "\\d", "^a b", "(a)", "é",
+        "", "^", "^a.b", "a|b", "^id$", "a+", "[ab]", "\\d", "^a b", "(a)", "é", "a*", "^.*",
+        "a\\.*", "a.+", "ab**", "a(b)*", "a]*",
     ] {
         assert_eq!(KeyLiteral::of(p), None, "{p}");
     }
@@ -29,7 +41,17 @@ fn only_plain_literals_have_a_literal_form() {
 
 #[test]
 fn the_literal_form_agrees_with_the_regex() {
-    let patterns = ["^header_name_920450_", "^id", "SESS", "^a-b", "x_1"];
+    let patterns = [
+        "^header_name_920450_",
+        "^id",
+        "SESS",
+        "^a-b",
+        "x_1",
+        "MULTIPART_HEADERS_CONTENT_TYPES_*",
+        "rfi_parameter_.*",
+        "^ids*",
+        "^sess.*",
+    ];
     let keys: &[&[u8]] = &[
         b"header_name_920450_content-range",
         b"HEADER_NAME_920450_X",
@@ -45,6 +67,16 @@ fn the_literal_form_agrees_with_the_regex() {
         b"ab",
         b"xx_1y",
         b"",
+        b"multipart_headers_content_types_text/plain",
+        b"MULTIPART_HEADERS_CONTENT_TYPES",
+        b"multipart_headers_content_type",
+        b"x_multipart_headers_content_types",
+        b"rfi_parameter_url",
+        b"rfi_parameter",
+        b"idss",
+        b"i",
+        b"session",
+        b"ses",
         // Unicode case folding: U+212A KELVIN SIGN folds to `k`, U+017F
         // LATIN SMALL LETTER LONG S to `s`; the regex matches them.
         "ſESS".as_bytes(),

@@ -600,7 +600,8 @@ pub struct SelectorRegex {
 }
 
 /// A selector regex that is a plain literal (ASCII letters, digits, `_`,
-/// `-`), which matches a key case-insensitively.
+/// `-`), possibly followed by `.*` or one such character and `*`, which
+/// matches a key case-insensitively.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KeyLiteral {
     /// `^lit`: the key starts with it.
@@ -617,6 +618,20 @@ impl KeyLiteral {
             None => (false, pattern),
         };
         let plain = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+        // A trailing repetition that may be empty (`rfi_parameter_.*`,
+        // CRS 922110's `MULTIPART_HEADERS_CONTENT_TYPES_*`) changes nothing
+        // about whether a key has a match: the literal before it decides.
+        let body = if let Some(b) = body.strip_suffix(".*") {
+            b
+        } else if let Some(b) = body.strip_suffix('*') {
+            let mut chars = b.chars();
+            match chars.next_back() {
+                Some(c) if plain(c) => chars.as_str(),
+                _ => return None,
+            }
+        } else {
+            body
+        };
         if body.is_empty() || !body.chars().all(plain) {
             return None;
         }
