@@ -16,7 +16,7 @@
 //! transformations, captures or exclusions, reading only `TX:name` values
 //! that are known, with a constant operator argument: its operator can be
 //! run at load. A decided rule that cannot match on any request is marked
-//! [`Folding::never_matches`], and the engine steps over it without
+//! [`Decision::Never`], and the engine steps over it without
 //! evaluating it (it would do nothing but clear `MATCHED_VARS`). A decided
 //! rule that matches on every request reaching it gets its matched values
 //! ([`Folding::replay`]): the engine runs its actions on them without
@@ -48,8 +48,10 @@ const PHASES: [u8; 5] = [1, 2, 3, 4, 5];
 /// The outcome of [`analyse`].
 #[derive(Debug, Default)]
 pub(crate) struct Folding {
-    /// Per rule index: the rule never matches (when the analysis applies).
-    never: Vec<bool>,
+    /// Per rule index: what the analysis decided (when it applies), in one
+    /// byte: the rule loop reads it for every rule, `replay` only for the
+    /// rules it names.
+    decision: Vec<Decision>,
     count: usize,
     /// Per rule index: the values it matches, in the order the engine
     /// would find them, for the rules that match on every request reaching
@@ -70,11 +72,24 @@ pub(crate) struct Folding {
     decided_msgs: BTreeSet<String>,
 }
 
+/// What partial evaluation decided about a rule (see [`Folding::decision`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Decision {
+    /// Evaluated on each request.
+    #[default]
+    Evaluate,
+    /// Never matches: stepped over.
+    Never,
+    /// Matches on every request reaching it: replayed.
+    Replay,
+}
+
 impl Folding {
-    /// Whether rule `rule` (an index into `Program::rules`) never matches.
+    /// What the analysis decided about rule `rule` (an index into
+    /// `Program::rules`).
     #[inline]
-    pub(crate) fn never_matches(&self, rule: usize) -> bool {
-        self.never.get(rule).copied().unwrap_or(false)
+    pub(crate) fn decision(&self, rule: usize) -> Decision {
+        self.decision.get(rule).copied().unwrap_or_default()
     }
 
     /// How many rules never match.
@@ -594,7 +609,6 @@ pub(crate) fn analyse(program: &Program) -> Folding {
     let count = never.iter().filter(|&&b| b).count();
     let replayable = found.iter().filter(|h| h.is_some()).count();
     let mut folding = Folding {
-        never,
         count,
         replayable,
         ..Folding::default()
@@ -602,6 +616,15 @@ pub(crate) fn analyse(program: &Program) -> Folding {
     folding.replay = found
         .into_iter()
         .map(|f| f.map(|f| folding.pack(f)))
+        .collect();
+    folding.decision = never
+        .iter()
+        .zip(&folding.replay)
+        .map(|(&never, replay)| match (never, replay) {
+            (true, _) => Decision::Never,
+            (false, Some(_)) => Decision::Replay,
+            (false, None) => Decision::Evaluate,
+        })
         .collect();
     for (rule, _) in program.rules.iter().zip(&decided).filter(|(_, &d)| d) {
         folding.decided_ids.push(rule.id);
@@ -629,7 +652,7 @@ mod tests {
         p.rules
             .iter()
             .enumerate()
-            .filter(|(i, _)| f.never_matches(*i))
+            .filter(|(i, _)| f.decision(*i) == Decision::Never)
             .map(|(_, r)| r.id)
             .collect()
     }

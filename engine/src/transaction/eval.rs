@@ -7,7 +7,7 @@ use super::vars::{for_each_stable, origin_key, selector_matches, Vars};
 use super::xcache;
 use super::Transaction;
 use crate::body::Processor;
-use crate::fold::Replay;
+use crate::fold::{Decision, Replay};
 use crate::operator;
 use crate::outcome::{Cause, Intervention, MatchedRule};
 use crate::plan::{PlanLink, UnionSource};
@@ -95,7 +95,12 @@ impl<'r> Transaction<'r> {
                 i += 1;
                 continue;
             }
-            if fold && folding.never_matches(ri.index()) {
+            let decision = if fold {
+                folding.decision(ri.index())
+            } else {
+                Decision::Evaluate
+            };
+            if decision == Decision::Never {
                 // A removal makes the run differ from the analysis.
                 fold = self.state.fold_intact;
                 if fold {
@@ -108,7 +113,7 @@ impl<'r> Transaction<'r> {
             }
             // A rule that matches on every request reaching it: its matched
             // values are known, its operator need not run.
-            let replay = if fold {
+            let replay = if decision == Decision::Replay {
                 fold = self.state.fold_intact;
                 folding.replay(ri.index()).filter(|_| fold)
             } else {
