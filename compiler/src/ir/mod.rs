@@ -1077,6 +1077,10 @@ pub struct SetVar {
     pub collection: Variable,
     /// The member's name, expanded per transaction.
     pub name: MacroString,
+    /// The name is one literal without ASCII capitals: the engine (which
+    /// stores names lowercased) uses it as written, without a look at each
+    /// byte on every `setvar`.
+    pub lowercase_literal: bool,
     /// What is done to it.
     pub op: SetVarOp,
 }

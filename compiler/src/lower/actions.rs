@@ -410,9 +410,13 @@ impl Lowerer<'_> {
         } else {
             SetVarOp::Set(macro_string(&rhs, self.diags))
         };
+        let lowercase_literal = name
+            .as_literal()
+            .is_some_and(|n| !n.bytes().any(|b| b.is_ascii_uppercase()));
         Some(SetVar {
             collection,
             name,
+            lowercase_literal,
             op,
         })
     }

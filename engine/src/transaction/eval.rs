@@ -1132,7 +1132,7 @@ impl<'r> Transaction<'r> {
         // runs hundreds of times per request, and copying them cost more
         // than the store.
         let name: &[u8] = match sv.name.as_literal() {
-            Some(n) if !n.bytes().any(|b| b.is_ascii_uppercase()) => n.as_bytes(),
+            Some(n) if sv.lowercase_literal => n.as_bytes(),
             _ => {
                 let name = &mut scratch.name;
                 name.clear();
