@@ -214,7 +214,7 @@ impl Scanner {
 
     /// Whether an operator with `gate` may match a value whose scan result is
     /// `bits` and whose byte set is `present`.
-    #[inline]
+    #[inline(always)]
     pub fn passes(&self, gate: Gate, bits: &[u64], present: &ByteMask) -> bool {
         match gate {
             Gate::Always => true,
