@@ -82,6 +82,12 @@ fn the_literal_form_agrees_with_the_regex() {
         "ſESS".as_bytes(),
         "\u{212A}".as_bytes(),
         b"\xff\xfeid",
+        // An ASCII first byte, other bytes not: decided by the first byte
+        // when it differs, else by the regex.
+        "x\u{212A}ids".as_bytes(),
+        "i\u{212A}".as_bytes(),
+        "s\u{17F}ession".as_bytes(),
+        "r\u{17F}i_parameter_".as_bytes(),
     ];
     for p in patterns {
         let lit = KeyLiteral::of(p).expect("a plain literal");

@@ -647,6 +647,14 @@ impl KeyLiteral {
     /// regex folds case by Unicode rules (`k` also matches U+212A KELVIN
     /// SIGN), so a key with a non-ASCII byte goes to it.
     pub fn matches(&self, key: &[u8]) -> Option<bool> {
+        if let (KeyLiteral::Prefix(lit), Some(&k)) = (self, key.first()) {
+            // Most keys differ from the prefix in their first byte: an
+            // ASCII character folds to no other ASCII letter than its
+            // other case, so the answer needs no more.
+            if k.is_ascii() && lit.first() != Some(&k.to_ascii_lowercase()) {
+                return Some(false);
+            }
+        }
         if !key.is_ascii() {
             return None;
         }
