@@ -326,6 +326,7 @@ impl Memo {
     /// would miss the cache for the rest of the request. Values that never
     /// had a record (seen once, or too big) are not looked up again: that
     /// would count as a second sighting.
+    #[inline]
     fn rec(&mut self, inst: u32) -> Option<u32> {
         let (rec, epoch) = self.inst_rec[inst as usize];
         if rec == NONE || !self.x_on {
@@ -334,6 +335,12 @@ impl Memo {
         if epoch == self.x.epoch() {
             return Some(rec);
         }
+        self.rec_again(inst)
+    }
+
+    /// [`Memo::rec`] for a record of an older cache epoch: looked up again.
+    #[inline(never)]
+    fn rec_again(&mut self, inst: u32) -> Option<u32> {
         let raw = self.raw_range(inst);
         let found = self.x.record(&self.arena[raw]);
         self.inst_rec[inst as usize] = found.map_or((NONE, 0), |r| (r, self.x.epoch()));
