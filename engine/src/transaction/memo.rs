@@ -381,6 +381,7 @@ impl Memo {
 
     /// The entry of `inst` transformed by the chain of `node`, computing the
     /// missing nodes from the nearest computed ancestor.
+    #[inline]
     pub fn value(
         &mut self,
         inst: u32,
@@ -388,11 +389,23 @@ impl Memo {
         tree: &TransformTree,
         stats: &mut EvalStats,
     ) -> u32 {
-        let base = inst as usize * self.nodes;
-        let e = self.table[base + node.index()];
+        let e = self.table[inst as usize * self.nodes + node.index()];
         if e != NONE {
             return e;
         }
+        self.compute_value(inst, node, tree, stats)
+    }
+
+    /// [`Memo::value`] when the node has no entry yet.
+    #[inline(never)]
+    fn compute_value(
+        &mut self,
+        inst: u32,
+        node: NodeId,
+        tree: &TransformTree,
+        stats: &mut EvalStats,
+    ) -> u32 {
+        let base = inst as usize * self.nodes;
         stats.memo_misses += 1;
         if self.prof_on {
             self.prof.misses[node.index()] += 1;
