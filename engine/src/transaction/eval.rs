@@ -514,7 +514,7 @@ impl<'r> Transaction<'r> {
     /// Brings source `s`'s union up to date: a collection's new entries
     /// are added (collections only grow), a target's values are read again
     /// in each generation.
-    #[inline]
+    #[inline(always)]
     fn update_source(&mut self, program: &'r Program, s: u32) {
         // Called for every source of every link a coarse union is tested
         // for: the test that finds it up to date is kept inline.

@@ -508,12 +508,18 @@ impl Memo {
 
     /// Computes the entry's scan result and byte set unless already done
     /// (or known from the cross-transaction cache).
+    #[inline]
     pub fn ensure_gate_data(&mut self, e: u32, scanner: &Scanner, stats: &mut EvalStats) {
+        if !self.entries[e as usize].scanned {
+            self.scan_entry(e, scanner, stats);
+        }
+    }
+
+    /// [`Memo::ensure_gate_data`]'s work, for an entry not scanned yet.
+    #[inline(never)]
+    fn scan_entry(&mut self, e: u32, scanner: &Scanner, stats: &mut EvalStats) {
         let i = e as usize;
         let f = self.entries[i];
-        if f.scanned {
-            return;
-        }
         let w = self.words;
         let value = &self.arena[f.start..f.start + f.len];
         stats.scans += 1;
@@ -841,6 +847,7 @@ impl Unions {
 
     /// Union `i`, if begun in `generation`: (scan bits, byte set, number
     /// of values).
+    #[inline]
     fn get(&self, i: u32, generation: u32) -> Option<(&[u64], &ByteMask, u32)> {
         (self.generation(i) == generation).then(|| self.union(i))
     }
