@@ -227,14 +227,21 @@ pub struct SameKey<'a> {
     next: Option<usize>,
 }
 
+impl<'a> SameKey<'a> {
+    /// The next entry with its position among the collection's entries.
+    pub fn next_indexed(&mut self) -> Option<(usize, &'a Entry)> {
+        let i = self.next?;
+        let n = self.c.next_same[i];
+        self.next = (n != 0).then(|| (n - 1) as usize);
+        Some((i, &self.c.entries[i]))
+    }
+}
+
 impl<'a> Iterator for SameKey<'a> {
     type Item = &'a Entry;
 
     fn next(&mut self) -> Option<&'a Entry> {
-        let i = self.next?;
-        let n = self.c.next_same[i];
-        self.next = (n != 0).then(|| (n - 1) as usize);
-        Some(&self.c.entries[i])
+        self.next_indexed().map(|(_, e)| e)
     }
 }
 
@@ -258,6 +265,36 @@ mod tests {
             c.iter().map(|e| e.key.as_slice()).collect::<Vec<_>>(),
             [&b"X"[..], b"new"]
         );
+    }
+
+    #[test]
+    fn a_key_s_entries_come_with_their_positions_as_a_scan_finds_them() {
+        // Enough entries to grow the index several times, keys repeated in
+        // different cases.
+        let mut c = Collection::default();
+        for i in 0..200u32 {
+            let key = match i % 4 {
+                0 => b"Cookie".to_vec(),
+                1 => b"cookie".to_vec(),
+                _ => format!("k{}", i % 7).into_bytes(),
+            };
+            c.push(&key, &i.to_le_bytes());
+        }
+        for key in [&b"COOKIE"[..], b"k3", b"K5", b"absent"] {
+            let scanned: Vec<usize> = c
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| e.key.eq_ignore_ascii_case(key))
+                .map(|(i, _)| i)
+                .collect();
+            let mut same = c.with_key(key);
+            let mut indexed = Vec::new();
+            while let Some((i, e)) = same.next_indexed() {
+                assert!(std::ptr::eq(e, &c.entries()[i]));
+                indexed.push(i);
+            }
+            assert_eq!(indexed, scanned, "{key:?}");
+        }
     }
 
     #[test]

@@ -71,6 +71,20 @@ pub(super) fn for_each_stable<'a>(
 ) {
     // MULTIPART_NAME/FILENAME have no keys: the selector does not apply.
     let keyless = id.keyless();
+    if let (false, Selector::Key(k)) = (keyless, &target.selector) {
+        // One key (`REQUEST_HEADERS:User-Agent`): its entries through the
+        // collection's index, not a comparison with every entry's key.
+        let mut same = inputs.coll(id).with_key(k.as_bytes());
+        while let Some((i, e)) = same.next_indexed() {
+            let origin = Origin::Coll {
+                coll: id,
+                names,
+                idx: i as u32,
+            };
+            f(origin, &e.key, if names { &e.key } else { &e.value });
+        }
+        return;
+    }
     for (i, e) in inputs.coll(id).iter().enumerate() {
         if keyless || selector_matches(program, &target.selector, &e.key) {
             let origin = Origin::Coll {
