@@ -570,6 +570,7 @@ impl<'r> Transaction<'r> {
     /// The instance list of a memoized slot's target, built if it is not
     /// valid in this generation; the slot's union is marked stale when the
     /// list is not the one it was computed from.
+    #[inline]
     fn slot_list(&mut self, program: &'r Program, slot: SlotId) -> (u32, u32) {
         let info = self.rs.plan().slot_info(slot);
         let list = self.target_list(program, info.target, info.coll);

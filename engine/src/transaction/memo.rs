@@ -805,6 +805,7 @@ impl Memo {
 
     /// Group `g`'s coarse union, if computed in `generation`: (scan bits,
     /// byte set, number of values).
+    #[inline]
     pub fn coarse(&self, g: u32, generation: u32) -> Option<(&[u64], &ByteMask, u32)> {
         self.coarse.get(g, generation)
     }
