@@ -331,6 +331,17 @@ mod tests {
     use super::*;
     use crate::Ruleset;
 
+    /// Every value made of a subset of `bytes` (each at most once, in
+    /// order): all the byte sets a gate can meet over that alphabet.
+    fn every_subset(bytes: &[u8]) -> impl Iterator<Item = Vec<u8>> + '_ {
+        (0u32..1 << bytes.len()).map(move |bits| {
+            (0..bytes.len())
+                .filter(|i| bits & (1 << i) != 0)
+                .map(|i| bytes[i])
+                .collect()
+        })
+    }
+
     fn scanner(rules: &str) -> (Ruleset, Scanner) {
         let rs = Ruleset::from_str("t.conf", rules).expect("compiles");
         let s = Scanner::new(rs.program());
@@ -393,11 +404,7 @@ mod tests {
         assert_eq!(masks, [m(b"zz"), m(b"a"), m(b"bd")]);
         // The same verdict as the full list for every set of these bytes.
         let bytes = b"abcdz";
-        for set in 0u32..32 {
-            let value: Vec<u8> = (0..5)
-                .filter(|i| set & (1 << i) != 0)
-                .map(|i| bytes[i])
-                .collect();
+        for value in every_subset(bytes) {
             let present = m(&value);
             let full = given.iter().any(|g| subset(g, &present));
             let kept = masks[1..].iter().any(|g| subset(g, &present));
@@ -416,11 +423,7 @@ mod tests {
         // The same verdict as the sets one by one, for every set of these
         // bytes.
         let bytes = b";$(|a<?z";
-        for bits in 0u32..1 << bytes.len() {
-            let value: Vec<u8> = (0..bytes.len())
-                .filter(|i| bits & (1 << i) != 0)
-                .map(|i| bytes[i])
-                .collect();
+        for value in every_subset(bytes) {
             let present = m(&value);
             let one_by_one = given.iter().any(|g| subset(g, &present));
             let split =
@@ -441,11 +444,7 @@ mod tests {
         let sets = [m(b"a;"), m(b"$("), m(b"<s"), m(b"|"), m(b"x1")];
         let sent = sentinels(&sets);
         let bytes = b"a;$(<s|x1 ";
-        for bits in 0u32..1 << bytes.len() {
-            let value: Vec<u8> = (0..bytes.len())
-                .filter(|i| bits & (1 << i) != 0)
-                .map(|i| bytes[i])
-                .collect();
+        for value in every_subset(bytes) {
             let present = m(&value);
             if sets.iter().any(|g| subset(g, &present)) {
                 assert!(
