@@ -37,7 +37,20 @@ pub(super) fn civil(secs: u64) -> (u64, u64, u64, u64, u64, u64, u64) {
 
 /// Appends `b` as text, invalid UTF-8 replaced by U+FFFD (as
 /// `String::from_utf8_lossy`, without its allocation).
+#[inline]
 pub(super) fn push_lossy(out: &mut String, b: &[u8]) {
+    // Short ASCII values (the `0`, `1` and empty values CRS's bookkeeping
+    // rules match, ~60 per request) are copied in place, without a call.
+    if b.len() <= 8 && b.is_ascii() {
+        out.extend(b.iter().map(|&c| char::from(c)));
+        return;
+    }
+    push_lossy_long(out, b);
+}
+
+/// [`push_lossy`] for longer or non-ASCII values.
+#[inline(never)]
+fn push_lossy_long(out: &mut String, b: &[u8]) {
     // Most values are valid (mostly ASCII): validated a word at a time.
     if let Ok(s) = std::str::from_utf8(b) {
         out.push_str(s);
@@ -57,5 +70,30 @@ pub(crate) fn push_name(out: &mut String, var: V, key: &[u8]) {
     if !key.is_empty() {
         out.push(':');
         push_lossy(out, key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn push_lossy_appends_what_from_utf8_lossy_makes() {
+        let cases: &[&[u8]] = &[
+            b"",
+            b"0",
+            b"12345678",
+            b"123456789",
+            b"caf\xc3\xa9",
+            b"\xc3",
+            b"ab\xffcd",
+            b"\xff\xfe\xfd\xfc\xfb\xfa\xf9\xf8\xf7",
+            "a longer value, é and all".as_bytes(),
+        ];
+        for &b in cases {
+            let mut out = String::from("x=");
+            push_lossy(&mut out, b);
+            assert_eq!(out, format!("x={}", String::from_utf8_lossy(b)), "{b:?}");
+        }
     }
 }
