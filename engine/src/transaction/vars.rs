@@ -7,7 +7,7 @@ use super::state::RuleState;
 use super::values::{ValItem, ValList};
 use crate::body::xml::XPath;
 use crate::body::Processor;
-use crate::collection::Collection;
+use crate::collection::{Collection, Entry};
 use crate::sources::{is_volatile, stable_coll, Coll};
 use std::io::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -71,29 +71,27 @@ pub(super) fn for_each_stable<'a>(
 ) {
     // MULTIPART_NAME/FILENAME have no keys: the selector does not apply.
     let keyless = id.keyless();
+    let mut emit = |i: usize, e: &'a Entry| {
+        let origin = Origin::Coll {
+            coll: id,
+            names,
+            idx: i as u32,
+        };
+        let key: &[u8] = if keyless { b"" } else { &e.key };
+        f(origin, key, if names { &e.key } else { &e.value });
+    };
     if let (false, Selector::Key(k)) = (keyless, &target.selector) {
         // One key (`REQUEST_HEADERS:User-Agent`): its entries through the
         // collection's index, not a comparison with every entry's key.
         let mut same = inputs.coll(id).with_key(k.as_bytes());
         while let Some((i, e)) = same.next_indexed() {
-            let origin = Origin::Coll {
-                coll: id,
-                names,
-                idx: i as u32,
-            };
-            f(origin, &e.key, if names { &e.key } else { &e.value });
+            emit(i, e);
         }
         return;
     }
     for (i, e) in inputs.coll(id).iter().enumerate() {
         if keyless || selector_matches(program, &target.selector, &e.key) {
-            let origin = Origin::Coll {
-                coll: id,
-                names,
-                idx: i as u32,
-            };
-            let key: &[u8] = if keyless { b"" } else { &e.key };
-            f(origin, key, if names { &e.key } else { &e.value });
+            emit(i, e);
         }
     }
 }
