@@ -63,7 +63,6 @@ impl Coll {
 /// entries' names (`ARGS_NAMES`) rather than their values. `None` for
 /// scalars, volatile collections (`TX`, `ENV`, ...) and `XML` (whose
 /// attribute values are reached through its XPath selector).
-#[inline]
 pub(crate) fn stable_coll(var: V) -> Option<(Coll, bool)> {
     Some(match var {
         V::Args => (Coll::Args, false),
