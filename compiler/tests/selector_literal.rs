@@ -78,7 +78,8 @@ fn the_literal_form_agrees_with_the_regex() {
         b"session",
         b"ses",
         // Unicode case folding: U+212A KELVIN SIGN folds to `k`, U+017F
-        // LATIN SMALL LETTER LONG S to `s`; the regex matches them.
+        // LATIN SMALL LETTER LONG S to `s` (in the regex as written alone;
+        // the compiler's are ASCII-only).
         "ſESS".as_bytes(),
         "\u{212A}".as_bytes(),
         b"\xff\xfeid",
@@ -88,15 +89,130 @@ fn the_literal_form_agrees_with_the_regex() {
         "i\u{212A}".as_bytes(),
         "s\u{17F}ession".as_bytes(),
         "r\u{17F}i_parameter_".as_bytes(),
+        // `^` after a line feed: the compiler's regexes are multi-line.
+        b"x\nheader_name_920450_a",
+        b"x\nid",
+        b"id\nx",
+        b"\nsess",
     ];
     for p in patterns {
         let lit = KeyLiteral::of(p).expect("a plain literal");
-        let rx = regex(p);
-        for &k in keys {
-            let want = rx.is_match(k);
-            match lit.matches(k) {
-                Some(got) => assert_eq!(got, want, "{p} on {k:?}"),
-                None => assert!(!k.is_ascii(), "{p} deferred on an ASCII key {k:?}"),
+        // As the compiler builds it (multi-line, as ModSecurity's), and as
+        // written alone.
+        for rx in [selector(p).regex, regex(p)] {
+            for &k in keys {
+                let want = rx.is_match(k);
+                match lit.matches(k) {
+                    Some(got) => assert_eq!(got, want, "{p} on {k:?}"),
+                    None => assert!(
+                        !k.is_ascii() || k.contains(&b'\n'),
+                        "{p} deferred on an ASCII key {k:?}"
+                    ),
+                }
+            }
+        }
+    }
+}
+
+/// The selector regex as the compiler builds it.
+fn selector(pattern: &str) -> waf_compiler::ir::SelectorRegex {
+    let translated = waf_compiler::rx::translate(pattern).expect("pattern translates");
+    waf_compiler::ir::SelectorRegex::new(pattern, &translated).expect("pattern compiles")
+}
+
+#[test]
+fn first_bytes_are_known_only_for_anchored_finite_prefixes() {
+    for p in [
+        "^pbjs-\\w+$",
+        "^_ga(?:_\\w+)?$",
+        "^_pk_ref",
+        "^(?:ab|cd)",
+        "^a?b",
+        "^k",
+    ] {
+        assert!(selector(p).first_bytes.is_some(), "{p}");
+    }
+    for p in [
+        "pbjs",
+        "^",
+        "^a?",
+        "^.*x",
+        "^\\w",
+        "a|^b",
+        "^(?:)",
+        "\\x22?\\x24Version",
+    ] {
+        assert!(selector(p).first_bytes.is_none(), "{p}");
+    }
+}
+
+#[test]
+fn a_key_ruled_out_by_its_first_byte_never_matches() {
+    let patterns = [
+        "^pbjs-\\w+$",
+        "^_ga(?:_\\w+)?$",
+        "^_pk_ref",
+        "^header_name_920450_",
+        "^(?:ab|cd)",
+        "^a?b",
+        "^k",
+        "^s+x",
+        "^[a-c]z",
+        "^\\x22?id",
+        "^(?:é|e)t",
+    ];
+    let mut keys: Vec<Vec<u8>> = [
+        "pbjs-x",
+        "PBJS-1",
+        "pbjs",
+        "_ga",
+        "_GA_abc",
+        "_gab",
+        "_pk_ref.1",
+        "_PK_REF",
+        "ab",
+        "CD",
+        "b",
+        "AB",
+        "x",
+        "k",
+        "K",
+        "\u{212A}",
+        "\u{212A}x",
+        "\u{17F}x",
+        "sx",
+        "Sssx",
+        "cz",
+        "dz",
+        "\"id",
+        "ID",
+        "ét",
+        "ÉT",
+        "et",
+        "",
+        "\u{17F}",
+        "x\npbjs-a",
+        "x\n_ga",
+        "\nk",
+        "a\nb",
+    ]
+    .iter()
+    .map(|k| k.as_bytes().to_vec())
+    .collect();
+    // Every first byte, before a tail that several patterns accept.
+    for b in 0..=255u8 {
+        for tail in [&b""[..], b"bjs-x", b"a", b"z", b"d", b"t"] {
+            let mut k = vec![b];
+            k.extend_from_slice(tail);
+            keys.push(k);
+        }
+    }
+    for p in patterns {
+        let rx = selector(p);
+        assert!(rx.first_bytes.is_some(), "{p}");
+        for k in &keys {
+            if rx.regex.is_match(k) {
+                assert!(rx.may_start(k), "{p} rules out {k:?}, which it matches");
             }
         }
     }

@@ -142,3 +142,29 @@ fn ctl_target_removal_applies_to_a_chains_first_link_as_v3() {
                  SecRule ARGS:id \"@rx 1\" \"id:5,phase:1,pass,log\"\n";
     assert_eq!(matched(rules), [1, 2, 3]);
 }
+
+#[test]
+fn a_selector_regex_anchors_at_every_line_as_its_regex_does() {
+    // Key regexes are compiled multi-line (`^` after each `\n`), as every
+    // pattern is; the fast paths that decide most keys without the regex
+    // (a literal prefix, the possible first bytes) must agree with it on a
+    // name with a line feed: `x\nid` is selected by `/^id/`.
+    let run = |selector: &str, uri: &[u8]| {
+        let rules = format!(
+            "SecRuleEngine On\nSecRule ARGS:{selector} \"@rx .\" \"id:1,phase:1,pass,log\"\n"
+        );
+        let rs = Ruleset::from_str("selector.conf", &rules).unwrap_or_else(|e| panic!("{e}"));
+        let mut tx = rs.transaction();
+        tx.process_connection("10.0.0.1", 40000, "127.0.0.1", 80);
+        tx.process_uri(uri, b"GET", b"HTTP/1.1");
+        tx.add_request_header(b"Host", b"example.com");
+        tx.process_request_headers();
+        !tx.matched_rules().is_empty()
+    };
+    for selector in ["/^id/", "/^i[d]/", "/^(?:id|xy)/"] {
+        assert!(run(selector, b"/?x%0Aid=1"), "{selector}");
+        assert!(run(selector, b"/?id=1"), "{selector}");
+        assert!(!run(selector, b"/?xid=1"), "{selector}");
+        assert!(!run(selector, b"/?x%0Ad=1"), "{selector}");
+    }
+}

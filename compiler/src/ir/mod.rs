@@ -597,6 +597,100 @@ pub struct SelectorRegex {
     /// literal, anchored at the start or not (`^header_name_920450_`, `ids`).
     /// CRS selects `TX` variables by prefix against ~150 keys per use.
     pub literal: Option<KeyLiteral>,
+    /// The bytes a key the regex matches can start with, as a 256-bit set,
+    /// when the regex is anchored at the key's start and every match starts
+    /// with one of finitely many literals (`^pbjs-\w+$`, `^_ga(?:_\w+)?$`:
+    /// CRS's cookie exclusions, tested against every cookie by the rules
+    /// that carry them). Most keys are ruled out by their first byte.
+    pub first_bytes: Option<[u64; 4]>,
+}
+
+impl SelectorRegex {
+    /// Compiles `pattern` (PCRE syntax) from its translation to the `regex`
+    /// crate's syntax (`translated`), case-insensitively as ModSecurity
+    /// matches keys.
+    pub fn new(pattern: &str, translated: &str) -> Result<SelectorRegex, regex::Error> {
+        let regex = regex::bytes::RegexBuilder::new(translated)
+            .case_insensitive(true)
+            .build()?;
+        Ok(SelectorRegex {
+            pattern: pattern.to_string(),
+            regex,
+            literal: KeyLiteral::of(pattern),
+            first_bytes: first_bytes(translated),
+        })
+    }
+
+    /// False when the regex cannot match `key` for its first byte (see
+    /// [`SelectorRegex::first_bytes`]); true when it may.
+    #[inline]
+    pub fn may_start(&self, key: &[u8]) -> bool {
+        match (&self.first_bytes, key.first()) {
+            // A multi-line `^` also matches after a `\n`.
+            (Some(set), Some(&b)) => {
+                set[usize::from(b >> 6)] & (1 << (b & 63)) != 0 || has_line_feed(key)
+            }
+            _ => true,
+        }
+    }
+}
+
+/// Whether `b` holds a `\n`, eight bytes at a time: keys are short, and
+/// CRS's `TX` selections test ~120 of them per request.
+#[inline]
+fn has_line_feed(b: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // A byte of `x` is zero where `w` has a `\n`; the expression is
+    // non-zero exactly when some byte of `x` is.
+    let any = |w: [u8; 8]| {
+        let x = u64::from_le_bytes(w) ^ (ONES * u64::from(b'\n'));
+        x.wrapping_sub(ONES) & !x & HIGH != 0
+    };
+    let word = |c: &[u8]| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        w
+    };
+    if b.len() < 8 {
+        return b.contains(&b'\n');
+    }
+    let mut chunks = b.chunks_exact(8);
+    if chunks.by_ref().any(|c| any(word(c))) {
+        return true;
+    }
+    // The last eight bytes, overlapping the last word read.
+    !chunks.remainder().is_empty() && any(word(&b[b.len() - 8..]))
+}
+
+/// The first bytes of every match of `translated` (compiled as
+/// [`SelectorRegex::new`] compiles it: case-insensitive, with the flags
+/// the translation sets), if every match starts at the haystack's start
+/// or a line's with one of a finite set of non-empty literals.
+fn first_bytes(translated: &str) -> Option<[u64; 4]> {
+    use regex_syntax::hir::literal::Extractor;
+    use regex_syntax::hir::Look;
+    let hir = regex_syntax::ParserBuilder::new()
+        .case_insensitive(true)
+        .utf8(false)
+        .build()
+        .parse(translated)
+        .ok()?;
+    // Selector regexes are multi-line (`translate`'s flags): a match starts
+    // at the key's start or after a `\n` (which `may_start` lets through).
+    let starts = hir.properties().look_set_prefix();
+    if !starts.contains(Look::Start) && !starts.contains(Look::StartLF) {
+        return None;
+    }
+    // Every match starts with one of the extracted literals (exact or
+    // not), if their number is finite.
+    let seq = Extractor::new().extract(&hir);
+    let mut set = [0u64; 4];
+    for lit in seq.literals()? {
+        let &b = lit.as_bytes().first()?;
+        set[usize::from(b >> 6)] |= 1 << (b & 63);
+    }
+    Some(set)
 }
 
 /// A selector regex that is a plain literal (ASCII letters, digits, `_`,
@@ -643,16 +737,23 @@ impl KeyLiteral {
         })
     }
 
-    /// Whether `key` matches, or `None` when only the regex can say: the
-    /// regex folds case by Unicode rules (`k` also matches U+212A KELVIN
-    /// SIGN), so a key with a non-ASCII byte goes to it.
+    /// Whether `key` matches, or `None` when only the regex can say: a key
+    /// with a non-ASCII byte (case folding is the regex's), or, for a
+    /// prefix, with a `\n` (after which a multi-line `^` matches too).
     pub fn matches(&self, key: &[u8]) -> Option<bool> {
-        if let (KeyLiteral::Prefix(lit), Some(&k)) = (self, key.first()) {
+        if let KeyLiteral::Prefix(lit) = self {
+            // Selector regexes are multi-line, as ModSecurity compiles them:
+            // `^` also matches after each `\n`, which the regex decides.
+            if has_line_feed(key) {
+                return None;
+            }
             // Most keys differ from the prefix in their first byte: an
             // ASCII character folds to no other ASCII letter than its
             // other case, so the answer needs no more.
-            if k.is_ascii() && lit.first() != Some(&k.to_ascii_lowercase()) {
-                return Some(false);
+            if let Some(&k) = key.first() {
+                if k.is_ascii() && lit.first() != Some(&k.to_ascii_lowercase()) {
+                    return Some(false);
+                }
             }
         }
         if !key.is_ascii() {
@@ -1193,5 +1294,27 @@ mod audit_tests {
         );
         assert_eq!(AuditEngine::parse("On"), Some(AuditEngine::On));
         assert_eq!(AuditEngine::parse("sometimes"), None);
+    }
+}
+
+#[cfg(test)]
+mod line_feed_tests {
+    use super::has_line_feed;
+
+    #[test]
+    fn finds_a_line_feed_at_every_position_of_every_length() {
+        // Bytes around `\n` and with its low bits, which a word trick
+        // could confuse with it.
+        for filler in [b'a', 0x0b, 0x09, 0x8a, 0x00, 0xff, 0x0a ^ 0x80] {
+            for len in 0..=40 {
+                let mut b = vec![filler; len];
+                assert!(!has_line_feed(&b), "{filler:#x} x {len}");
+                for at in 0..len {
+                    b[at] = b'\n';
+                    assert!(has_line_feed(&b), "{filler:#x} x {len}, at {at}");
+                    b[at] = filler;
+                }
+            }
+        }
     }
 }

@@ -221,10 +221,7 @@ impl Lowerer<'_> {
                 return None;
             }
         };
-        let regex = match regex::bytes::RegexBuilder::new(&translated)
-            .case_insensitive(true)
-            .build()
-        {
+        let rx = match crate::ir::SelectorRegex::new(&text.value, &translated) {
             Ok(r) => r,
             Err(e) => {
                 self.error(
@@ -239,11 +236,7 @@ impl Lowerer<'_> {
             }
         };
         let id = SelectorRxId(self.p.selector_regexes.len() as u32);
-        self.p.selector_regexes.push(SelectorRegex {
-            pattern: text.value.clone(),
-            regex,
-            literal: crate::ir::KeyLiteral::of(&text.value),
-        });
+        self.p.selector_regexes.push(rx);
         self.selector_rx_index.insert(text.value.clone(), id);
         Some(id)
     }

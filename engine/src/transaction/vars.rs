@@ -23,7 +23,7 @@ pub(super) fn selector_matches(program: &Program, sel: &Selector, key: &[u8]) ->
             let rx = &program.selector_regexes[id.index()];
             match rx.literal.as_ref().and_then(|l| l.matches(key)) {
                 Some(m) => m,
-                None => rx.regex.is_match(key),
+                None => rx.may_start(key) && rx.regex.is_match(key),
             }
         }
         Selector::XPath(_) => true,
