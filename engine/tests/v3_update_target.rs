@@ -163,8 +163,35 @@ fn a_selector_regex_anchors_at_every_line_as_its_regex_does() {
     };
     for selector in ["/^id/", "/^i[d]/", "/^(?:id|xy)/"] {
         assert!(run(selector, b"/?x%0Aid=1"), "{selector}");
+        assert!(run(selector, b"/?a=1&x%0Aid=1"), "{selector}");
         assert!(run(selector, b"/?id=1"), "{selector}");
         assert!(!run(selector, b"/?xid=1"), "{selector}");
         assert!(!run(selector, b"/?x%0Ad=1"), "{selector}");
+    }
+}
+
+#[test]
+fn a_tx_selector_finds_a_key_with_a_line_feed() {
+    // A `TX` key built from request data may hold a `\n`: the selection
+    // of `TX` by key regex (multi-line) must see it, whatever other keys
+    // the collection holds.
+    let run = |selector: &str, uri: &[u8]| {
+        let rules = format!(
+            "SecRuleEngine On\n\
+             SecAction \"id:1,phase:1,pass,nolog,setvar:tx.other=1,setvar:'tx.%{{ARGS.k}}=1'\"\n\
+             SecRule TX:{selector} \"@rx .\" \"id:2,phase:1,pass,log\"\n"
+        );
+        let rs = Ruleset::from_str("tx.conf", &rules).unwrap_or_else(|e| panic!("{e}"));
+        let mut tx = rs.transaction();
+        tx.process_connection("10.0.0.1", 40000, "127.0.0.1", 80);
+        tx.process_uri(uri, b"GET", b"HTTP/1.1");
+        tx.add_request_header(b"Host", b"example.com");
+        tx.process_request_headers();
+        tx.matched_rules().iter().any(|m| m.id == 2)
+    };
+    for selector in ["/^id/", "/^i[d]/"] {
+        assert!(run(selector, b"/?k=x%0Aid"), "{selector}");
+        assert!(run(selector, b"/?k=id"), "{selector}");
+        assert!(!run(selector, b"/?k=xid"), "{selector}");
     }
 }
