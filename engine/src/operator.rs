@@ -202,6 +202,61 @@ pub fn contains(hay: &[u8], needle: &[u8]) -> Option<usize> {
     None
 }
 
+/// The byte pairs of a haystack, hashed into 4,096 bits: a needle with a
+/// pair the haystack lacks is not in it ([`contains`] would answer
+/// `None`). Collisions only let a needle through to the search.
+pub struct PairFilter {
+    bits: [u64; 64],
+    /// The haystack the bits are of.
+    of: Vec<u8>,
+}
+
+impl PairFilter {
+    /// An empty filter, boxed (a transaction keeps one and reuses it).
+    pub fn new() -> Box<PairFilter> {
+        Box::new(PairFilter {
+            bits: [0; 64],
+            of: Vec::new(),
+        })
+    }
+
+    /// Whether this is the filter of `hay` (filling one costs about as
+    /// much as a search of it; CRS's lists are the same on every request).
+    pub fn is_of(&self, hay: &[u8]) -> bool {
+        self.of == hay
+    }
+
+    /// Makes this the filter of `hay`'s pairs.
+    pub fn fill(&mut self, hay: &[u8]) {
+        self.bits = [0; 64];
+        if let Some((&first, rest)) = hay.split_first() {
+            let mut prev = first;
+            for &b in rest {
+                let i = pair_index(prev, b);
+                self.bits[i >> 6] |= 1 << (i & 63);
+                prev = b;
+            }
+        }
+        self.of.clear();
+        self.of.extend_from_slice(hay);
+    }
+
+    /// False when `needle` has a pair the haystack lacks; true when it
+    /// may be in it (a needle of fewer than two bytes always may).
+    pub fn may_hold(&self, needle: &[u8]) -> bool {
+        needle.windows(2).all(|w| {
+            let i = pair_index(w[0], w[1]);
+            self.bits[i >> 6] & (1 << (i & 63)) != 0
+        })
+    }
+}
+
+/// A pair's bit: the first byte's bits shifted past the second's low four,
+/// twelve bits in all.
+fn pair_index(a: u8, b: u8) -> usize {
+    ((usize::from(a) << 4) ^ usize::from(b)) & 0xfff
+}
+
 const LOW_BITS: u64 = 0x0101_0101_0101_0101;
 const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
 
@@ -379,6 +434,42 @@ fn invalid_url_encoding(value: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_pair_filter_never_rules_out_a_needle_the_haystack_holds() {
+        let hays: [&[u8]; 4] = [
+            b"/content-encoding/ /proxy/ /lock-token/ /content-range/ /if/ /x-http-method-override/",
+            b"",
+            b"a",
+            &[0, 0x0f, 0xf0, 0xff, 0x10, 0x01, 0xff, 0x00],
+        ];
+        let mut f = PairFilter::new();
+        for hay in hays {
+            f.fill(hay);
+            assert!(f.is_of(hay));
+            // Every substring is held.
+            for i in 0..hay.len() {
+                for j in i..=hay.len() {
+                    assert!(f.may_hold(&hay[i..j]), "{:?} in {hay:?}", &hay[i..j]);
+                }
+            }
+            // Any needle ruled out is not in the haystack, over needles of
+            // every pair of bytes and longer ones.
+            for a in 0..=255u8 {
+                for b in [0u8, 1, 0x0f, 0x10, 0x2d, 0x2f, 0x65, 0x6e, 0xf0, 0xff] {
+                    for needle in [&[a, b][..], &[b'/', a, b], &[a, b, b'/']] {
+                        if !f.may_hold(needle) {
+                            assert_eq!(contains(hay, needle), None, "{needle:?} in {hay:?}");
+                        }
+                    }
+                }
+            }
+        }
+        // It does rule out: a header name not in the list.
+        f.fill(hays[0]);
+        assert!(!f.may_hold(b"/user-agent/"));
+        assert!(!f.may_hold(b"/accept/"));
+    }
 
     #[test]
     fn contains_finds_what_memmem_finds() {

@@ -33,6 +33,9 @@ pub(super) struct Scratch {
     /// Macro-expanded msg/logdata.
     pub text: Vec<u8>,
     pub arg: Vec<u8>,
+    /// `@within`'s argument's byte pairs (`operator::PairFilter`), boxed
+    /// so that a link's evaluation takes it without a copy.
+    pub pairs: Option<Box<crate::operator::PairFilter>>,
     pub vals: ValList,
     pub multi: Vec<(usize, usize)>,
     pub bits: Vec<u64>,

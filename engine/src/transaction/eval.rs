@@ -289,6 +289,9 @@ impl<'r> Transaction<'r> {
         let mut arg = Arg_ {
             buf: std::mem::take(&mut self.cache.scratch.arg),
             ready: false,
+            within_runs: 0,
+            pairs_ready: false,
+            pairs: self.cache.scratch.pairs.take(),
         };
         let gate = if self.options.prefilter {
             lr.pl.gate
@@ -307,6 +310,7 @@ impl<'r> Transaction<'r> {
             };
         }
         self.cache.scratch.arg = arg.buf;
+        self.cache.scratch.pairs = arg.pairs;
         any
     }
 
@@ -825,6 +829,11 @@ impl<'r> Transaction<'r> {
                     Source::Memo(e) => self.cache.memo.bytes(e),
                     Source::Bytes(b) => b,
                 };
+                if matches!(op.kind, OpKind::Within(_)) && arg.within_ruled_out(value) {
+                    // What the search would answer (it sets no captures).
+                    self.state.caps.clear();
+                    return op.negated;
+                }
                 if lr.pl.backtracking {
                     // A count left by a search elsewhere on this thread
                     // (partial evaluation at load) is not this search's.
@@ -1263,7 +1272,48 @@ impl<'r> LinkRef<'r> {
 struct Arg_ {
     buf: Vec<u8>,
     ready: bool,
+    /// `@within` runs with this argument so far, and whether `pairs` is
+    /// known to hold the argument's byte pairs.
+    within_runs: u32,
+    pairs_ready: bool,
+    pairs: Option<Box<operator::PairFilter>>,
 }
+
+impl Arg_ {
+    /// Whether the argument (`@within`'s haystack) certainly does not hold
+    /// `value`: it lacks one of the value's byte pairs. A link tests all
+    /// its values against one argument (920450's chain: each header name
+    /// against CRS's restricted-header list), and most values are ruled out
+    /// by their first pairs instead of a search of the argument. The filter
+    /// is kept for the next evaluation with the same argument (CRS's lists
+    /// are the same on every request); a new argument's is built from its
+    /// third value on (filling costs about two searches).
+    fn within_ruled_out(&mut self, value: &[u8]) -> bool {
+        self.within_runs += 1;
+        if self.buf.len() < MIN_PAIRS_ARG {
+            return false;
+        }
+        let pairs = self.pairs.get_or_insert_with(operator::PairFilter::new);
+        if !self.pairs_ready {
+            if !pairs.is_of(&self.buf) {
+                if self.within_runs < PAIRS_FROM_RUN {
+                    return false;
+                }
+                pairs.fill(&self.buf);
+            }
+            self.pairs_ready = true;
+        }
+        !pairs.may_hold(value)
+    }
+}
+
+/// Shortest `@within` argument worth a pair filter: shorter ones are
+/// searched in a few words.
+const MIN_PAIRS_ARG: usize = 24;
+
+/// The `@within` run of a link's evaluation that builds the pair filter
+/// of an argument it does not hold already.
+const PAIRS_FROM_RUN: u32 = 3;
 
 /// Where an operator's input is.
 enum Source<'a> {
