@@ -317,17 +317,7 @@ impl Filter {
             });
         }
         let mut pairs = FilterParser::parse(Rule::filter, source).map_err(|e| {
-            let (line, col) = match e.line_col {
-                pest::error::LineColLocation::Pos(p) => p,
-                pest::error::LineColLocation::Span(p, _) => p,
-            };
-            let message = match &e.variant {
-                pest::error::ErrorVariant::ParsingError { .. } => {
-                    "syntax error: expected a field (`http.request.uri.path`), a comparison (`eq`, `contains`, `matches`, `in`), a value (`\"text\"`, `10.0.0.0/8`, `{...}`), `and`, `or`, `not` or a parenthesis here".to_string()
-                }
-                pest::error::ErrorVariant::CustomError { message } => message.clone(),
-            };
-            FilterError { line, col, message }
+            syntax_error(e, "a field (`http.request.uri.path`), a comparison (`eq`, `contains`, `matches`, `in`), a value (`\"text\"`, `10.0.0.0/8`, `{...}`), `and`, `or`, `not` or a parenthesis")
         })?;
         let top = pairs.next().and_then(|f| f.into_inner().next());
         let Some(top) = top else {
@@ -351,6 +341,87 @@ impl Filter {
     /// Whether the request matches.
     pub fn matches(&self, r: &RequestView<'_>) -> bool {
         eval(&self.root, r)
+    }
+}
+
+/// A pest error as a [`FilterError`]: where, and what was `expected` there.
+fn syntax_error(e: pest::error::Error<Rule>, expected: &str) -> FilterError {
+    let (line, col) = match e.line_col {
+        pest::error::LineColLocation::Pos(p) => p,
+        pest::error::LineColLocation::Span(p, _) => p,
+    };
+    let message = match &e.variant {
+        pest::error::ErrorVariant::ParsingError { .. } => {
+            format!("syntax error: expected {expected} here")
+        }
+        pest::error::ErrorVariant::CustomError { message } => message.clone(),
+    };
+    FilterError { line, col, message }
+}
+
+/// A field named alone, whose value keys a request: what an upstream's
+/// `hash` balance sends to one server (`http.request.uri`,
+/// `http.request.headers["x-user-id"]`, `ip.src`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Key {
+    source: String,
+    field: Field,
+}
+
+impl Key {
+    /// Parses `source`, a bytes field or `ip.src`.
+    pub fn parse(source: &str) -> Result<Key, FilterError> {
+        if source.len() > MAX_LEN {
+            return Err(FilterError {
+                line: 1,
+                col: 1,
+                message: format!("a key is at most {MAX_LEN} bytes"),
+            });
+        }
+        let mut pairs = FilterParser::parse(Rule::key, source).map_err(|e| {
+            syntax_error(
+                e,
+                "one field (`http.request.uri`, `http.request.headers[\"x-user-id\"]`, `ip.src`)",
+            )
+        })?;
+        let Some(p) = pairs.next().and_then(|k| k.into_inner().next()) else {
+            return Err(FilterError {
+                line: 1,
+                col: 1,
+                message: "empty key: name a field".into(),
+            });
+        };
+        let f = field(p.clone())?;
+        if matches!(f.ty(), Type::Int | Type::Bool) {
+            return Err(error_at(
+                &p,
+                format!(
+                    "`{}` is {}: a key is a bytes field or `ip.src`",
+                    p.as_str(),
+                    f.ty().name()
+                ),
+            ));
+        }
+        Ok(Key {
+            source: source.trim().to_string(),
+            field: f,
+        })
+    }
+
+    /// The key as written.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// `f` of the key's value in the request (an address: its bytes, 4 or
+    /// 16, an IPv4-mapped one as IPv4; a header: its first value, empty
+    /// when absent).
+    pub fn with_value<T>(&self, r: &RequestView<'_>, f: impl FnOnce(&[u8]) -> T) -> T {
+        match (&self.field, canonical(r.src)) {
+            (Field::Src, IpAddr::V4(a)) => f(&a.octets()),
+            (Field::Src, IpAddr::V6(a)) => f(&a.octets()),
+            (other, _) => f(other.bytes(r)),
+        }
     }
 }
 

@@ -61,7 +61,8 @@ struct File {
     upstreams: BTreeMap<String, UrlsFile>,
     #[serde(default)]
     health_checks: BTreeMap<String, HealthFile>,
-    /// Per upstream: `round_robin` (the default) or `ip_hash`.
+    /// Per upstream: `round_robin` (the default), `ip_hash`, `least_conn`
+    /// or `hash KEY` (see [`Balance::parse`]).
     #[serde(default)]
     balance: BTreeMap<String, String>,
     #[serde(default)]

@@ -907,6 +907,8 @@ async fn handle(
         ));
     };
     access::note(|n| n.site = Some(site.counts.clone()));
+    // What the upstream's balance chooses a server by (the client, a key).
+    let balance_key = site.upstream.key(&view);
     // The transaction comes first: a custom rule's block or log line names
     // the request's id too.
     let rs = site.rules.current();
@@ -1267,7 +1269,7 @@ async fn handle(
     // `least_conn`), until its response has been passed on.
     let mut active: Option<crate::upstream::Active>;
     let sent = loop {
-        let (i, server) = site.upstream.pick(tried, remote.ip());
+        let (i, server) = site.upstream.pick(tried, balance_key);
         tried |= 1 << i;
         access::note(|n| n.upstream = Some(server.url.clone()));
         let Ok(uri) = server.uri(path_and_query) else {

@@ -20,8 +20,13 @@
 //! `ip_hash`) starts each client's walk of the schedule at a place its
 //! address decides, rather than at the next turn. One whose requests
 //! differ much in cost wants [`Balance::LeastConn`] (nginx's `least_conn`):
-//! the server with the fewest requests in progress for its weight.
+//! the server with the fewest requests in progress for its weight. Caches
+//! and shards want [`Balance::Hash`] (nginx's `hash KEY consistent`): a
+//! request's key (its URI, a header, the client's address) decides its
+//! server on a consistent-hash ring, so that a server added or removed
+//! moves only the keys it takes or gave, not most of them.
 
+use crate::filter::{Key, RequestView};
 use crate::health::{HealthCheck, ServerHealth};
 use crate::metrics::ServerStats;
 use hyper::Uri;
@@ -50,6 +55,9 @@ pub(crate) struct Upstream {
     backup_schedule: Vec<u8>,
     next: AtomicUsize,
     balance: Balance,
+    /// With [`Balance::Hash`]: the primary servers' points on the ring,
+    /// sorted (see [`ring`]).
+    ring: Vec<(u32, u8)>,
     /// Per server: its weight, and whether it is a backup.
     weights: Vec<u32>,
     backups: Vec<bool>,
@@ -138,7 +146,7 @@ impl Drop for Active {
 }
 
 /// How an upstream chooses a request's server among those up.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) enum Balance {
     /// Each in turn, as often as its weight (nginx's default).
     #[default]
@@ -157,41 +165,52 @@ pub(crate) enum Balance {
     /// whole (or the client left); a protocol switch (WebSocket) counts
     /// until the switch.
     LeastConn,
+    /// The same server for every request with the same key (a filter
+    /// field: `http.request.uri`, `http.request.headers["x-user-id"]`,
+    /// `ip.src`), as nginx's `hash KEY consistent`: the server of the
+    /// first point at or after the key's hash on a ring where each
+    /// primary has points in proportion to its weight. A server added,
+    /// removed, down or failing its health check moves only its own keys
+    /// (to the next server on the ring); the others stay where they are,
+    /// which is what an upstream of caches or shards needs.
+    Hash(Key),
 }
 
 impl Balance {
-    /// `round_robin` or `ip_hash`, as the manifest names them.
+    /// `round_robin`, `ip_hash`, `least_conn` or `hash KEY`, as the
+    /// manifest names them.
     pub(crate) fn parse(name: &str) -> Result<Balance, String> {
+        let name = name.trim();
+        match name.split_once(char::is_whitespace) {
+            Some(("hash", key)) => {
+                return Key::parse(key.trim()).map(Balance::Hash).map_err(|e| {
+                    format!("`{name}`: the key (`{}`): {}", key.trim(), e.message)
+                })
+            }
+            _ if name == "hash" => {
+                return Err(
+                    "`hash` needs a key, a filter field: `hash http.request.uri`, `hash http.request.headers[\"x-user-id\"]`, `hash ip.src`".into(),
+                )
+            }
+            _ => {}
+        }
         match name {
             "round_robin" => Ok(Balance::RoundRobin),
             "ip_hash" => Ok(Balance::IpHash),
             "least_conn" => Ok(Balance::LeastConn),
             _ => Err(format!(
-                "`{name}`: an upstream balances by `round_robin` (the default), `ip_hash` or `least_conn`"
+                "`{name}`: an upstream balances by `round_robin` (the default), `ip_hash`, `least_conn` or `hash KEY`"
             )),
         }
     }
 }
 
-/// Where in the schedule a client's requests start (see
-/// [`Balance::IpHash`]): FNV-1a over the address's key bytes, then mixed,
-/// the same in every process and build, so a restart or a second instance behind the
-/// same load balancer sends a client to the same server.
-fn client_turn(client: std::net::IpAddr) -> usize {
-    let v4;
-    let v6;
-    let key: &[u8] = match client {
-        std::net::IpAddr::V4(a) => {
-            v4 = a.octets();
-            &v4[..3]
-        }
-        std::net::IpAddr::V6(a) => {
-            v6 = a.octets();
-            &v6
-        }
-    };
+/// A hash of `parts` (FNV-1a, then mixed) that is the same in every
+/// process and build, so that a restart or a second instance behind the
+/// same load balancer sends a client or a key to the same server.
+fn stable_hash(parts: &[&[u8]]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in key {
+    for &b in parts.iter().flat_map(|p| p.iter()) {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
@@ -203,7 +222,46 @@ fn client_turn(client: std::net::IpAddr) -> usize {
     h ^= h >> 33;
     h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
     h ^= h >> 33;
-    h as usize
+    h
+}
+
+/// Where in the schedule a client's requests start (see
+/// [`Balance::IpHash`]): the hash of an IPv4 address's first three bytes
+/// or a whole IPv6 address.
+fn client_turn(client: std::net::IpAddr) -> u64 {
+    match crate::net::canonical(client) {
+        std::net::IpAddr::V4(a) => stable_hash(&[&a.octets()[..3]]),
+        std::net::IpAddr::V6(a) => stable_hash(&[&a.octets()]),
+    }
+}
+
+/// Points on the ring per unit of weight (nginx's `hash ... consistent`
+/// uses 160): enough that servers of equal weight take shares within a
+/// few per cent of each other.
+const RING_POINTS_PER_WEIGHT: u32 = 160;
+
+/// The most points a ring has (64 servers of weight 100 would make a
+/// million): above it, each server's points are scaled down together.
+const RING_POINTS_MAX: u32 = 160 * 256;
+
+/// The consistent-hash ring of [`Balance::Hash`] over the primary servers
+/// (index, weight, URL): each gets points in proportion to its weight, at
+/// hashes of its URL and the point's number, so that a server's points
+/// depend on nothing but itself (the others coming or going leaves them
+/// where they are). Sorted by point, ties by server.
+fn ring(servers: &[(usize, u32, &str)]) -> Vec<(u32, u8)> {
+    let total: u32 = servers.iter().map(|&(_, w, _)| w).sum();
+    let per_weight = RING_POINTS_PER_WEIGHT.min(RING_POINTS_MAX / total.max(1));
+    let mut points = Vec::new();
+    for &(i, w, url) in servers {
+        for k in 0..(w * per_weight).max(1) {
+            let h = stable_hash(&[url.as_bytes(), b"#", &k.to_le_bytes()]);
+            // At most MAX_SERVERS (64) servers: an index fits a byte.
+            points.push(((h >> 32) as u32, i as u8));
+        }
+    }
+    points.sort_unstable();
+    points
 }
 
 /// The largest weight a server may have.
@@ -332,6 +390,7 @@ impl Upstream {
             servers,
             next: AtomicUsize::new(0),
             balance: Balance::RoundRobin,
+            ring: Vec::new(),
             check,
         })
     }
@@ -364,11 +423,7 @@ impl Upstream {
             let mut best: Option<(usize, u64)> = None;
             for k in 0..n {
                 let i = (turn % n + k) % n;
-                let usable = self.backups[i] == backup
-                    && tried & (1 << i) == 0
-                    && self.down_until[i].load(Ordering::Relaxed) <= now
-                    && self.health[i].healthy();
-                if !usable {
+                if self.backups[i] != backup || !self.available(i, tried, now) {
                     continue;
                 }
                 let load = self.active[i].load(Ordering::Relaxed) as u64;
@@ -387,10 +442,69 @@ impl Upstream {
         None
     }
 
+    /// Whether server `i` may take a request that has tried `tried`: not
+    /// tried, not left out, passing its health check.
+    fn available(&self, i: usize, tried: u64, now: u64) -> bool {
+        tried & (1 << i) == 0
+            && self.down_until[i].load(Ordering::Relaxed) <= now
+            && self.health[i].healthy()
+    }
+
+    /// With [`Balance::Hash`]: the first server available on the ring
+    /// from the key's point on, if a primary is.
+    fn on_ring(&self, tried: u64, key: u64, now: u64) -> Option<usize> {
+        let len = self.ring.len();
+        let at = (key >> 32) as u32;
+        let start = self.ring.partition_point(|&(p, _)| p < at);
+        let primaries = self
+            .backups
+            .iter()
+            .enumerate()
+            .filter(|(_, &b)| !b)
+            .fold(0u64, |m, (i, _)| m | 1 << i);
+        let mut seen = 0u64;
+        for k in 0..len {
+            let i = usize::from(self.ring[(start + k) % len].1);
+            if seen & (1 << i) != 0 {
+                continue;
+            }
+            if self.available(i, tried, now) {
+                return Some(i);
+            }
+            seen |= 1 << i;
+            if seen == primaries {
+                break;
+            }
+        }
+        None
+    }
+
     /// The upstream choosing servers by `balance`.
     pub(crate) fn with_balance(mut self, balance: Balance) -> Upstream {
+        self.ring = match balance {
+            Balance::Hash(_) => {
+                let primaries: Vec<(usize, u32, &str)> = (0..self.servers.len())
+                    .filter(|&i| !self.backups[i])
+                    .map(|i| (i, self.weights[i], &*self.servers[i].url))
+                    .collect();
+                ring(&primaries)
+            }
+            _ => Vec::new(),
+        };
         self.balance = balance;
         self
+    }
+
+    /// What [`Upstream::pick`] needs of a request to choose as the
+    /// balance says: the hash of its client's address
+    /// ([`Balance::IpHash`]) or of its key ([`Balance::Hash`]); 0 when the
+    /// choice does not depend on the request.
+    pub(crate) fn key(&self, r: &RequestView<'_>) -> u64 {
+        match &self.balance {
+            Balance::IpHash => client_turn(r.src),
+            Balance::Hash(k) => k.with_value(r, |v| stable_hash(&[v])),
+            Balance::RoundRobin | Balance::LeastConn => 0,
+        }
     }
 
     /// Server `i`'s counters, once registered.
@@ -437,25 +551,29 @@ impl Upstream {
         self.servers.len() > 1
     }
 
-    /// The server a request from `client` tries next, not one of `tried`
-    /// (a bit per server) if it can: the next one in turn (from the
-    /// client's place with [`Balance::IpHash`]) that is up and passes its
-    /// health check; else the next that is up (every server failing its
-    /// check: the check may be what is wrong, and trying is better than
-    /// refusing); else the one back soonest.
-    pub(crate) fn pick(&self, tried: u64, client: std::net::IpAddr) -> (usize, &Endpoint) {
+    /// The server a request tries next, not one of `tried` (a bit per
+    /// server) if it can: the next one in turn (from the client's place
+    /// with [`Balance::IpHash`], the key's point on the ring with
+    /// [`Balance::Hash`]: `key` is the request's [`Upstream::key`]) that
+    /// is up and passes its health check; else the next that is up (every
+    /// server failing its check: the check may be what is wrong, and
+    /// trying is better than refusing); else the one back soonest.
+    pub(crate) fn pick(&self, tried: u64, key: u64) -> (usize, &Endpoint) {
         if self.servers.len() == 1 {
             return (0, &self.servers[0]);
         }
         let turn = match self.balance {
             Balance::RoundRobin | Balance::LeastConn => self.next.fetch_add(1, Ordering::Relaxed),
-            Balance::IpHash => client_turn(client),
+            Balance::IpHash | Balance::Hash(_) => key as usize,
         };
         let now = now_ms();
-        if self.balance == Balance::LeastConn {
-            if let Some(i) = self.least_loaded(tried, turn, now) {
-                return (i, &self.servers[i]);
-            }
+        let first = match self.balance {
+            Balance::LeastConn => self.least_loaded(tried, turn, now),
+            Balance::Hash(_) => self.on_ring(tried, key, now),
+            Balance::RoundRobin | Balance::IpHash => None,
+        };
+        if let Some(i) = first {
+            return (i, &self.servers[i]);
         }
         let mut up_unhealthy: Option<usize> = None;
         let mut soonest: Option<(usize, u64)> = None;
@@ -496,8 +614,8 @@ impl Upstream {
 mod tests {
     use super::*;
 
-    /// A client, for round-robin picks (which ignore it).
-    const ANY: std::net::IpAddr = std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+    /// A request's key, for round-robin picks (which ignore it).
+    const ANY: u64 = 0;
 
     fn upstream(urls: &[&str]) -> Upstream {
         let specs: Vec<ServerSpec> = urls
@@ -596,7 +714,7 @@ mod tests {
     fn ip_hash_keeps_a_clients_server_and_shares_clients_by_weight() {
         let u = upstream(&["http://a:1 weight=3", "http://b:1", "http://c:1 backup"])
             .with_balance(Balance::IpHash);
-        let ip = |a: u8, b: u8, c: u8, d: u8| std::net::IpAddr::from([a, b, c, d]);
+        let ip = |a: u8, b: u8, c: u8, d: u8| client_turn(std::net::IpAddr::from([a, b, c, d]));
         // A client keeps its server, and so does the rest of its /24.
         let first = u.pick(0, ip(203, 0, 113, 7)).0;
         assert!((0..10).all(|_| u.pick(0, ip(203, 0, 113, 7)).0 == first));
@@ -621,7 +739,7 @@ mod tests {
         // A retry goes on from the client's place to the next server.
         assert_ne!(u.pick(1 << first, ip(203, 0, 113, 7)).0, first);
         // IPv6: the whole address, the same server every time.
-        let v6: std::net::IpAddr = "2001:db8::1".parse().expect("address");
+        let v6 = client_turn("2001:db8::1".parse().expect("address"));
         let s = u.pick(0, v6).0;
         assert!((0..4).all(|_| u.pick(0, v6).0 == s));
         // A retry goes elsewhere, whatever the client.
@@ -674,9 +792,199 @@ mod tests {
         assert_eq!(Balance::parse("least_conn"), Ok(Balance::LeastConn));
         let e = Balance::parse("random").expect_err("not offered");
         assert!(
-            e.contains("`round_robin` (the default), `ip_hash` or `least_conn`"),
+            e.contains("`round_robin` (the default), `ip_hash`, `least_conn` or `hash KEY`"),
             "{e}"
         );
+        for key in [
+            "http.request.uri",
+            "http.request.uri.path",
+            "http.request.headers[\"X-User-Id\"]",
+            "ip.src",
+        ] {
+            match Balance::parse(&format!(" hash  {key} ")) {
+                Ok(Balance::Hash(k)) => assert_eq!(k.source(), key),
+                other => panic!("{key}: {other:?}"),
+            }
+        }
+        for (bad, want) in [
+            ("hash", "needs a key"),
+            ("hash   ", "needs a key"),
+            ("hash http.hots", "unknown field `http.hots`"),
+            (
+                "hash tcp.dstport",
+                "is an integer: a key is a bytes field or `ip.src`",
+            ),
+            ("hash ssl", "is a boolean"),
+            (
+                "hash http.host eq \"a\"",
+                "syntax error: expected one field",
+            ),
+            ("hash http.request.headers", "needs a header name"),
+        ] {
+            let e = Balance::parse(bad).expect_err(bad);
+            assert!(e.contains(want), "{bad}: {e}");
+        }
+    }
+
+    /// An upstream balancing by `hash http.request.uri`.
+    fn hashed(urls: &[&str]) -> Upstream {
+        let key = Balance::parse("hash http.request.uri").unwrap_or_else(|e| panic!("{e}"));
+        upstream(urls).with_balance(key)
+    }
+
+    /// The URL of the server `u` picks for key `k` with nothing tried.
+    fn url_for(u: &Upstream, k: u32) -> Arc<str> {
+        let key = stable_hash(&[format!("/item/{k}").as_bytes()]);
+        u.pick(0, key).1.url.clone()
+    }
+
+    #[test]
+    fn hash_keeps_a_keys_server_and_shares_keys_by_weight() {
+        let u = hashed(&["http://a:1 weight=3", "http://b:1", "http://c:1 backup"]);
+        let mut counts = std::collections::HashMap::<Arc<str>, usize>::new();
+        for k in 0..4000 {
+            let url = url_for(&u, k);
+            assert!((0..3).all(|_| url_for(&u, k) == url), "key {k} moved");
+            *counts.entry(url).or_default() += 1;
+        }
+        let (a, b) = (counts["http://a:1/"], counts["http://b:1/"]);
+        assert!(
+            !counts.contains_key("http://c:1/"),
+            "the backup idle: {counts:?}"
+        );
+        // 3 to 1, within a few per cent.
+        assert!((2.6..3.4).contains(&(a as f64 / b as f64)), "{counts:?}");
+        // Equal weights, equal shares.
+        let u = hashed(&["http://a:1", "http://b:1", "http://c:1", "http://d:1"]);
+        let mut counts = std::collections::HashMap::<Arc<str>, usize>::new();
+        for k in 0..8000 {
+            *counts.entry(url_for(&u, k)).or_default() += 1;
+        }
+        assert_eq!(counts.len(), 4);
+        assert!(
+            counts.values().all(|&n| (1600..2400).contains(&n)),
+            "{counts:?}"
+        );
+    }
+
+    #[test]
+    fn hash_moves_only_the_keys_of_a_server_added_removed_or_down() {
+        let four = ["http://a:1", "http://b:1", "http://c:1", "http://d:1"];
+        let before = hashed(&four);
+        let was: Vec<Arc<str>> = (0..4000).map(|k| url_for(&before, k)).collect();
+        // c removed: its keys spread over the others, no other key moves.
+        let three = hashed(&["http://a:1", "http://b:1", "http://d:1"]);
+        let mut taken = std::collections::HashSet::new();
+        for (k, old) in (0..4000).zip(&was) {
+            let now = url_for(&three, k);
+            if &**old == "http://c:1/" {
+                taken.insert(now);
+            } else {
+                assert_eq!(&now, old, "key {k} moved though its server stayed");
+            }
+        }
+        assert_eq!(taken.len(), 3, "c's keys go to every other server");
+        // e added: the keys that move all go to e, about a fifth of them.
+        let five = hashed(&[
+            "http://a:1",
+            "http://b:1",
+            "http://c:1",
+            "http://d:1",
+            "http://e:1",
+        ]);
+        let mut moved = 0;
+        for (k, old) in (0..4000).zip(&was) {
+            let now = url_for(&five, k);
+            if &now != old {
+                assert_eq!(&*now, "http://e:1/", "key {k} moved elsewhere than to e");
+                moved += 1;
+            }
+        }
+        assert!((600..1000).contains(&moved), "{moved} of 4000 moved");
+        // b down: as if removed; back: every key where it was.
+        before.mark_down(1);
+        for (k, old) in (0..4000).zip(&was) {
+            let now = url_for(&before, k);
+            assert_ne!(&*now, "http://b:1/");
+            if &**old != "http://b:1/" {
+                assert_eq!(&now, old, "key {k}");
+            }
+        }
+        before.down_until[1].store(0, Ordering::Relaxed);
+        assert!((0..4000)
+            .zip(&was)
+            .all(|(k, old)| &url_for(&before, k) == old));
+    }
+
+    #[test]
+    fn hash_retries_go_on_along_the_ring_and_backups_wait() {
+        let u = hashed(&["http://a:1", "http://b:1", "http://z:1 backup"]);
+        for k in 0..200u32 {
+            let key = stable_hash(&[format!("/item/{k}").as_bytes()]);
+            let (first, _) = u.pick(0, key);
+            let (second, _) = u.pick(1 << first, key);
+            assert!(
+                second != first && second != 2,
+                "key {k}: {first} then {second}"
+            );
+            // Both primaries tried: the backup.
+            assert_eq!(u.pick((1 << first) | (1 << second), key).0, 2);
+        }
+        // The primaries down: the backup takes every key.
+        u.mark_down(0);
+        u.mark_down(1);
+        assert!((0..100).all(|k| &*url_for(&u, k) == "http://z:1/"));
+        // A big upstream's ring is bounded, and every server is on it.
+        let urls: Vec<String> = (0..64)
+            .map(|i| format!("http://s{i}:1 weight=100"))
+            .collect();
+        let big = hashed(&urls.iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(
+            big.ring.len() <= RING_POINTS_MAX as usize,
+            "{}",
+            big.ring.len()
+        );
+        let on: std::collections::HashSet<u8> = big.ring.iter().map(|p| p.1).collect();
+        assert_eq!(on.len(), 64);
+    }
+
+    #[test]
+    fn the_key_is_the_fields_value() {
+        fn view<'a>(src: &str, uri: &'a str, headers: &'a hyper::HeaderMap) -> RequestView<'a> {
+            RequestView {
+                host: b"shop.example",
+                method: b"GET",
+                uri: uri.as_bytes(),
+                version: b"HTTP/1.1",
+                headers,
+                src: src.parse().expect("address"),
+                dst_port: 8080,
+                tls: false,
+            }
+        }
+        let mut headers = hyper::HeaderMap::new();
+        headers.insert("x-user-id", hyper::header::HeaderValue::from_static("u42"));
+        let headers = &headers;
+        let by = |key: &str| {
+            let b = Balance::parse(&format!("hash {key}")).unwrap_or_else(|e| panic!("{e}"));
+            upstream(&["http://a:1", "http://b:1"]).with_balance(b)
+        };
+        let uri = by("http.request.uri");
+        let r = view("192.0.2.1", "/a?b=1", headers);
+        assert_eq!(uri.key(&r), stable_hash(&[b"/a?b=1"]));
+        let path = by("http.request.uri.path");
+        assert_eq!(path.key(&r), stable_hash(&[b"/a"]));
+        let user = by("http.request.headers[\"X-User-Id\"]");
+        assert_eq!(user.key(&r), stable_hash(&[b"u42"]));
+        let src = by("ip.src");
+        assert_eq!(src.key(&r), stable_hash(&[&[192, 0, 2, 1]]));
+        // An IPv4-mapped address is its IPv4 address, with ip_hash too.
+        let mapped = view("::ffff:192.0.2.1", "/", headers);
+        assert_eq!(src.key(&mapped), src.key(&r));
+        let ip = upstream(&["http://a:1", "http://b:1"]).with_balance(Balance::IpHash);
+        assert_eq!(ip.key(&mapped), ip.key(&r));
+        // Round robin reads nothing of the request.
+        assert_eq!(upstream(&["http://a:1", "http://b:1"]).key(&r), 0);
     }
 
     #[test]

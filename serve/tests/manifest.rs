@@ -438,6 +438,34 @@ async fn ip_hash_keeps_each_client_on_one_server() {
     assert_eq!(servers_seen, [true, true], "16 clients on both servers");
 }
 
+/// With `balance: hash KEY`, the requests with one key (a header here)
+/// go to one server, whatever else differs, and different keys to both.
+#[tokio::test]
+async fn hash_keeps_each_key_on_one_server() {
+    let (server, hits) =
+        two_servers_balanced("hash", "'hash http.request.headers[\"X-User-Id\"]'", "").await;
+    let addr = server.addr();
+    let counts = || -> Vec<usize> { hits.iter().map(|h| h.load(Ordering::SeqCst)).collect() };
+    let mut servers_seen = [false; 2];
+    for user in 0..16 {
+        let before = counts();
+        let id = format!("user-{user}");
+        for n in 0..4 {
+            let headers = [("X-User-Id", id.as_str())];
+            let path = format!("/cart?n={n}");
+            let (status, _, _) =
+                send_with_headers(addr, "shop.example", "GET", &path, "", &headers)
+                    .await
+                    .unwrap_or_else(|e| panic!("{id}: {e}"));
+            assert_eq!(status, StatusCode::OK);
+        }
+        let got: Vec<usize> = counts().iter().zip(&before).map(|(a, b)| a - b).collect();
+        assert!(got == [4, 0] || got == [0, 4], "{id}: {got:?}");
+        servers_seen[usize::from(got[1] == 4)] = true;
+    }
+    assert_eq!(servers_seen, [true, true], "16 keys on both servers");
+}
+
 /// With `balance: least_conn`, requests go to the server with the fewest
 /// in progress: while one server is busy with a slow request, the others
 /// take every request (round robin would send it half of them).
@@ -864,7 +892,8 @@ fn broken_manifests_say_where_and_why() {
         ("sites:\n  - name: a\n    upstream: app\n    custom:\n      - name: c\n        when: ssl\n        action: redirect\n        location: \"https://{hots}/\"\n", "sites[0] (a).custom[0].location: `{hots}` in `https://{hots}/`: the placeholders are {host} and {uri}"),
         ("sites:\n  - name: a\n    upstream: app\n    custom:\n      - name: c\n        when: ssl\n        action: block\n        location: https://x/\n", "only `redirect` takes a location"),
         ("block_page: nowhere.html\nsites:\n  - name: a\n    upstream: app\n", ": block_page: "),
-        ("balance:\n  app: random\nsites:\n  - name: a\n    upstream: app\n", "balance.app: `random`: an upstream balances by `round_robin` (the default), `ip_hash` or `least_conn`"),
+        ("balance:\n  app: random\nsites:\n  - name: a\n    upstream: app\n", "balance.app: `random`: an upstream balances by `round_robin` (the default), `ip_hash`, `least_conn` or `hash KEY`"),
+        ("balance:\n  app: hash tcp.dstport\nsites:\n  - name: a\n    upstream: app\n", "balance.app: `hash tcp.dstport`: the key (`tcp.dstport`): `tcp.dstport` is an integer: a key is a bytes field or `ip.src`"),
         ("balance:\n  nope: ip_hash\nsites:\n  - name: a\n    upstream: app\n", "balance.nope: no upstream named `nope`; the upstreams are app"),
     ];
     for (sites, want) in cases {
