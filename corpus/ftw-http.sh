@@ -35,30 +35,22 @@
 # process is stopped on exit; bounded waits.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$here/.."
-CRS="${CRS:-$root/../shared/crs}"
-WAF="${WAF:-$root/target/release/waf}"
+# shellcheck source=corpus/serve-setup.sh
+. "$here/serve-setup.sh"
 extra=("$@")
-work="$(mktemp -d /tmp/waf-ftw-http.XXXXXX)"
 # nginx's workers (www-data when started as root) write request bodies to
 # temporary files under here.
 chmod 0755 "$work"
-pids=()
-cleanup() { for p in "${pids[@]:-}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
-trap cleanup EXIT
 
 peer="${WAF_ONLY:-0}"; [ "$peer" = 1 ] && peer=0 || peer=1
 need=()
 command -v nginx >/dev/null || need+=(nginx)
 [ -e /usr/lib/nginx/modules/ngx_http_modsecurity_module.so ] || need+=(libnginx-mod-http-modsecurity)
 if [ "$peer" = 1 ] && [ "${#need[@]}" -gt 0 ]; then
-  if [ "$(id -u)" = 0 ] && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${need[@]}" >/dev/null; then
-    :
-  else
-    echo "ftw-http.sh: SKIP nginx + ModSecurity: cannot install ${need[*]} (Debian packages)" >&2; peer=0
-  fi
+  install_debian "${need[@]}" \
+    || { echo "ftw-http.sh: SKIP nginx + ModSecurity: cannot install ${need[*]} (Debian packages)" >&2; peer=0; }
 fi
-[ -x "$WAF" ] || { echo "ftw-http.sh: build $WAF first (cargo build --release -p waf-cli)" >&2; exit 2; }
+need_waf
 
 "$WAF" test ftw --crs "$CRS" --print-server-config > "$work/crs-test.conf"
 
@@ -117,7 +109,7 @@ fi
 "$WAF" serve -c "$work/crs-test.conf" --listen 127.0.0.1:19201 --upstream http://127.0.0.1:19200 \
   --error-log "$work/waf.log" 2>"$work/waf.out" & pids+=($!)
 spoa=0
-if [ "$peer" = 1 ] && { command -v haproxy >/dev/null || { [ "$(id -u)" = 0 ] && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends haproxy >/dev/null; }; }; then
+if [ "$peer" = 1 ] && { command -v haproxy >/dev/null || install_debian haproxy; }; then
   spoa=1
 fi
 ports=(19200 19201)
@@ -156,14 +148,7 @@ if [ "$spoa" = 1 ] && [ "$runner" = go-ftw ] \
     haproxy -f "$work/haproxy-coraza.cfg" -db > "$work/haproxy-coraza.out" 2>&1 & pids+=($!)
   ports+=(19207)
 fi
-for port in "${ports[@]}"; do
-  ok=0
-  for _ in $(seq 1 300); do
-    if curl -s -o /dev/null "http://127.0.0.1:$port/"; then ok=1; break; fi
-    sleep 0.1
-  done
-  [ "$ok" = 1 ] || { echo "ftw-http.sh: nothing answers on port $port" >&2; cat "$work"/*.out >&2; exit 1; }
-done
+for port in "${ports[@]}"; do wait_http "http://127.0.0.1:$port/"; done
 
 # Tests go-ftw retries once (see ftw below), as `RULE-TEST|...`.
 retry_once="$(python3 - "$CRS/tests/regression/tests" <<'PY'

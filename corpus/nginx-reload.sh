@@ -16,22 +16,17 @@
 # with connectors/nginx/build.sh) and wrk. Loopback only.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$here/.."
+# shellcheck source=corpus/serve-setup.sh
+. "$here/serve-setup.sh"
 n="${1:-100}"
-CRS="${CRS:-$root/../shared/crs}"
-WAF="${WAF:-$root/target/release/waf}"
-work="$(mktemp -d /tmp/waf-nginx-reload.XXXXXX)"
 chmod 0755 "$work"
-pids=()
-cleanup() {
-  [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
-  for p in "${pids[@]:-}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true
+# nginx runs as a daemon here (a reload needs its master): stopped by its pid.
+on_exit() {
+  if [ -f "$work/nginx.pid" ]; then kill "$(cat "$work/nginx.pid")" 2>/dev/null || true; fi
 }
-trap cleanup EXIT
 "$root/connectors/nginx/build.sh" > "$work/build.log" 2>&1 || { tail "$work/build.log" >&2; exit 1; }
 "$here/crs-config.sh" "$CRS" 1 > "$work/crs.conf"
-python3 "$here/gen_benign.py" --n 1000 --seed 1 --out "$work/benign.jsonl" >/dev/null
-python3 "$here/wrk_requests.py" "$work/benign.jsonl" > "$work/requests.lua"
+benign_requests
 mkdir -p "$work/logs" "$work/tmp" && chmod 0777 "$work/tmp"
 cat > "$work/nginx.conf" <<CONF
 load_module $root/target/release/ngx_http_waf_module.so;
@@ -54,7 +49,7 @@ http {
 CONF
 "$WAF" test backend --listen 127.0.0.1:19500 2>/dev/null & pids+=($!)
 nginx -p "$work" -c "$work/nginx.conf" 2>"$work/nginx.out"
-for _ in $(seq 1 300); do curl -s -o /dev/null http://127.0.0.1:19501/ && break; sleep 0.1; done
+wait_http http://127.0.0.1:19501/
 master=$(cat "$work/nginx.pid")
 rss() { local t=0; for p in $master $(pgrep -P "$master" || true); do
   t=$((t + $(awk '/VmRSS/ {print $2}' "/proc/$p/status" 2>/dev/null || echo 0))); done; echo $((t / 1024)); }
@@ -78,10 +73,7 @@ for i in $(seq 1 "$n"); do
   done
   if [ $(( i % step )) = 0 ]; then echo "| $i | $(rss) |"; fi
 done
-kill -INT "$wrk_pid"; wait "$wrk_pid" 2>/dev/null || true
-# shellcheck source=corpus/wrk-totals.sh
-. "$here/wrk-totals.sh"
-wrk_totals "$work/wrk.out"
+wrk_stop "$wrk_pid" "$work/wrk.out"
 echo
 echo "requests: $requests, non-2xx: $non2xx, socket errors: $sockerr (wrk's report and nginx's log: $work)"
 [ "$non2xx" = 0 ] && [ "$sockerr" = none ]

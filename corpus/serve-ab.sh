@@ -13,12 +13,9 @@
 # installs them). Loopback only; everything is stopped on exit.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=corpus/serve-setup.sh
+. "$here/serve-setup.sh"
 old="$1"; new="$2"; rounds="${3:-6}"; rules="${4:-crs}"
-CRS="$(cd "${CRS:-$here/../../shared/crs}" && pwd)"
-work="$(mktemp -d /tmp/waf-serve-ab.XXXXXX)"
-pids=()
-cleanup() { for p in "${pids[@]:-}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
-trap cleanup EXIT
 for tool in nginx wrk; do
   command -v "$tool" >/dev/null || { echo "serve-ab.sh: needs $tool (corpus/serve-load.sh installs it)" >&2; exit 2; }
 done
@@ -27,8 +24,7 @@ case "$rules" in
   none) : > "$work/rules.conf" ;;
   *) echo "serve-ab.sh: rules are crs or none" >&2; exit 2 ;;
 esac
-python3 "$here/gen_benign.py" --n 1000 --seed 1 --out "$work/benign.jsonl" >/dev/null
-python3 "$here/wrk_requests.py" "$work/benign.jsonl" > "$work/requests.lua"
+benign_requests
 mkdir -p "$work/backend/logs"
 cat > "$work/backend/nginx.conf" <<CONF
 worker_processes 1;
@@ -46,9 +42,7 @@ nginx -p "$work/backend" -c "$work/backend/nginx.conf" -g 'daemon off;' & pids+=
   --error-log "$work/old.log" 2>"$work/old.out" & pids+=($!); old_pid=$!
 "$new" serve -c "$work/rules.conf" --listen 127.0.0.1:19732 --upstream http://127.0.0.1:19730 \
   --error-log "$work/new.log" 2>"$work/new.out" & pids+=($!); new_pid=$!
-for port in 19731 19732; do
-  for _ in $(seq 1 300); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
-done
+wait_http http://127.0.0.1:19731/ http://127.0.0.1:19732/
 tick="$(getconf CLK_TCK)"
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 : > "$work/runs"

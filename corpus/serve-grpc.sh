@@ -14,14 +14,9 @@
 # (../shared/crs). Loopback only; everything is stopped on exit.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$here/.."
-CRS="$(cd "${CRS:-$root/../shared/crs}" && pwd)"
-WAF="${WAF:-$root/target/release/waf}"
-work="$(mktemp -d /tmp/waf-serve-grpc.XXXXXX)"
-pids=()
-cleanup() { for p in "${pids[@]:-}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
-trap cleanup EXIT
-[ -x "$WAF" ] || { echo "serve-grpc.sh: build $WAF first (cargo build --release -p waf-cli)" >&2; exit 2; }
+# shellcheck source=corpus/serve-setup.sh
+. "$here/serve-setup.sh"
+need_waf
 grpc="$("$root/tools/grpc-check/build.sh")"
 
 # CRS allows the request content types of crs-setup's list; gRPC's is
@@ -48,7 +43,7 @@ sites:
 YAML
 "$grpc" serve 127.0.0.1:19720 2>"$work/grpc.out" & pids+=($!)
 "$WAF" serve --config "$work/waf.yaml" 2>"$work/serve.out" & pids+=($!)
-for _ in $(seq 1 300); do curl -s -o /dev/null http://127.0.0.1:19722/healthz && break; sleep 0.1; done
+wait_http http://127.0.0.1:19722/healthz
 
 failed=0
 check() { # WHAT WANT GOT

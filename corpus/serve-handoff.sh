@@ -25,40 +25,24 @@
 # unless RULES is given. Loopback only; everything is stopped on exit.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$here/.."
+# shellcheck source=corpus/serve-setup.sh
+. "$here/serve-setup.sh"
 n="${1:-20}"
-CRS="${CRS:-$root/../shared/crs}"
-WAF="${WAF:-$root/target/release/waf}"
-work="$(mktemp -d /tmp/waf-serve-handoff.XXXXXX)"
 migrate=/proc/sys/net/ipv4/tcp_migrate_req
 migrate_was="$(cat "$migrate" 2>/dev/null || echo unsupported)"
-pids=()
-cleanup() {
-  for p in "${pids[@]:-}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
+# After the processes are stopped: the kernel setting as it was.
+on_exit() {
   if [ -n "${MIGRATE:-}" ] && [ "$migrate_was" != unsupported ]; then echo "$migrate_was" > "$migrate" 2>/dev/null || true; fi
 }
-trap cleanup EXIT
 
-if ! command -v wrk >/dev/null; then
-  if [ "$(id -u)" = 0 ]; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends wrk >/dev/null
-  else
-    echo "serve-handoff.sh: install wrk (Debian package)" >&2; exit 2
-  fi
-fi
-[ -x "$WAF" ] || { echo "serve-handoff.sh: build $WAF first (cargo build --release -p waf-cli)" >&2; exit 2; }
+command -v wrk >/dev/null || need_debian wrk
+need_waf
 if [ -n "${MIGRATE:-}" ]; then
   echo 1 > "$migrate" 2>/dev/null || { echo "serve-handoff.sh: cannot set $migrate (root, Linux 5.14+)" >&2; exit 2; }
 fi
 
-if [ -n "${RULES:-}" ]; then
-  cp "$RULES" "$work/rules.conf"
-else
-  "$here/crs-config.sh" "$CRS" 1 > "$work/rules.conf"
-fi
-python3 "$here/gen_benign.py" --n 1000 --seed 1 --out "$work/benign.jsonl" >/dev/null
-python3 "$here/wrk_requests.py" "$work/benign.jsonl" > "$work/requests.lua"
+rules_conf "$work/rules.conf"
+benign_requests
 
 "$WAF" test backend --listen 127.0.0.1:19310 2>"$work/backend.out" & pids+=($!)
 
@@ -79,7 +63,7 @@ start_proxy() {
 
 start_proxy 0
 old=$proxy
-for _ in $(seq 1 300); do curl -s -o /dev/null http://127.0.0.1:19310/ && break; sleep 0.1; done
+wait_http http://127.0.0.1:19310/
 
 wrk -t1 -c16 -d3600s -s "$work/requests.lua" http://127.0.0.1:19311 > "$work/wrk.out" 2>&1 & wrk_pid=$!; pids+=($wrk_pid)
 sleep 3
@@ -102,10 +86,7 @@ for i in $(seq 1 "$n"); do
 done
 took=$SECONDS
 sleep 1
-kill -INT "$wrk_pid"; wait "$wrk_pid" 2>/dev/null || true
-# shellcheck source=corpus/wrk-totals.sh
-. "$here/wrk-totals.sh"
-wrk_totals "$work/wrk.out"
+wrk_stop "$wrk_pid" "$work/wrk.out"
 drained=$(grep -h ' 0 cut at the grace period' "$work"/serve.*.out | grep -c . || true)
 echo "$n done in $took s; requests: $requests, non-2xx: $non2xx, socket errors: $sockerr"
 echo "old processes that drained with no connection cut: $drained of $n"

@@ -16,18 +16,13 @@
 # Loopback only; everything is stopped on exit.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$here/.."
+# shellcheck source=corpus/serve-setup.sh
+. "$here/serve-setup.sh"
 n="${1:-10000}"
 HEADER_TIMEOUT="${HEADER_TIMEOUT:-45}"
 MAX_KIB_PER_CONNECTION="${MAX_KIB_PER_CONNECTION:-16}"
-CRS="${CRS:-$root/../shared/crs}"
-WAF="${WAF:-$root/target/release/waf}"
-work="$(mktemp -d /tmp/waf-serve-idle.XXXXXX)"
-pids=()
-cleanup() { for p in "${pids[@]:-}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
-trap cleanup EXIT
 ulimit -n $(( n + 1024 )) 2>/dev/null || { echo "serve-idle.sh: cannot raise the open-file limit to $(( n + 1024 ))" >&2; exit 2; }
-[ -x "$WAF" ] || { echo "serve-idle.sh: build $WAF first (cargo build --release -p waf-cli)" >&2; exit 2; }
+need_waf
 
 "$here/crs-config.sh" "$CRS" 1 > "$work/rules.conf"
 "$WAF" test backend --listen 127.0.0.1:19400 2>"$work/backend.out" & pids+=($!)
@@ -40,7 +35,7 @@ upstreams: { app: "http://127.0.0.1:19400" }
 sites: [ { name: all, upstream: app, rules: [rules.conf] } ]
 YAML
 "$WAF" serve --config "$work/waf.yaml" 2>"$work/serve.out" & pids+=($!); serve_pid=$!
-for _ in $(seq 1 300); do curl -s -o /dev/null http://127.0.0.1:19401/ && break; sleep 0.1; done
+wait_http http://127.0.0.1:19401/
 rss() { awk '/VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$serve_pid/status"; }
 curl -s -o /dev/null "http://127.0.0.1:19401/?warm=1"
 # The rules' dense DFAs are built in the background once the proxy answers

@@ -29,39 +29,27 @@
 # Everything listens on 127.0.0.1 only; all processes are stopped on exit.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$here/.."
+# shellcheck source=corpus/serve-setup.sh
+. "$here/serve-setup.sh"
 secs="${1:-10}"
 ROUNDS="${ROUNDS:-3}"
-CRS="${CRS:-$root/../shared/crs}"
-WAF="${WAF:-$root/target/release/waf}"
 CONNS="${CONNS:-32}"
-work="$(mktemp -d /tmp/waf-serve-load.XXXXXX)"
 # nginx's workers (www-data when started as root) write request bodies to
 # temporary files under here.
 chmod 0755 "$work"
-pids=()
-cleanup() { for p in "${pids[@]:-}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
-trap cleanup EXIT
 
 need=()
 command -v nginx >/dev/null || need+=(nginx)
 [ -e /usr/lib/nginx/modules/ngx_http_modsecurity_module.so ] || need+=(libnginx-mod-http-modsecurity)
 command -v wrk >/dev/null || need+=(wrk)
-if [ "${#need[@]}" -gt 0 ]; then
-  if [ "$(id -u)" = 0 ]; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${need[@]}" >/dev/null
-  else
-    echo "serve-load.sh: install ${need[*]} (Debian packages)" >&2; exit 2
-  fi
-fi
-[ -x "$WAF" ] || { echo "serve-load.sh: build $WAF first (cargo build --release -p waf-cli)" >&2; exit 2; }
+need_debian "${need[@]}"
+need_waf
 
 "$here/crs-config.sh" "$CRS" 1 > "$work/crs-pl1.conf"
 : > "$work/empty.conf"
-python3 "$here/gen_benign.py" --n 1000 --seed 1 --out "$work/benign.jsonl" >/dev/null
 
 # The wrk script: cycles through the corpus, bodies and headers included.
-python3 "$here/wrk_requests.py" "$work/benign.jsonl" > "$work/requests.lua"
+benign_requests
 
 nginx_conf() { # NAME PORT BODY
   mkdir -p "$work/$1/logs" && chmod 0777 "$work/$1"
@@ -108,7 +96,7 @@ fi
 
 # Wait (bounded) until every port answers.
 haproxy_ok=0
-if command -v haproxy >/dev/null || { [ "$(id -u)" = 0 ] && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends haproxy >/dev/null; }; then
+if command -v haproxy >/dev/null || install_debian haproxy; then
   haproxy_ok=1
   cat > "$work/haproxy-plain.cfg" <<CFG
 global
@@ -150,10 +138,7 @@ CFG
   sleep 3
 fi
 for port in 19000 19001 19002 19003 19004 $( [ "$wafmod" = 1 ] && echo 19005 ) $( [ "$haproxy_ok" = 1 ] && echo 19006 19007 ) $( [ "${coraza:-0}" = 1 ] && echo 19009 ); do
-  for _ in $(seq 1 100); do
-    curl -s -o /dev/null "http://127.0.0.1:$port/" && break
-    sleep 0.1
-  done
+  wait_http "http://127.0.0.1:$port/"
 done
 
 # CPU seconds (utime + stime) of a process and its children, and peak RSS (KiB).

@@ -14,43 +14,19 @@
 # unless RULES is given. Loopback only; everything is stopped on exit.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$here/.."
+# shellcheck source=corpus/serve-setup.sh
+. "$here/serve-setup.sh"
 n="${1:-1000}"
-CRS="${CRS:-$root/../shared/crs}"
-WAF="${WAF:-$root/target/release/waf}"
-work="$(mktemp -d /tmp/waf-serve-reload.XXXXXX)"
-pids=()
-cleanup() { for p in "${pids[@]:-}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
-trap cleanup EXIT
+command -v wrk >/dev/null || need_debian wrk
+need_waf
 
-if ! command -v wrk >/dev/null; then
-  if [ "$(id -u)" = 0 ]; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends wrk >/dev/null
-  else
-    echo "serve-reload.sh: install wrk (Debian package)" >&2; exit 2
-  fi
-fi
-[ -x "$WAF" ] || { echo "serve-reload.sh: build $WAF first (cargo build --release -p waf-cli)" >&2; exit 2; }
-
-if [ -n "${RULES:-}" ]; then
-  cp "$RULES" "$work/rules.conf"
-else
-  "$here/crs-config.sh" "$CRS" 1 > "$work/rules.conf"
-fi
-python3 "$here/gen_benign.py" --n 1000 --seed 1 --out "$work/benign.jsonl" >/dev/null
-python3 "$here/wrk_requests.py" "$work/benign.jsonl" > "$work/requests.lua"
+rules_conf "$work/rules.conf"
+benign_requests
 
 "$WAF" test backend --listen 127.0.0.1:19300 2>"$work/backend.out" & pids+=($!)
 "$WAF" serve -c "$work/rules.conf" --listen 127.0.0.1:19301 --upstream http://127.0.0.1:19300 \
   --admin 127.0.0.1:19302 --error-log "$work/waf.log" 2>"$work/serve.out" & pids+=($!); serve_pid=$!
-for port in 19300 19301 19302; do
-  ok=0
-  for _ in $(seq 1 300); do
-    if curl -s -o /dev/null "http://127.0.0.1:$port/"; then ok=1; break; fi
-    sleep 0.1
-  done
-  [ "$ok" = 1 ] || { echo "serve-reload.sh: nothing answers on port $port" >&2; cat "$work"/*.out >&2; exit 1; }
-done
+wait_http http://127.0.0.1:19300/ http://127.0.0.1:19301/ http://127.0.0.1:19302/
 
 rss() { awk '/VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$serve_pid/status"; }
 reloads() { curl -s http://127.0.0.1:19302/metrics | awk '$1 == "waf_reloads_total" {print $2}'; }
@@ -74,10 +50,7 @@ for i in $(seq 1 "$n"); do
   [ "$(reloads)" -ge "$i" ] || { echo "serve-reload.sh: reload $i did not finish in 30 s" >&2; exit 1; }
   if [ $(( i % step )) = 0 ]; then echo "| $i | $(rss) | $(( $(date +%s) - start )) |"; fi
 done
-kill -INT "$wrk_pid"; wait "$wrk_pid" 2>/dev/null || true
-# shellcheck source=corpus/wrk-totals.sh
-. "$here/wrk-totals.sh"
-wrk_totals "$work/wrk.out"
+wrk_stop "$wrk_pid" "$work/wrk.out"
 echo
 echo "reloads: $(reloads), refused: $(failures); requests: $requests, non-2xx: $non2xx, socket errors: $sockerr"
 echo "(wrk's report and the logs: $work)"

@@ -10,21 +10,16 @@
 # Loopback only; everything is stopped on exit.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$here/.."
+# shellcheck source=corpus/serve-setup.sh
+. "$here/serve-setup.sh"
 n="${1:-2000}"
-CRS="${CRS:-$root/../shared/crs}"
-WAF="${WAF:-$root/target/release/waf}"
-work="$(mktemp -d /tmp/waf-serve-tunnels.XXXXXX)"
-pids=()
-cleanup() { for p in "${pids[@]:-}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
-trap cleanup EXIT
-[ -x "$WAF" ] || { echo "serve-tunnels.sh: build $WAF first (cargo build --release -p waf-cli)" >&2; exit 2; }
+need_waf
 ulimit -n $(( 2 * n + 1024 )) 2>/dev/null || [ "$(ulimit -n)" -ge $(( 2 * n + 1024 )) ] \
   || { echo "serve-tunnels.sh: the open-file limit $(ulimit -n) is under $(( 2 * n + 1024 ))" >&2; exit 2; }
 
 "$here/crs-config.sh" "$CRS" 1 > "$work/rules.conf"
 "$WAF" serve -c "$work/rules.conf" --listen 127.0.0.1:19711 --upstream http://127.0.0.1:19710 \
   --admin 127.0.0.1:19712 --error-log "$work/waf.log" 2>"$work/serve.out" & pids+=($!); serve_pid=$!
-for _ in $(seq 1 300); do curl -s -o /dev/null http://127.0.0.1:19712/healthz && break; sleep 0.1; done
+wait_http http://127.0.0.1:19712/healthz
 timeout 600 python3 "$here/serve_tunnels.py" --n "$n" --proxy-port 19711 --app-port 19710 --pid "$serve_pid"
 curl -s http://127.0.0.1:19712/metrics | grep -E '^waf_tunnels_(total|open)|^waf_tunnel_bytes_total'

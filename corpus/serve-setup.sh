@@ -1,0 +1,95 @@
+# Sourced (not run) by the scripts that start servers on loopback and drive
+# them (serve-*.sh, ftw-http.sh, nginx-reload.sh): what each of them set up
+# the same way, in one place.
+#
+#   set -euo pipefail
+#   here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+#   . "$here/serve-setup.sh"
+#
+# Sets:
+#   script  the script's file name, for its messages
+#   root    the repository
+#   CRS     the CRS checkout ($CRS, else ../shared/crs), absolute when it exists
+#   WAF     the waf binary ($WAF, else target/release/waf)
+#   work    a new directory /tmp/waf-NAME.XXXXXX for the run's files and logs
+#   pids    the processes to stop on exit: append with `& pids+=($!)`
+# On exit, every process in `pids` is killed and waited for, then the
+# script's own `on_exit` function runs if it defines one.
+
+script="$(basename "$0")"
+root="$(cd "$here/.." && pwd)"
+CRS="${CRS:-$root/../shared/crs}"
+if [ -d "$CRS" ]; then CRS="$(cd "$CRS" && pwd)"; fi
+WAF="${WAF:-$root/target/release/waf}"
+work="$(mktemp -d "/tmp/waf-${script%.sh}.XXXXXX")"
+pids=()
+cleanup() {
+  for p in "${pids[@]:-}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  if declare -F on_exit >/dev/null; then on_exit; fi
+}
+trap cleanup EXIT
+
+# install_debian PKG...: installs the Debian packages when running as root;
+# false otherwise, or when apt-get fails (the caller says what then).
+install_debian() {
+  [ "$#" -gt 0 ] || return 0
+  [ "$(id -u)" = 0 ] && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@" >/dev/null
+}
+
+# need_debian PKG...: install_debian, or exit 2 naming what to install.
+need_debian() {
+  install_debian "$@" || { echo "$script: install $* (Debian packages)" >&2; exit 2; }
+}
+
+# need_waf: exit 2 unless $WAF is built.
+need_waf() {
+  [ -x "$WAF" ] || { echo "$script: build $WAF first (cargo build --release -p waf-cli)" >&2; exit 2; }
+}
+
+# wait_http URL...: each URL answers (any status) within 30 s; else the
+# servers' output ($work/*.out) and exit 1.
+wait_http() {
+  local url ok
+  for url in "$@"; do
+    ok=0
+    for _ in $(seq 1 300); do
+      if curl -s -o /dev/null "$url"; then ok=1; break; fi
+      sleep 0.1
+    done
+    if [ "$ok" != 1 ]; then
+      echo "$script: nothing answers at $url" >&2
+      cat "$work"/*.out >&2 2>/dev/null || true
+      exit 1
+    fi
+  done
+}
+
+# benign_requests: $work/benign.jsonl, the 1,000 benign requests the load
+# scripts send (gen_benign.py, seed 1, bodies included), and
+# $work/requests.lua, the wrk script that cycles through them.
+benign_requests() {
+  python3 "$here/gen_benign.py" --n 1000 --seed 1 --out "$work/benign.jsonl" >/dev/null
+  python3 "$here/wrk_requests.py" "$work/benign.jsonl" > "$work/requests.lua"
+}
+
+# rules_conf FILE: the rules to run, into FILE: a copy of $RULES when it is
+# given, else CRS at paranoia level 1 (crs-config.sh).
+rules_conf() {
+  if [ -n "${RULES:-}" ]; then
+    cp "$RULES" "$1"
+  else
+    "$here/crs-config.sh" "$CRS" 1 > "$1"
+  fi
+}
+
+# wrk_stop PID FILE: interrupts the wrk run PID (SIGINT: it prints its
+# report), waits for it, and reads its report FILE into `requests`,
+# `non2xx` (0 when wrk printed none) and `sockerr` (wrk's "Socket errors"
+# line, or "none").
+wrk_stop() {
+  kill -INT "$1"; wait "$1" 2>/dev/null || true
+  requests=$(awk '/requests in/ {print $1}' "$2")
+  non2xx=$(awk -F': ' '/Non-2xx/ {print $2}' "$2"); non2xx="${non2xx:-0}"
+  sockerr=$(awk '/Socket errors/ {print}' "$2"); sockerr="${sockerr:-none}"
+}
