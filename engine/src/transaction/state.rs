@@ -53,6 +53,7 @@ pub(super) struct RuleState<'r> {
 
 /// The buffers of a [`RuleState`] that outlive its transaction (no borrow
 /// of the program): kept in the ruleset's pool for the next transaction.
+#[derive(Default)]
 pub(super) struct StateBuffers {
     tx: Collection,
     persistent: Vec<(V, Collection)>,
