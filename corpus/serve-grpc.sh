@@ -3,9 +3,11 @@
 # service; tools/grpc-check) behind an `h2c://` upstream, and a real
 # grpc-go client calling it through the proxy. Checks that a call passes
 # (SERVING), that a status the server sends in its trailers reaches the
-# client (NotFound for an unknown service), and that a call the WAF blocks
-# reaches the client as PermissionDenied (HTTP 403). Exits non-zero if any
-# check fails.
+# client (NotFound for an unknown service), that a call the WAF blocks
+# reaches the client as PermissionDenied (HTTP 403), and that `grpc` health
+# checks ask the server's health service (a SERVING service's server in,
+# an unknown service's out, with the gRPC status in the error log). Exits
+# non-zero if any check fails.
 #
 #   corpus/serve-grpc.sh
 #
@@ -32,7 +34,15 @@ error_log: error.log
 access_log: access.json
 upstreams:
   cart: h2c://127.0.0.1:19720
+  other: h2c://127.0.0.1:19720
+health_checks:
+  cart: { grpc: shop.Cart, interval: 0.2 }
+  other: { grpc: other.Svc, interval: 0.2, fails: 1 }
 sites:
+  - name: other
+    when: 'http.host eq "other.example"'
+    upstream: other
+    rules: [rules.conf]
   - name: grpc
     upstream: cart
     rules: [rules.conf]
@@ -60,5 +70,11 @@ esac
 sleep 0.5
 calls="$(grep -c '"proto":"HTTP/2.0".*"upstream":"h2c://127.0.0.1:19720/"' "$work/access.json" || true)"
 check "HTTP/2 calls sent to the h2c upstream (access log)" "2" "$calls"
+# grpc-go's health service, asked by the health checks: shop.Cart is
+# SERVING, other.Svc unknown (gRPC status 5).
+metric() { curl -s http://127.0.0.1:19722/metrics | awk -v m="$1" -v up="$2" '$1 == m "{upstream=\"" up "\",server=\"h2c://127.0.0.1:19720/\"}" {print $2}'; }
+check "gRPC health check of a SERVING service" "1 0" "$(metric waf_upstream_server_healthy cart) $(metric waf_upstream_health_check_failures_total cart)"
+check "gRPC health check of an unknown service" "0" "$(metric waf_upstream_server_healthy other)"
+check "why, in the error log" "1" "$(grep -c 'upstream other server h2c://127.0.0.1:19720/ failed 1 health checks in a row.*gRPC status 5: unknown service \[grpc "other.Svc"\]' "$work/error.log" || true)"
 [ "$failed" = 0 ] || { echo "logs: $work"; exit 1; }
 echo "gRPC through waf serve + CRS PL1: all checks passed"

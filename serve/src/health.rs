@@ -11,6 +11,12 @@
 //! answers within the timeout with a status in the expected ranges (2xx
 //! and 3xx by default, as nginx Plus and HAProxy take them).
 //!
+//! A gRPC server is checked as gRPC load balancers and Kubernetes check
+//! one: a call of the standard health service (`grpc.health.v1.Health/
+//! Check`, for one service or the server as a whole), which passes when
+//! the call succeeds and the answer is `SERVING`. The request and the
+//! answer are two-field protocol buffers, encoded and read here.
+//!
 //! Servers start healthy, so that a start or a reload sends traffic at
 //! once (a reload keeps what the running upstream knew, see
 //! `Upstream::adopt_state`). The task holds its upstream weakly: when a
@@ -21,8 +27,9 @@ use crate::log::ErrorLog;
 use crate::metrics::Metrics;
 use crate::proxy::UpstreamClient;
 use crate::upstream::{Endpoint, Upstream};
-use http_body_util::{BodyExt, Empty};
-use hyper::header::{HeaderValue, HOST, USER_AGENT};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::header::{HeaderValue, CONTENT_TYPE, HOST, TE, USER_AGENT};
 use hyper::Request;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -31,8 +38,12 @@ use std::time::Duration;
 /// What a health check asks and what it takes for an answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct HealthCheck {
-    /// The path (and query) asked for with `GET`.
+    /// The path (and query) asked for with `GET` (a gRPC check calls
+    /// [`GRPC_HEALTH_PATH`]).
     pub path: String,
+    /// A gRPC check: the service asked about (empty: the server as a
+    /// whole).
+    pub grpc: Option<String>,
     /// The `Host` sent to HTTP/1.1 servers (default: the server's own
     /// address, as in its URL).
     pub host: Option<HeaderValue>,
@@ -54,6 +65,7 @@ impl HealthCheck {
     pub fn new(path: String) -> HealthCheck {
         HealthCheck {
             path,
+            grpc: None,
             host: None,
             interval: Duration::from_secs(5),
             timeout: Duration::from_secs(2),
@@ -167,22 +179,22 @@ impl Checker {
                 return;
             };
             let outcome = probe(&self.client, server, check).await;
-            let passed = matches!(outcome, Ok(s) if check.passes_status(s));
-            match health.record(passed, check) {
+            match health.record(outcome.is_ok(), check) {
                 Some(false) => {
                     self.metrics.upstream_server_unhealthy();
-                    let why = match outcome {
-                        Ok(status) => format!("HTTP {status}"),
-                        Err(e) => e,
+                    let why = outcome.err().unwrap_or_default();
+                    let (what, asked) = match &check.grpc {
+                        Some(service) => ("grpc", service),
+                        None => ("path", &check.path),
                     };
                     self.log.write(format!(
-                        "waf serve: upstream {} server {} failed {} health checks in a row, left out until it passes {}: {} [path \"{}\"]",
+                        "waf serve: upstream {} server {} failed {} health checks in a row, left out until it passes {}: {} [{what} \"{}\"]",
                         up.name,
                         server.url,
                         check.fails,
                         check.passes,
                         why.escape_debug(),
-                        check.path.escape_debug()
+                        asked.escape_debug()
                     ));
                 }
                 Some(true) => self.log.write(format!(
@@ -206,8 +218,37 @@ impl Checker {
 /// be reused); a longer body is left unread and its connection closed.
 const BODY_READ: usize = 64 * 1024;
 
-/// Asks `server` for the check's path: its status, or why there is none.
+/// Checks `server`: passed, or why not (`HTTP 503`, `no answer within
+/// 2 s`, `NOT_SERVING`...).
 async fn probe(
+    client: &UpstreamClient,
+    server: &Endpoint,
+    check: &HealthCheck,
+) -> Result<(), String> {
+    let ask = async {
+        match &check.grpc {
+            Some(service) => grpc_probe(client, server, service).await,
+            None => {
+                let status = http_probe(client, server, check).await?;
+                if check.passes_status(status) {
+                    Ok(())
+                } else {
+                    Err(format!("HTTP {status}"))
+                }
+            }
+        }
+    };
+    match tokio::time::timeout(check.timeout, ask).await {
+        Ok(outcome) => outcome,
+        Err(_) => Err(format!(
+            "no answer within {} s",
+            check.timeout.as_secs_f64()
+        )),
+    }
+}
+
+/// Asks `server` for the check's path: its status, or why there is none.
+async fn http_probe(
     client: &UpstreamClient,
     server: &Endpoint,
     check: &HealthCheck,
@@ -226,30 +267,174 @@ async fn probe(
     if let (Some(host), false) = (&check.host, server.http2) {
         headers.insert(HOST, host.clone());
     }
-    let ask = async {
-        let response = client
-            .to(server, false)
-            .request(req)
-            .await
-            .map_err(|e| crate::proxy::error_chain(&e))?;
-        let status = response.status().as_u16();
-        let mut body = response.into_body();
-        let mut read = 0;
-        while read <= BODY_READ {
-            match body.frame().await {
-                Some(Ok(frame)) => read += frame.data_ref().map_or(0, |d| d.len()),
-                Some(Err(_)) | None => break,
+    let response = client
+        .to(server, false)
+        .request(req)
+        .await
+        .map_err(|e| crate::proxy::error_chain(&e))?;
+    let status = response.status().as_u16();
+    let mut body = response.into_body();
+    let mut read = 0;
+    while read <= BODY_READ {
+        match body.frame().await {
+            Some(Ok(frame)) => read += frame.data_ref().map_or(0, |d| d.len()),
+            Some(Err(_)) | None => break,
+        }
+    }
+    Ok(status)
+}
+
+/// The standard gRPC health service's `Check` method.
+pub(crate) const GRPC_HEALTH_PATH: &str = "/grpc.health.v1.Health/Check";
+
+/// Calls `server`'s health service about `service`: passed when the call
+/// succeeds (`grpc-status: 0`) and the answer is `SERVING`.
+async fn grpc_probe(
+    client: &UpstreamClient,
+    server: &Endpoint,
+    service: &str,
+) -> Result<(), String> {
+    let uri = server
+        .uri(GRPC_HEALTH_PATH)
+        .map_err(|e| format!("bad check path: {e}"))?;
+    let body = Full::new(Bytes::from(grpc_health_request(service)))
+        .map_err(|never| match never {})
+        .boxed();
+    let mut req = Request::new(body);
+    *req.method_mut() = hyper::Method::POST;
+    *req.uri_mut() = uri;
+    let headers = req.headers_mut();
+    headers.insert(
+        USER_AGENT,
+        HeaderValue::from_static("waf-serve-health-check"),
+    );
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    headers.insert(TE, HeaderValue::from_static("trailers"));
+    let response = client
+        .to(server, false)
+        .request(req)
+        .await
+        .map_err(|e| crate::proxy::error_chain(&e))?;
+    if response.status() != hyper::StatusCode::OK {
+        return Err(format!("HTTP {}", response.status().as_u16()));
+    }
+    // A call that fails at once answers with its status in the headers
+    // ("Trailers-Only"); else it comes in the trailers, after the message.
+    let mut grpc_status = grpc_status_of(response.headers());
+    let mut body = response.into_body();
+    let mut message = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| crate::proxy::error_chain(&e))?;
+        match frame.into_data() {
+            Ok(data) if message.len() + data.len() <= BODY_READ => message.extend_from_slice(&data),
+            Ok(_) => return Err("an answer of more than 64 KiB".into()),
+            Err(frame) => {
+                if let Ok(trailers) = frame.into_trailers() {
+                    grpc_status = grpc_status_of(&trailers).or(grpc_status);
+                }
             }
         }
-        Ok(status)
-    };
-    match tokio::time::timeout(check.timeout, ask).await {
-        Ok(outcome) => outcome,
-        Err(_) => Err(format!(
-            "no answer within {} s",
-            check.timeout.as_secs_f64()
-        )),
     }
+    match grpc_status {
+        Some((0, _)) => serving_status(&message),
+        Some((code, text)) => Err(format!("gRPC status {code}{text}")),
+        None => Err("no grpc-status".into()),
+    }
+}
+
+/// `grpc-status` as a number, with `grpc-message` (`: text`) if any.
+fn grpc_status_of(headers: &hyper::HeaderMap) -> Option<(u32, String)> {
+    let code = headers
+        .get("grpc-status")?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let text = headers
+        .get("grpc-message")
+        .and_then(|m| m.to_str().ok())
+        .filter(|m| !m.is_empty())
+        .map_or_else(String::new, |m| format!(": {m}"));
+    Some((code, text))
+}
+
+/// A `HealthCheckRequest { service }` as one gRPC message: the frame's
+/// prefix (not compressed, length) and the protocol buffer (field 1, a
+/// string; absent when empty, as proto3 writes it).
+fn grpc_health_request(service: &str) -> Vec<u8> {
+    let mut pb = Vec::new();
+    if !service.is_empty() {
+        pb.push(0x0a);
+        let mut n = service.len();
+        while n >= 0x80 {
+            pb.push((n as u8 & 0x7f) | 0x80);
+            n >>= 7;
+        }
+        pb.push(n as u8);
+        pb.extend_from_slice(service.as_bytes());
+    }
+    let mut out = vec![0];
+    out.extend_from_slice(&(pb.len() as u32).to_be_bytes());
+    out.extend_from_slice(&pb);
+    out
+}
+
+/// Passed when the answer, one gRPC message holding a
+/// `HealthCheckResponse`, says `SERVING` (its field 1, an enum, is 1);
+/// else which status it says.
+fn serving_status(frame: &[u8]) -> Result<(), String> {
+    let (flag, rest) = frame.split_first().ok_or("an empty answer")?;
+    if *flag != 0 {
+        return Err("a compressed answer (none was offered)".into());
+    }
+    let len = rest
+        .get(..4)
+        .map(|l| u32::from_be_bytes([l[0], l[1], l[2], l[3]]) as usize)
+        .ok_or("a truncated answer")?;
+    let mut pb = rest.get(4..4 + len).ok_or("a truncated answer")?;
+    // proto3 leaves a field at its default (0, UNKNOWN) out.
+    let mut status = 0;
+    while !pb.is_empty() {
+        let key = varint(&mut pb).ok_or("a malformed answer")?;
+        match (key >> 3, key & 7) {
+            (1, 0) => status = varint(&mut pb).ok_or("a malformed answer")?,
+            (_, 0) => {
+                varint(&mut pb).ok_or("a malformed answer")?;
+            }
+            (_, wire) => {
+                let skip = match wire {
+                    1 => 8,
+                    5 => 4,
+                    2 => usize::try_from(varint(&mut pb).ok_or("a malformed answer")?)
+                        .map_err(|_| "a malformed answer")?,
+                    _ => return Err("a malformed answer".into()),
+                };
+                pb = pb.get(skip..).ok_or("a malformed answer")?;
+            }
+        }
+    }
+    match status {
+        1 => Ok(()),
+        0 => Err("UNKNOWN".into()),
+        2 => Err("NOT_SERVING".into()),
+        3 => Err("SERVICE_UNKNOWN".into()),
+        n => Err(format!("serving status {n}")),
+    }
+}
+
+/// Reads a protocol-buffer varint off the front of `b`.
+fn varint(b: &mut &[u8]) -> Option<u64> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let (&byte, rest) = b.split_first()?;
+        *b = rest;
+        v |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Some(v);
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -288,6 +473,55 @@ mod tests {
         again.adopt(&h);
         assert!(!again.healthy());
         assert_eq!(again.failed(), 6);
+    }
+
+    #[test]
+    fn grpc_health_messages_are_encoded_and_read() {
+        // HealthCheckRequest { service: "shop.Cart" }, as protoc encodes it.
+        assert_eq!(
+            grpc_health_request("shop.Cart"),
+            b"\0\0\0\0\x0b\x0a\x09shop.Cart".to_vec()
+        );
+        // The server as a whole: an empty message.
+        assert_eq!(grpc_health_request(""), vec![0, 0, 0, 0, 0]);
+        // A name of 200 bytes takes a two-byte length.
+        let long = "s".repeat(200);
+        let frame = grpc_health_request(&long);
+        assert_eq!(&frame[..8], &[0, 0, 0, 0, 203, 0x0a, 0xc8, 0x01]);
+        assert_eq!(frame.len(), 5 + 203);
+        // HealthCheckResponse { status }: SERVING passes, the rest say why.
+        assert_eq!(serving_status(b"\0\0\0\0\x02\x08\x01"), Ok(()));
+        for (answer, want) in [
+            (&b"\0\0\0\0\x02\x08\x02"[..], "NOT_SERVING"),
+            (b"\0\0\0\0\x02\x08\x03", "SERVICE_UNKNOWN"),
+            (b"\0\0\0\0\0", "UNKNOWN"),
+            (b"\0\0\0\0\x02\x08\x07", "serving status 7"),
+            (b"", "an empty answer"),
+            (
+                b"\x01\0\0\0\x02\x08\x01",
+                "a compressed answer (none was offered)",
+            ),
+            (b"\0\0\0\0\x09\x08\x01", "a truncated answer"),
+            (b"\0\0\0", "a truncated answer"),
+            (b"\0\0\0\0\x02\x08\xff", "a malformed answer"),
+            (b"\0\0\0\0\x01\x0f", "a malformed answer"),
+            (b"\0\0\0\0\x03\x12\x05a", "a malformed answer"),
+        ] {
+            assert_eq!(serving_status(answer), Err(want.to_string()), "{answer:?}");
+        }
+        // Unknown fields of every wire type are skipped, before and after.
+        let mut pb = vec![0x10, 0x96, 0x01]; // field 2, varint 150
+        pb.extend_from_slice(&[0x19, 1, 2, 3, 4, 5, 6, 7, 8]); // field 3, fixed64
+        pb.extend_from_slice(&[0x22, 0x02, b'h', b'i']); // field 4, bytes
+        pb.extend_from_slice(&[0x08, 0x01]); // status: SERVING
+        pb.extend_from_slice(&[0x2d, 1, 2, 3, 4]); // field 5, fixed32
+        let mut frame = vec![0];
+        frame.extend_from_slice(&(pb.len() as u32).to_be_bytes());
+        frame.extend_from_slice(&pb);
+        assert_eq!(serving_status(&frame), Ok(()));
+        // A varint of more than ten bytes is malformed, not a panic.
+        assert_eq!(varint(&mut &[0xff; 11][..]), None);
+        assert_eq!(varint(&mut &[0xac, 0x02][..]), Some(300));
     }
 
     #[test]

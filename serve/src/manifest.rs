@@ -75,7 +75,11 @@ struct File {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct HealthFile {
-    path: String,
+    #[serde(default)]
+    path: Option<String>,
+    /// A gRPC check of this service (`""`: the server as a whole).
+    #[serde(default)]
+    grpc: Option<String>,
     #[serde(default)]
     host: Option<String>,
     #[serde(default)]
@@ -324,7 +328,7 @@ impl Manifest {
                 .collect::<Result<Vec<_>, _>>()?;
             let check =
                 match file.health_checks.get(name) {
-                    Some(h) => Some(health_check(h).map_err(|(field, m)| {
+                    Some(h) => Some(health_check(h, &specs).map_err(|(field, m)| {
                         invalid(&format!("health_checks.{name}{field}"), m)
                     })?),
                     None => None,
@@ -607,14 +611,59 @@ fn no_upstream<V>(name: &str, upstreams: &BTreeMap<String, V>) -> String {
 
 /// A health check from the manifest, or the field that is wrong (`.path`)
 /// and why.
-fn health_check(h: &HealthFile) -> Result<HealthCheck, (&'static str, String)> {
-    let mut check = HealthCheck::new(h.path.clone());
-    if !h.path.starts_with('/') || h.path.parse::<hyper::http::uri::PathAndQuery>().is_err() {
-        return Err((
-            ".path",
-            format!("`{}`: a path and query, starting with `/`", h.path),
-        ));
-    }
+fn health_check(
+    h: &HealthFile,
+    servers: &[ServerSpec],
+) -> Result<HealthCheck, (&'static str, String)> {
+    let mut check = match (&h.path, &h.grpc) {
+        (Some(path), None) => {
+            if !path.starts_with('/') || path.parse::<hyper::http::uri::PathAndQuery>().is_err() {
+                return Err((
+                    ".path",
+                    format!("`{path}`: a path and query, starting with `/`"),
+                ));
+            }
+            HealthCheck::new(path.clone())
+        }
+        (None, Some(service)) => {
+            // gRPC is HTTP/2 only.
+            let http1 = servers
+                .iter()
+                .find(|s| !matches!(s.uri.scheme_str(), Some("h2c" | "h2")));
+            if let Some(s) = http1 {
+                return Err((
+                    ".grpc",
+                    format!(
+                        "`{}` speaks HTTP/1.1: a gRPC check needs h2c:// or h2:// servers",
+                        s.uri
+                    ),
+                ));
+            }
+            if h.status.is_some() {
+                return Err((
+                    ".status",
+                    "a gRPC check passes on SERVING: `status` is for HTTP checks".into(),
+                ));
+            }
+            HealthCheck {
+                grpc: Some(service.clone()),
+                ..HealthCheck::new(crate::health::GRPC_HEALTH_PATH.into())
+            }
+        }
+        (Some(_), Some(_)) => {
+            return Err((
+                ".grpc",
+                "a check is an HTTP `path` or a `grpc` service, not both".into(),
+            ))
+        }
+        (None, None) => {
+            return Err((
+                "",
+                "give the `path` to GET, or the `grpc` service to check (`\"\"`: the whole server)"
+                    .into(),
+            ))
+        }
+    };
     if let Some(host) = &h.host {
         check.host = Some(
             hyper::header::HeaderValue::from_str(host)

@@ -629,6 +629,120 @@ async fn checked_backend(
     .await
 }
 
+/// A gRPC server's health service, over h2c: `Check` of `shop.Cart`
+/// answers `SERVING`, or `NOT_SERVING` while `failing` is set (in a
+/// message, status in the trailers); any other service gets
+/// `grpc-status: 5` at once (Trailers-Only), as grpc-go's does. Counts
+/// the checks.
+async fn grpc_health_backend(failing: Arc<AtomicBool>, checks: Arc<AtomicUsize>) -> SocketAddr {
+    use bytes::Bytes;
+    use http_body_util::BodyExt;
+    use hyper::body::Frame;
+    common::listen(move |stream| {
+        let (failing, checks) = (failing.clone(), checks.clone());
+        async move {
+            let service =
+                hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let (failing, checks) = (failing.clone(), checks.clone());
+                    async move {
+                        let right = req.uri().path() == "/grpc.health.v1.Health/Check"
+                            && req.method() == hyper::Method::POST
+                            && req.headers().get("content-type").map(|v| v.as_bytes())
+                                == Some(b"application/grpc");
+                        let Ok(body) = req.into_body().collect().await else {
+                            return Err("body");
+                        };
+                        checks.fetch_add(1, Ordering::SeqCst);
+                        let mut trailers = hyper::HeaderMap::new();
+                        let mut frames: Vec<Result<Frame<Bytes>, std::convert::Infallible>> =
+                            Vec::new();
+                        let mut r = hyper::Response::new(());
+                        r.headers_mut()
+                            .insert("content-type", "application/grpc".parse().expect("value"));
+                        if right && body.to_bytes()[..] == b"\0\0\0\0\x0b\x0a\x09shop.Cart"[..] {
+                            let status = if failing.load(Ordering::SeqCst) { 2 } else { 1 };
+                            let message = Bytes::from(vec![0, 0, 0, 0, 2, 0x08, status]);
+                            trailers.insert("grpc-status", "0".parse().expect("value"));
+                            frames.push(Ok(Frame::data(message)));
+                            frames.push(Ok(Frame::trailers(trailers)));
+                        } else {
+                            r.headers_mut()
+                                .insert("grpc-status", "5".parse().expect("value"));
+                            r.headers_mut()
+                                .insert("grpc-message", "unknown service".parse().expect("value"));
+                        }
+                        let (parts, ()) = r.into_parts();
+                        Ok::<_, &str>(hyper::Response::from_parts(
+                            parts,
+                            http_body_util::StreamBody::new(futures_util::stream::iter(frames)),
+                        ))
+                    }
+                });
+            let h2 = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
+            let _ = h2
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                .await;
+        }
+    })
+    .await
+}
+
+/// A `grpc` health check calls the servers' gRPC health service: a server
+/// that answers `NOT_SERVING` goes out and comes back when `SERVING`
+/// again; a service the server does not know fails with its gRPC status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_health_checks_call_the_health_service() {
+    let dir = scratch("grpc-health");
+    let failing = Arc::new(AtomicBool::new(false));
+    let (checks_a, checks_b) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let a = grpc_health_backend(Arc::new(AtomicBool::new(false)), checks_a.clone()).await;
+    let b = grpc_health_backend(failing.clone(), checks_b.clone()).await;
+    let (server, log) = serve_manifest(
+        &dir,
+        SHOP_RULES,
+        &format!("listen: 127.0.0.1:0\nupstreams:\n  cart: [h2c://{a}, h2c://{b}]\n  other: h2c://{a}\nhealth_checks:\n  cart: {{ grpc: shop.Cart, interval: 0.1, timeout: 1, fails: 2, passes: 2 }}\n  other: {{ grpc: other.Svc, interval: 0.1, fails: 1 }}\nsites:\n  - name: other\n    when: 'http.host eq \"other.example\"'\n    upstream: other\n    rules: [shop.conf]\n  - name: cart\n    upstream: cart\n    rules: [shop.conf]\n"),
+    )
+    .await;
+    let healthy = |server_url: String, up: &str, want: u8| {
+        format!("waf_upstream_server_healthy{{upstream=\"{up}\",server=\"{server_url}\"}} {want}")
+    };
+    // A service the server does not know: its status and message.
+    log_shows(
+        &log,
+        &format!("upstream other server h2c://{a}/ failed 1 health checks in a row, left out until it passes 2: gRPC status 5: unknown service [grpc \"other.Svc\"]"),
+    )
+    .await;
+    // Both SERVING: in; b turns NOT_SERVING: out after two checks.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(checks_a.load(Ordering::SeqCst) >= 2 && checks_b.load(Ordering::SeqCst) >= 2);
+    assert!(
+        !log.text().contains("upstream cart server"),
+        "{}",
+        log.text()
+    );
+    failing.store(true, Ordering::SeqCst);
+    log_shows(
+        &log,
+        &format!("upstream cart server h2c://{b}/ failed 2 health checks in a row, left out until it passes 2: NOT_SERVING [grpc \"shop.Cart\"]"),
+    )
+    .await;
+    let text = server.metrics().render(Default::default());
+    for line in [
+        healthy(format!("h2c://{a}/"), "cart", 1),
+        healthy(format!("h2c://{b}/"), "cart", 0),
+        healthy(format!("h2c://{a}/"), "other", 0),
+    ] {
+        assert!(text.contains(&line), "no {line} in:\n{text}");
+    }
+    failing.store(false, Ordering::SeqCst);
+    log_shows(
+        &log,
+        &format!("upstream cart server h2c://{b}/ passed 2 health checks in a row, back in"),
+    )
+    .await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Waits (at most 10 s) for `line` in the log.
 async fn log_shows(log: &Shared, line: &str) {
     for _ in 0..200 {
@@ -881,6 +995,9 @@ fn broken_manifests_say_where_and_why() {
         ("upstreams2: {}\nsites:\n  - name: a\n    upstream: app\n", "upstreams2"),
         ("health_checks:\n  nope: { path: /h }\nsites:\n  - name: a\n    upstream: app\n", "health_checks.nope: no upstream named `nope`; the upstreams are app"),
         ("health_checks:\n  app: { path: h }\nsites:\n  - name: a\n    upstream: app\n", "health_checks.app.path: `h`: a path and query, starting with `/`"),
+        ("health_checks:\n  app: { grpc: shop.Cart }\nsites:\n  - name: a\n    upstream: app\n", "health_checks.app.grpc: `http://127.0.0.1:9/` speaks HTTP/1.1: a gRPC check needs h2c:// or h2:// servers"),
+        ("health_checks:\n  app: { path: /h, grpc: shop.Cart }\nsites:\n  - name: a\n    upstream: app\n", "health_checks.app.grpc: a check is an HTTP `path` or a `grpc` service, not both"),
+        ("health_checks:\n  app: { interval: 1 }\nsites:\n  - name: a\n    upstream: app\n", "health_checks.app: give the `path` to GET, or the `grpc` service to check (`\"\"`: the whole server)"),
         ("health_checks:\n  app: { path: /h, fails: 0 }\nsites:\n  - name: a\n    upstream: app\n", "health_checks.app.fails: checks in a row: at least 1"),
         ("health_checks:\n  app: { path: /h, interval: 0.01 }\nsites:\n  - name: a\n    upstream: app\n", "health_checks.app.interval: 0.01: seconds, at least 0.1"),
         ("health_checks:\n  app: { path: /h, status: [200, 700] }\nsites:\n  - name: a\n    upstream: app\n", "health_checks.app.status: statuses are codes 100-599"),
