@@ -89,3 +89,69 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for FirstByte<S> {
         self.inner.is_write_vectored()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::send_timeout::SendTimeout;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// The stack a plain connection is served through passes writes on as
+    /// the socket takes them: gathered writes stay gathered (hyper then
+    /// sends a response's head and body in one `writev`, not copied into
+    /// one buffer), and flush, shutdown and reads reach the socket.
+    #[tokio::test]
+    async fn the_connection_stack_passes_every_write_method_through() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let client = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let (server, _) = listener.accept().await.expect("accept");
+        let limit = Duration::from_secs(30);
+        let mut wrapped = FirstByte::new(SendTimeout::new(server, limit), limit);
+        assert!(wrapped.is_write_vectored(), "a TCP socket gathers writes");
+
+        let mut peer = client;
+        peer.write_all(b"ping").await.expect("peer write");
+        let mut got = [0u8; 4];
+        wrapped.read_exact(&mut got).await.expect("read through");
+        assert_eq!(&got, b"ping");
+
+        let parts = [io::IoSlice::new(b"head, "), io::IoSlice::new(b"body")];
+        // An empty socket buffer takes both slices in one call (a write
+        // method not passed on would write the first slice alone).
+        let n = wrapped.write_vectored(&parts).await.expect("writev");
+        assert_eq!(n, 10, "both slices in one write");
+        wrapped.flush().await.expect("flush");
+        wrapped.shutdown().await.expect("shutdown");
+        let mut all = Vec::new();
+        peer.read_to_end(&mut all).await.expect("peer read");
+        assert_eq!(all, b"head, body", "in order, then the end");
+
+        // A writer that does not gather says so through both wrappers.
+        let plain = FirstByte::new(SendTimeout::new(OneSlice, limit), limit);
+        assert!(!plain.is_write_vectored());
+    }
+
+    /// A writer without gathered writes (the trait's default).
+    struct OneSlice;
+
+    impl AsyncWrite for OneSlice {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            Poll::Ready(Ok(buf.len()))
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+}
