@@ -302,13 +302,7 @@ fn too_deep(source: &str) -> Option<(usize, usize)> {
 impl Filter {
     /// Parses and type-checks `source`.
     pub fn parse(source: &str) -> Result<Filter, FilterError> {
-        if source.len() > MAX_LEN {
-            return Err(FilterError {
-                line: 1,
-                col: 1,
-                message: format!("an expression is at most {MAX_LEN} bytes"),
-            });
-        }
+        within_max_len(source, "an expression")?;
         if let Some((line, col)) = too_deep(source) {
             return Err(FilterError {
                 line,
@@ -344,6 +338,18 @@ impl Filter {
     }
 }
 
+/// Refuses a `what` (an expression, a key) longer than [`MAX_LEN`].
+fn within_max_len(source: &str, what: &str) -> Result<(), FilterError> {
+    if source.len() > MAX_LEN {
+        return Err(FilterError {
+            line: 1,
+            col: 1,
+            message: format!("{what} is at most {MAX_LEN} bytes"),
+        });
+    }
+    Ok(())
+}
+
 /// A pest error as a [`FilterError`]: where, and what was `expected` there.
 fn syntax_error(e: pest::error::Error<Rule>, expected: &str) -> FilterError {
     let (line, col) = match e.line_col {
@@ -371,13 +377,7 @@ pub struct Key {
 impl Key {
     /// Parses `source`, a bytes field or `ip.src`.
     pub fn parse(source: &str) -> Result<Key, FilterError> {
-        if source.len() > MAX_LEN {
-            return Err(FilterError {
-                line: 1,
-                col: 1,
-                message: format!("a key is at most {MAX_LEN} bytes"),
-            });
-        }
+        within_max_len(source, "a key")?;
         let mut pairs = FilterParser::parse(Rule::key, source).map_err(|e| {
             syntax_error(
                 e,

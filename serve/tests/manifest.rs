@@ -411,6 +411,36 @@ async fn two_servers_balanced(
     (server, hits)
 }
 
+/// Sends 4 requests for each of 16 keys (`request(key, n)`: the path and
+/// the one header that carries the key) through `server`, and checks that
+/// each key's requests all went to one of the two servers `hits` counts,
+/// and that the keys used both.
+async fn each_key_on_one_server(
+    server: &Server,
+    hits: &[Arc<AtomicUsize>],
+    request: impl Fn(usize, usize) -> (String, &'static str, String),
+) {
+    let addr = server.addr();
+    let counts = || -> Vec<usize> { hits.iter().map(|h| h.load(Ordering::SeqCst)).collect() };
+    let mut servers_seen = [false; 2];
+    for key in 0..16 {
+        let before = counts();
+        for n in 0..4 {
+            let (path, name, value) = request(key, n);
+            let headers = [(name, value.as_str())];
+            let (status, _, _) =
+                send_with_headers(addr, "shop.example", "GET", &path, "", &headers)
+                    .await
+                    .unwrap_or_else(|e| panic!("{name}: {value}: {e}"));
+            assert_eq!(status, StatusCode::OK);
+        }
+        let got: Vec<usize> = counts().iter().zip(&before).map(|(a, b)| a - b).collect();
+        assert!(got == [4, 0] || got == [0, 4], "key {key}: {got:?}");
+        servers_seen[usize::from(got[1] == 4)] = true;
+    }
+    assert_eq!(servers_seen, [true, true], "16 keys on both servers");
+}
+
 /// With `balance: ip_hash`, a client's requests go to one server (clients
 /// named by a trusted proxy's `X-Forwarded-For` here, as behind a load
 /// balancer), and different clients to both.
@@ -418,52 +448,23 @@ async fn two_servers_balanced(
 async fn ip_hash_keeps_each_client_on_one_server() {
     let (server, hits) =
         two_servers_balanced("ip-hash", "ip_hash", "trusted_proxies: [127.0.0.1]\n").await;
-    let addr = server.addr();
-    let counts = || -> Vec<usize> { hits.iter().map(|h| h.load(Ordering::SeqCst)).collect() };
-    let mut servers_seen = [false; 2];
-    for client in 0..16u8 {
-        let before = counts();
-        let xff = format!("198.51.{client}.20");
-        for _ in 0..4 {
-            let headers = [("X-Forwarded-For", xff.as_str())];
-            let (status, _, _) = send_with_headers(addr, "shop.example", "GET", "/", "", &headers)
-                .await
-                .unwrap_or_else(|e| panic!("client {xff}: {e}"));
-            assert_eq!(status, StatusCode::OK);
-        }
-        let got: Vec<usize> = counts().iter().zip(&before).map(|(a, b)| a - b).collect();
-        assert!(got == [4, 0] || got == [0, 4], "client {xff}: {got:?}");
-        servers_seen[usize::from(got[1] == 4)] = true;
-    }
-    assert_eq!(servers_seen, [true, true], "16 clients on both servers");
+    each_key_on_one_server(&server, &hits, |client, _| {
+        ("/".into(), "X-Forwarded-For", format!("198.51.{client}.20"))
+    })
+    .await;
 }
 
 /// With `balance: hash KEY`, the requests with one key (a header here)
-/// go to one server, whatever else differs, and different keys to both.
+/// go to one server, whatever else differs (the URI), and different keys
+/// to both.
 #[tokio::test]
 async fn hash_keeps_each_key_on_one_server() {
     let (server, hits) =
         two_servers_balanced("hash", "'hash http.request.headers[\"X-User-Id\"]'", "").await;
-    let addr = server.addr();
-    let counts = || -> Vec<usize> { hits.iter().map(|h| h.load(Ordering::SeqCst)).collect() };
-    let mut servers_seen = [false; 2];
-    for user in 0..16 {
-        let before = counts();
-        let id = format!("user-{user}");
-        for n in 0..4 {
-            let headers = [("X-User-Id", id.as_str())];
-            let path = format!("/cart?n={n}");
-            let (status, _, _) =
-                send_with_headers(addr, "shop.example", "GET", &path, "", &headers)
-                    .await
-                    .unwrap_or_else(|e| panic!("{id}: {e}"));
-            assert_eq!(status, StatusCode::OK);
-        }
-        let got: Vec<usize> = counts().iter().zip(&before).map(|(a, b)| a - b).collect();
-        assert!(got == [4, 0] || got == [0, 4], "{id}: {got:?}");
-        servers_seen[usize::from(got[1] == 4)] = true;
-    }
-    assert_eq!(servers_seen, [true, true], "16 keys on both servers");
+    each_key_on_one_server(&server, &hits, |user, n| {
+        (format!("/cart?n={n}"), "X-User-Id", format!("user-{user}"))
+    })
+    .await;
 }
 
 /// With `balance: least_conn`, requests go to the server with the fewest
