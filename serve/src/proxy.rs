@@ -373,6 +373,8 @@ async fn serve_connection(
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(header_timeout);
+    // HTTP/2 clients may open WebSockets (RFC 8441's extended CONNECT).
+    builder.http2().enable_connect_protocol();
     let outcome = match tls {
         None => {
             let stream = FirstByte::new(stream, header_timeout);
@@ -851,8 +853,15 @@ async fn handle(
     let Conn { remote, local, tls } = conn;
     let (mut parts, mut body) = req.into_parts();
     // A protocol switch (WebSocket...): the client's side of the tunnel,
-    // handed over by hyper once the `101` is sent.
-    let switch = crate::upgrade::requested(parts.version, &parts.headers);
+    // handed over by hyper once the `101` is sent (an HTTP/2 client's
+    // extended CONNECT: once the `200` is).
+    let h2_switch = crate::upgrade::extended_connect(&parts);
+    if let Some(protocol) = &h2_switch {
+        crate::upgrade::as_http1_switch(&mut parts, protocol);
+    }
+    let switch = h2_switch
+        .clone()
+        .or_else(|| crate::upgrade::requested(parts.version, &parts.headers));
     let client_side = switch
         .as_ref()
         .and_then(|_| parts.extensions.remove::<hyper::upgrade::OnUpgrade>());
@@ -1433,6 +1442,7 @@ async fn handle(
             exchange,
             rparts,
             client_side,
+            h2_switch.is_some(),
         ));
     }
     rparts.headers.retain_hop_by_hop();
@@ -1715,9 +1725,10 @@ fn over_budget() -> Response<ProxyBody> {
 }
 
 /// The application agreed to switch protocols (`101`): the logging phase
-/// runs, the client gets the `101`, and a task joins the two connections
-/// once hyper hands them over (see upgrade.rs). A `101` the client did not
-/// ask for is a broken upstream: 502.
+/// runs, the client gets the `101` (an HTTP/2 client, `h2`: the `200` that
+/// opens its extended CONNECT's stream), and a task joins the two
+/// connections once hyper hands them over (see upgrade.rs). A `101` the
+/// client did not ask for is a broken upstream: 502.
 fn switch_protocols(
     state: &Arc<State>,
     guard: &mut Guard<'_>,
@@ -1725,6 +1736,7 @@ fn switch_protocols(
     exchange: Exchange<'_>,
     mut rparts: hyper::http::response::Parts,
     client_side: Option<hyper::upgrade::OnUpgrade>,
+    h2: bool,
 ) -> Response<ProxyBody> {
     let protocol = rparts.headers.get(hyper::header::UPGRADE).cloned();
     let upstream_side = rparts.extensions.remove::<hyper::upgrade::OnUpgrade>();
@@ -1747,13 +1759,17 @@ fn switch_protocols(
         );
     };
     rparts.headers.retain_hop_by_hop();
-    crate::upgrade::mark(&mut rparts.headers, protocol);
+    if h2 {
+        crate::upgrade::as_h2_answer(&mut rparts);
+    } else {
+        crate::upgrade::mark(&mut rparts.headers, protocol);
+    }
     let _ = guard.run(5, || tx.process_logging());
     log_transaction(
         state,
         tx,
         &Exchange {
-            status: 101,
+            status: rparts.status.as_u16(),
             response_headers: Some(&rparts.headers),
             ..exchange
         },

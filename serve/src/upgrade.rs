@@ -1,5 +1,9 @@
 //! Protocol switches (`Upgrade`, RFC 9110 section 7.8): WebSocket and the
-//! like, over HTTP/1.1.
+//! like, over HTTP/1.1; and their HTTP/2 form, an extended `CONNECT` with a
+//! `:protocol` (RFC 8441, what browsers use for a WebSocket when the server
+//! offers it), which the proxy passes on to the application as the
+//! HTTP/1.1 switch (applications and their frameworks speak that), then
+//! answers the client with the `200` that opens the stream.
 //!
 //! To the WAF the handshake is a request like any other: phases 1 and 2 on
 //! the client's request, phase 3 on the application's `101 Switching
@@ -14,7 +18,9 @@
 //! them like the others and puts them back, on the request to the
 //! application and on the `101` to the client, only for a switch.
 
-use hyper::header::{HeaderMap, HeaderValue, CONNECTION, UPGRADE};
+use hyper::header::{
+    HeaderMap, HeaderValue, CONNECTION, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY, UPGRADE,
+};
 use hyper::Version;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -31,6 +37,56 @@ pub(crate) fn requested(version: Version, headers: &HeaderMap) -> Option<HeaderV
         .iter()
         .any(|v| lists(v, b"upgrade"));
     asked.then(|| headers.get(UPGRADE).cloned()).flatten()
+}
+
+/// The protocol an HTTP/2 client asks for with an extended `CONNECT`
+/// (RFC 8441: `:method CONNECT`, `:protocol websocket`).
+pub(crate) fn extended_connect(parts: &hyper::http::request::Parts) -> Option<HeaderValue> {
+    if parts.version != Version::HTTP_2 || parts.method != hyper::Method::CONNECT {
+        return None;
+    }
+    let protocol = parts.extensions.get::<hyper::ext::Protocol>()?;
+    HeaderValue::from_str(protocol.as_str()).ok()
+}
+
+/// Turns an extended `CONNECT` into the HTTP/1.1 request that asks the
+/// application for the same switch: a `GET` of the same target, which the
+/// rules then see as they see an HTTP/1.1 client's handshake. A WebSocket
+/// gets the `Sec-WebSocket-Key` HTTP/1.1 requires (RFC 8441 drops it):
+/// 16 random bytes, base64.
+pub(crate) fn as_http1_switch(parts: &mut hyper::http::request::Parts, protocol: &HeaderValue) {
+    use base64::Engine;
+    parts.method = hyper::Method::GET;
+    if protocol.as_bytes().eq_ignore_ascii_case(b"websocket")
+        && !parts.headers.contains_key(SEC_WEBSOCKET_KEY)
+    {
+        let mut nonce = [0u8; 16];
+        // No randomness from the system is a broken system; the key then
+        // still differs per request (time and counter), which is what the
+        // application checks.
+        if getrandom::getrandom(&mut nonce).is_err() {
+            static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            nonce[..8].copy_from_slice(&n.to_le_bytes());
+            nonce[8..].copy_from_slice(&t.to_le_bytes());
+        }
+        let key = base64::engine::general_purpose::STANDARD.encode(nonce);
+        if let Ok(v) = HeaderValue::from_str(&key) {
+            parts.headers.insert(SEC_WEBSOCKET_KEY, v);
+        }
+    }
+}
+
+/// The application's `101` as the answer to an extended `CONNECT`: `200`,
+/// without the HTTP/1.1 switch's own headers (RFC 8441 section 5).
+pub(crate) fn as_h2_answer(parts: &mut hyper::http::response::Parts) {
+    parts.status = hyper::StatusCode::OK;
+    for name in [CONNECTION, UPGRADE, SEC_WEBSOCKET_ACCEPT] {
+        parts.headers.remove(name);
+    }
 }
 
 /// Whether a comma-separated header value lists `token` (ASCII case aside).

@@ -1422,6 +1422,114 @@ async fn protocol_switches_are_inspected_then_tunnelled() {
     assert!(answer.starts_with("HTTP/1.0 200"), "{answer}");
 }
 
+/// An HTTP/2 client's WebSocket (RFC 8441's extended CONNECT): the server
+/// offers it in its settings; the request goes through the phases and to
+/// the application as the HTTP/1.1 handshake (`GET`, `Upgrade`, and for a
+/// WebSocket a `Sec-WebSocket-Key` of 16 random bytes); the client gets
+/// `200` without the HTTP/1.1 switch's headers, and its stream carries
+/// the tunnel; a denied one gets the rules' status instead.
+#[tokio::test]
+async fn http2_extended_connect_is_inspected_then_tunnelled() {
+    use http_body_util::Empty;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let s = setup(text_rules(), None).await;
+    let addr = s.server.addr();
+    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let (mut send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+            .await
+            .expect("handshake");
+    tokio::spawn(conn);
+    let connect = |target: &str, protocol: &'static str| {
+        let mut req = hyper::Request::new(Empty::<bytes::Bytes>::new());
+        *req.method_mut() = hyper::Method::CONNECT;
+        *req.uri_mut() = format!("http://example.com{target}").parse().expect("uri");
+        req.headers_mut()
+            .insert("sec-websocket-version", "13".parse().expect("value"));
+        req.extensions_mut()
+            .insert(hyper::ext::Protocol::from_static(protocol));
+        req
+    };
+    // The server's settings (which allow extended CONNECT) arrive first.
+    let mut answer = None;
+    for _ in 0..50 {
+        send.ready().await.expect("ready");
+        match send
+            .send_request(connect("/ws?room=garden", "websocket"))
+            .await
+        {
+            Ok(r) => {
+                answer = Some(r);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+    let answer = answer.expect("an extended CONNECT is accepted");
+    assert_eq!(answer.status(), StatusCode::OK);
+    let header = |name: &str| {
+        answer
+            .headers()
+            .get(name)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+    };
+    let seen = header("x-handshake").unwrap_or_default();
+    let key = seen.strip_prefix("GET websocket key=").unwrap_or_default();
+    assert_eq!(key.len(), 24, "a base64 key of 16 bytes: {seen}");
+    assert!(key.ends_with("=="), "{seen}");
+    for hop in ["upgrade", "connection", "sec-websocket-accept"] {
+        assert_eq!(header(hop), None, "{hop} is HTTP/1.1's");
+    }
+    let mut tunnel = TokioIo::new(hyper::upgrade::on(answer).await.expect("the stream"));
+    let message = b"attack SECRET-LEAK, not HTTP";
+    tunnel.write_all(message).await.expect("write");
+    let mut back = vec![0u8; message.len()];
+    tokio::time::timeout(Duration::from_secs(5), tunnel.read_exact(&mut back))
+        .await
+        .expect("echoed in time")
+        .expect("read");
+    assert_eq!(back, message);
+    assert_eq!(s.server.metrics().tunnels_open(), 1);
+    // A second one on the same connection gets its own key.
+    send.ready().await.expect("ready");
+    let second = send
+        .send_request(connect("/ws", "websocket"))
+        .await
+        .expect("answer");
+    let other = second
+        .headers()
+        .get("x-handshake")
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .unwrap_or_default();
+    assert_ne!(other, seen, "a new key per handshake");
+    // Another protocol: no key made up for it.
+    send.ready().await.expect("ready");
+    let echo = send
+        .send_request(connect("/ws", "echo"))
+        .await
+        .expect("answer");
+    assert_eq!(
+        echo.headers().get("x-handshake").map(|v| v.as_bytes()),
+        Some(&b"GET echo key="[..])
+    );
+    // Denied in phase 1 or 2: the rules' answer, and the application
+    // never sees the request.
+    let hits = s.hits.load(Ordering::SeqCst);
+    send.ready().await.expect("ready");
+    let denied = send
+        .send_request(connect("/ws?x=attack", "websocket"))
+        .await
+        .expect("answer");
+    assert_eq!(denied.status(), StatusCode::FORBIDDEN);
+    assert_eq!(s.hits.load(Ordering::SeqCst), hits);
+    // The client's close ends the tunnel.
+    tunnel.shutdown().await.expect("shutdown");
+    let mut rest = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), tunnel.read_to_end(&mut rest)).await;
+    assert!(rest.is_empty(), "{rest:?}");
+}
+
 /// The bodies held by all requests together are bounded: a request whose
 /// body would pass the budget is answered 503 with `Retry-After`, and is
 /// served once the others have gone; a response buffered for phase 4 is

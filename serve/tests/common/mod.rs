@@ -44,12 +44,35 @@ pub async fn backend(hits: Arc<AtomicUsize>) -> SocketAddr {
                                 }
                                 let _ = io.shutdown().await;
                             });
+                            // What the handshake looked like, for the tests:
+                            // the method, `Upgrade` and a WebSocket key.
+                            let seen = format!(
+                                "{} {} key={}",
+                                req.method(),
+                                String::from_utf8_lossy(
+                                    req.headers()
+                                        .get("upgrade")
+                                        .map_or(&b""[..], |v| v.as_bytes())
+                                ),
+                                String::from_utf8_lossy(
+                                    req.headers()
+                                        .get("sec-websocket-key")
+                                        .map_or(&b""[..], |v| v.as_bytes())
+                                ),
+                            );
                             let mut r = Response::new(Full::new(Bytes::new()));
                             *r.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
                             r.headers_mut()
                                 .insert("connection", "upgrade".parse().expect("header"));
                             r.headers_mut()
                                 .insert("upgrade", "echo".parse().expect("header"));
+                            r.headers_mut().insert(
+                                "sec-websocket-accept",
+                                "not-checked".parse().expect("header"),
+                            );
+                            if let Ok(v) = seen.parse() {
+                                r.headers_mut().insert("x-handshake", v);
+                            }
                             return Ok::<_, std::convert::Infallible>(r);
                         }
                         let header_lines: String = req
