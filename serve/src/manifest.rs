@@ -328,7 +328,7 @@ impl Manifest {
                 .collect::<Result<Vec<_>, _>>()?;
             let check =
                 match file.health_checks.get(name) {
-                    Some(h) => Some(health_check(h, &specs).map_err(|(field, m)| {
+                    Some(h) => Some(health_check(h).map_err(|(field, m)| {
                         invalid(&format!("health_checks.{name}{field}"), m)
                     })?),
                     None => None,
@@ -340,6 +340,17 @@ impl Manifest {
             let up = Upstream::of(name, &specs, check)
                 .map_err(|m| invalid(&at, m))?
                 .with_balance(balance);
+            if up.check.as_ref().is_some_and(|c| c.grpc.is_some()) {
+                if let Some(e) = up.servers().iter().find(|e| !e.http2) {
+                    return Err(invalid(
+                        &format!("health_checks.{name}.grpc"),
+                        format!(
+                            "`{}` speaks HTTP/1.1: a gRPC check needs h2c:// or h2:// servers",
+                            e.url
+                        ),
+                    ));
+                }
+            }
             upstreams.insert(name, Arc::new(up));
         }
         for (field, names) in [
@@ -611,10 +622,7 @@ fn no_upstream<V>(name: &str, upstreams: &BTreeMap<String, V>) -> String {
 
 /// A health check from the manifest, or the field that is wrong (`.path`)
 /// and why.
-fn health_check(
-    h: &HealthFile,
-    servers: &[ServerSpec],
-) -> Result<HealthCheck, (&'static str, String)> {
+fn health_check(h: &HealthFile) -> Result<HealthCheck, (&'static str, String)> {
     let mut check = match (&h.path, &h.grpc) {
         (Some(path), None) => {
             if !path.starts_with('/') || path.parse::<hyper::http::uri::PathAndQuery>().is_err() {
@@ -626,19 +634,8 @@ fn health_check(
             HealthCheck::new(path.clone())
         }
         (None, Some(service)) => {
-            // gRPC is HTTP/2 only.
-            let http1 = servers
-                .iter()
-                .find(|s| !matches!(s.uri.scheme_str(), Some("h2c" | "h2")));
-            if let Some(s) = http1 {
-                return Err((
-                    ".grpc",
-                    format!(
-                        "`{}` speaks HTTP/1.1: a gRPC check needs h2c:// or h2:// servers",
-                        s.uri
-                    ),
-                ));
-            }
+            // That every server speaks HTTP/2 (gRPC's only transport) is
+            // checked once the upstream's endpoints know.
             if h.status.is_some() {
                 return Err((
                     ".status",
