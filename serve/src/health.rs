@@ -227,7 +227,7 @@ async fn probe(
 ) -> Result<(), String> {
     let ask = async {
         match &check.grpc {
-            Some(service) => grpc_probe(client, server, service).await,
+            Some(service) => grpc_probe(client, server, check, service).await,
             None => {
                 let status = http_probe(client, server, check).await?;
                 if check.passes_status(status) {
@@ -247,31 +247,49 @@ async fn probe(
     }
 }
 
+/// Sends a check's request for its path to `server`: `method`, `body`
+/// and `headers`, with the checker's `User-Agent` and, to an HTTP/1.1
+/// server, the check's `Host`. The answer's head, or why there is none.
+async fn send_check(
+    client: &UpstreamClient,
+    server: &Endpoint,
+    check: &HealthCheck,
+    method: hyper::Method,
+    body: crate::proxy::ProxyBody,
+    headers: &[(hyper::header::HeaderName, &'static str)],
+) -> Result<hyper::Response<hyper::body::Incoming>, String> {
+    let uri = server
+        .uri(&check.path)
+        .map_err(|e| format!("bad check path: {e}"))?;
+    let mut req = Request::new(body);
+    *req.method_mut() = method;
+    *req.uri_mut() = uri;
+    let h = req.headers_mut();
+    h.insert(
+        USER_AGENT,
+        HeaderValue::from_static("waf-serve-health-check"),
+    );
+    for (name, value) in headers {
+        h.insert(name, HeaderValue::from_static(value));
+    }
+    if let (Some(host), false) = (&check.host, server.http2) {
+        h.insert(HOST, host.clone());
+    }
+    client
+        .to(server, false)
+        .request(req)
+        .await
+        .map_err(|e| crate::proxy::error_chain(&e))
+}
+
 /// Asks `server` for the check's path: its status, or why there is none.
 async fn http_probe(
     client: &UpstreamClient,
     server: &Endpoint,
     check: &HealthCheck,
 ) -> Result<u16, String> {
-    let uri = server
-        .uri(&check.path)
-        .map_err(|e| format!("bad check path: {e}"))?;
     let body = Empty::new().map_err(|never| match never {}).boxed();
-    let mut req = Request::new(body);
-    *req.uri_mut() = uri;
-    let headers = req.headers_mut();
-    headers.insert(
-        USER_AGENT,
-        HeaderValue::from_static("waf-serve-health-check"),
-    );
-    if let (Some(host), false) = (&check.host, server.http2) {
-        headers.insert(HOST, host.clone());
-    }
-    let response = client
-        .to(server, false)
-        .request(req)
-        .await
-        .map_err(|e| crate::proxy::error_chain(&e))?;
+    let response = send_check(client, server, check, hyper::Method::GET, body, &[]).await?;
     let status = response.status().as_u16();
     let mut body = response.into_body();
     let mut read = 0;
@@ -284,7 +302,7 @@ async fn http_probe(
     Ok(status)
 }
 
-/// The standard gRPC health service's `Check` method.
+/// The standard gRPC health service's `Check` method (a gRPC check's path).
 pub(crate) const GRPC_HEALTH_PATH: &str = "/grpc.health.v1.Health/Check";
 
 /// Calls `server`'s health service about `service`: passed when the call
@@ -292,29 +310,14 @@ pub(crate) const GRPC_HEALTH_PATH: &str = "/grpc.health.v1.Health/Check";
 async fn grpc_probe(
     client: &UpstreamClient,
     server: &Endpoint,
+    check: &HealthCheck,
     service: &str,
 ) -> Result<(), String> {
-    let uri = server
-        .uri(GRPC_HEALTH_PATH)
-        .map_err(|e| format!("bad check path: {e}"))?;
     let body = Full::new(Bytes::from(grpc_health_request(service)))
         .map_err(|never| match never {})
         .boxed();
-    let mut req = Request::new(body);
-    *req.method_mut() = hyper::Method::POST;
-    *req.uri_mut() = uri;
-    let headers = req.headers_mut();
-    headers.insert(
-        USER_AGENT,
-        HeaderValue::from_static("waf-serve-health-check"),
-    );
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
-    headers.insert(TE, HeaderValue::from_static("trailers"));
-    let response = client
-        .to(server, false)
-        .request(req)
-        .await
-        .map_err(|e| crate::proxy::error_chain(&e))?;
+    let grpc = [(CONTENT_TYPE, "application/grpc"), (TE, "trailers")];
+    let response = send_check(client, server, check, hyper::Method::POST, body, &grpc).await?;
     if response.status() != hyper::StatusCode::OK {
         return Err(format!("HTTP {}", response.status().as_u16()));
     }
