@@ -1341,13 +1341,29 @@ async fn read_head(stream: &mut tokio::net::TcpStream) -> String {
     String::from_utf8_lossy(&head).to_ascii_lowercase()
 }
 
+/// Sends `message` through a tunnel to the echoing application and checks
+/// it comes back whole within 5 s.
+async fn echoes<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    tunnel: &mut T,
+    message: &[u8],
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    tunnel.write_all(message).await.expect("write");
+    let mut back = vec![0u8; message.len()];
+    tokio::time::timeout(Duration::from_secs(5), tunnel.read_exact(&mut back))
+        .await
+        .expect("echoed in time")
+        .expect("read");
+    assert_eq!(back, message);
+}
+
 /// A protocol switch (WebSocket and the like): the handshake goes through
 /// the phases, so a rule can deny it before the application sees it; after
 /// the `101`, bytes pass both ways uninspected until a side closes, and a
 /// tunnel where nothing moves is closed at the idle timeout.
 #[tokio::test]
 async fn protocol_switches_are_inspected_then_tunnelled() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     let s = setup_with(text_rules(), None, |c| {
         c.tunnel_idle_timeout = Duration::from_millis(500)
     })
@@ -1368,13 +1384,7 @@ async fn protocol_switches_are_inspected_then_tunnelled() {
     // What the rules would deny in a request passes: it is not HTTP.
     let message = b"attack SECRET-LEAK, twice: attack SECRET-LEAK";
     for _ in 0..2 {
-        c.write_all(message).await.expect("write");
-        let mut back = vec![0u8; message.len()];
-        tokio::time::timeout(Duration::from_secs(5), c.read_exact(&mut back))
-            .await
-            .expect("echoed in time")
-            .expect("read");
-        assert_eq!(back, message);
+        echoes(&mut c, message).await;
     }
     assert_eq!(s.server.metrics().tunnels_open(), 1);
     // The client's close reaches the application, whose close comes back.
@@ -1482,14 +1492,7 @@ async fn http2_extended_connect_is_inspected_then_tunnelled() {
         assert_eq!(header(hop), None, "{hop} is HTTP/1.1's");
     }
     let mut tunnel = TokioIo::new(hyper::upgrade::on(answer).await.expect("the stream"));
-    let message = b"attack SECRET-LEAK, not HTTP";
-    tunnel.write_all(message).await.expect("write");
-    let mut back = vec![0u8; message.len()];
-    tokio::time::timeout(Duration::from_secs(5), tunnel.read_exact(&mut back))
-        .await
-        .expect("echoed in time")
-        .expect("read");
-    assert_eq!(back, message);
+    echoes(&mut tunnel, b"attack SECRET-LEAK, not HTTP").await;
     assert_eq!(s.server.metrics().tunnels_open(), 1);
     // A second one on the same connection gets its own key.
     send.ready().await.expect("ready");
