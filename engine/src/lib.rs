@@ -25,6 +25,8 @@
 //!   fast path's switches and counters (`waf bench`, `waf profile`);
 //! - [`Injection`]: the `@detectSQLi`/`@detectXSS` implementation, replaceable;
 //! - [`apply_transform`]: one SecLang transformation, as rules run it.
+//! - [`coding`]: compressed request and response bodies (`Content-Encoding`
+//!   gzip, deflate) decoded for inspection, as every front end feeds them.
 //!
 //! Inside, arrows point one way: `plan` (built at load) and `transaction`
 //! (per request) both read `sources`, `prefilter` and `transform`; the
@@ -34,6 +36,7 @@
 
 mod background;
 mod body;
+pub mod coding;
 mod collection;
 mod fold;
 mod hash;

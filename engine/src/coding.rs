@@ -1,0 +1,291 @@
+//! Content codings of message bodies (`Content-Encoding: gzip`, `deflate`),
+//! decoded for inspection.
+//!
+//! Rules must read a body as its receiver will: an application (or its
+//! framework's middleware) inflates a request sent with `Content-Encoding:
+//! gzip`, and a browser a compressed page, so rules that read the
+//! compressed bytes let an attack or a leak through inside them. Every
+//! front end decodes the same way, with this module: `waf serve` (request
+//! bodies and responses), the HAProxy agent and the C ABI (request bodies).
+//!
+//! The engine limits count decoded bytes, and a body is decoded a
+//! [`PIECE`] at a time with the engine asked between pieces whether it
+//! wants more, so a small body that inflates to gigabytes (a decompression
+//! bomb) costs one piece's output beyond the limit, not its size.
+
+use flate2::write::{DeflateDecoder, GzDecoder, ZlibDecoder};
+use std::io::Write;
+
+/// Compressed bytes decoded at a time (request bodies for phase 2,
+/// responses for phase 4), the engine asked between pieces whether it wants
+/// more: at deflate's largest ratio (~1032:1) about 512 KiB of output, the
+/// default response body limit, so a decompression bomb costs a piece's
+/// output beyond the limit, not its size.
+pub const PIECE: usize = 512;
+
+/// A body's coding, from its `Content-Encoding` header(s).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Coding {
+    /// Sent as it is (no header, or `identity`).
+    Identity,
+    /// `gzip` or `x-gzip`.
+    Gzip,
+    /// `deflate`: zlib as RFC 9110 says, or raw deflate as some senders do.
+    Deflate,
+    /// Anything else (`br`, `zstd`, several codings stacked, a value that
+    /// is not text): not decoded.
+    Other,
+}
+
+impl Coding {
+    /// The coding named by the values of a message's `Content-Encoding`
+    /// headers (each a comma-separated list; `identity` and empty items
+    /// ignored).
+    pub fn of<'a>(values: impl IntoIterator<Item = &'a [u8]>) -> Coding {
+        let mut named = None;
+        for value in values {
+            let Ok(text) = std::str::from_utf8(value) else {
+                return Coding::Other;
+            };
+            for c in text.split(',').map(str::trim) {
+                if c.is_empty() || c.eq_ignore_ascii_case("identity") {
+                    continue;
+                }
+                if named.is_some() {
+                    return Coding::Other;
+                }
+                named = Some(c);
+            }
+        }
+        match named {
+            None => Coding::Identity,
+            Some(c) if c.eq_ignore_ascii_case("gzip") || c.eq_ignore_ascii_case("x-gzip") => {
+                Coding::Gzip
+            }
+            Some(c) if c.eq_ignore_ascii_case("deflate") => Coding::Deflate,
+            Some(_) => Coding::Other,
+        }
+    }
+}
+
+/// Why a body could not be decoded.
+#[derive(Debug)]
+pub struct DecodeError(std::io::Error);
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Why feeding a compressed body to the engine stopped short.
+#[derive(Debug)]
+pub enum FeedError<E> {
+    /// The body does not decode (damaged, cut short).
+    Decode(DecodeError),
+    /// The engine failed on what was fed.
+    Feed(E),
+}
+
+enum Inner {
+    Gzip(GzDecoder<Vec<u8>>),
+    Zlib(ZlibDecoder<Vec<u8>>),
+    Raw(DeflateDecoder<Vec<u8>>),
+    /// `deflate` before its first two bytes: RFC 9110 means zlib, but some
+    /// servers send raw deflate; the header tells them apart.
+    Undecided(Vec<u8>),
+}
+
+/// Decodes a body chunk by chunk.
+pub struct Decoder {
+    inner: Inner,
+    fed: bool,
+}
+
+impl Decoder {
+    /// A decoder for `coding`; `None` for a body sent as it is (or one that
+    /// cannot be decoded).
+    pub fn new(coding: Coding) -> Option<Decoder> {
+        let inner = match coding {
+            Coding::Gzip => Inner::Gzip(GzDecoder::new(Vec::new())),
+            Coding::Deflate => Inner::Undecided(Vec::new()),
+            Coding::Identity | Coding::Other => return None,
+        };
+        Some(Decoder { inner, fed: false })
+    }
+
+    /// Decodes `input`, appending what it yields to `out`.
+    pub fn push(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), DecodeError> {
+        if input.is_empty() {
+            return Ok(());
+        }
+        self.fed = true;
+        if let Inner::Undecided(head) = &mut self.inner {
+            head.extend_from_slice(input);
+            if head.len() < 2 {
+                return Ok(());
+            }
+            let head = std::mem::take(head);
+            let zlib =
+                head[0] & 0x0f == 8 && (u16::from(head[0]) << 8 | u16::from(head[1])) % 31 == 0;
+            self.inner = if zlib {
+                Inner::Zlib(ZlibDecoder::new(Vec::new()))
+            } else {
+                Inner::Raw(DeflateDecoder::new(Vec::new()))
+            };
+            return self.push(&head, out);
+        }
+        let result = match &mut self.inner {
+            Inner::Gzip(d) => d.write_all(input),
+            Inner::Zlib(d) => d.write_all(input),
+            Inner::Raw(d) => d.write_all(input),
+            Inner::Undecided(_) => Ok(()),
+        };
+        self.drain(out);
+        result.map_err(DecodeError)
+    }
+
+    /// The end of the body: what the decoder still holds goes to `out`; a
+    /// body cut short is an error.
+    pub fn finish(&mut self, out: &mut Vec<u8>) -> Result<(), DecodeError> {
+        if !self.fed {
+            return Ok(());
+        }
+        let result = match &mut self.inner {
+            Inner::Gzip(d) => d.try_finish(),
+            Inner::Zlib(d) => d.try_finish(),
+            Inner::Raw(d) => d.try_finish(),
+            Inner::Undecided(_) => Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "a deflate body of one byte",
+            )),
+        };
+        self.drain(out);
+        result.map_err(DecodeError)
+    }
+
+    /// Decodes `input` a [`PIECE`] at a time, handing what each piece
+    /// yields to `feed` (the engine, which answers whether it wants more)
+    /// before the next piece is decoded, and stops at the first piece it
+    /// does not want: a decompression bomb costs one piece's output beyond
+    /// what the engine takes, not its size. Whether the engine still wants
+    /// more. On a decoding error, what decoded before it has been fed.
+    pub fn feed<E>(
+        &mut self,
+        input: &[u8],
+        out: &mut Vec<u8>,
+        mut feed: impl FnMut(&[u8]) -> Result<bool, E>,
+    ) -> Result<bool, FeedError<E>> {
+        for piece in input.chunks(PIECE) {
+            out.clear();
+            let decoded = self.push(piece, out);
+            let wanted = feed(out).map_err(FeedError::Feed)?;
+            decoded.map_err(FeedError::Decode)?;
+            if !wanted {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// The end of the body: what the decoder still holds goes to `feed`,
+    /// then a body cut short is an error.
+    pub fn finish_feeding<E>(
+        &mut self,
+        out: &mut Vec<u8>,
+        feed: impl FnOnce(&[u8]) -> Result<bool, E>,
+    ) -> Result<bool, FeedError<E>> {
+        out.clear();
+        let finished = self.finish(out);
+        let wanted = feed(out).map_err(FeedError::Feed)?;
+        finished.map_err(FeedError::Decode)?;
+        Ok(wanted)
+    }
+
+    fn drain(&mut self, out: &mut Vec<u8>) {
+        let buf = match &mut self.inner {
+            Inner::Gzip(d) => d.get_mut(),
+            Inner::Zlib(d) => d.get_mut(),
+            Inner::Raw(d) => d.get_mut(),
+            Inner::Undecided(_) => return,
+        };
+        out.append(buf);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flate2::write::{DeflateEncoder, GzEncoder, ZlibEncoder};
+    use flate2::Compression;
+
+    fn gzip(data: &[u8]) -> Vec<u8> {
+        let mut e = GzEncoder::new(Vec::new(), Compression::default());
+        e.write_all(data).expect("compress");
+        e.finish().expect("compress")
+    }
+
+    /// Decodes `body` fed `chunk` bytes at a time.
+    fn decode(c: Coding, body: &[u8], chunk: usize) -> Result<Vec<u8>, DecodeError> {
+        let mut d = Decoder::new(c).expect("a decoder");
+        let mut out = Vec::new();
+        for piece in body.chunks(chunk.max(1)) {
+            d.push(piece, &mut out)?;
+        }
+        d.finish(&mut out)?;
+        Ok(out)
+    }
+
+    #[test]
+    fn gzip_zlib_and_raw_deflate_decode_in_any_chunking() {
+        let page = b"<html><p>SECRET-LEAK</p></html>".repeat(200);
+        let zlib = {
+            let mut e = ZlibEncoder::new(Vec::new(), Compression::default());
+            e.write_all(&page).expect("compress");
+            e.finish().expect("compress")
+        };
+        let raw = {
+            let mut e = DeflateEncoder::new(Vec::new(), Compression::default());
+            e.write_all(&page).expect("compress");
+            e.finish().expect("compress")
+        };
+        for chunk in [1, 2, 7, 100, 100_000] {
+            assert_eq!(
+                decode(Coding::Gzip, &gzip(&page), chunk).expect("gzip"),
+                page
+            );
+            assert_eq!(decode(Coding::Deflate, &zlib, chunk).expect("zlib"), page);
+            assert_eq!(decode(Coding::Deflate, &raw, chunk).expect("raw"), page);
+        }
+    }
+
+    #[test]
+    fn damaged_and_truncated_bodies_are_errors() {
+        let body = gzip(&b"hello ".repeat(1000));
+        assert!(decode(Coding::Gzip, &body[..body.len() / 2], 64).is_err());
+        let mut bad = body.clone();
+        bad[20] ^= 0xff;
+        bad[30] ^= 0xff;
+        assert!(decode(Coding::Gzip, &bad, 64).is_err());
+        assert!(decode(Coding::Gzip, b"not gzip at all", 4).is_err());
+        // No body at all (a HEAD, a 304): nothing to decode, no error.
+        let mut d = Decoder::new(Coding::Gzip).expect("decoder");
+        assert!(d.finish(&mut Vec::new()).is_ok());
+    }
+
+    #[test]
+    fn content_encoding_names() {
+        let with = |v: &[&str]| Coding::of(v.iter().map(|s| s.as_bytes()));
+        assert_eq!(with(&[]), Coding::Identity);
+        assert_eq!(with(&["identity"]), Coding::Identity);
+        assert_eq!(with(&["identity, gzip"]), Coding::Gzip);
+        assert_eq!(with(&["GZIP"]), Coding::Gzip);
+        assert_eq!(with(&["x-gzip"]), Coding::Gzip);
+        assert_eq!(with(&["deflate"]), Coding::Deflate);
+        assert_eq!(with(&["br"]), Coding::Other);
+        assert_eq!(with(&["gzip, br"]), Coding::Other);
+        assert_eq!(with(&["gzip", "gzip"]), Coding::Other);
+        assert_eq!(Coding::of([&b"gz\xffip"[..]]), Coding::Other);
+        assert_eq!(Coding::of([&[0x67, 0xff][..]]), Coding::Other);
+    }
+}
