@@ -47,6 +47,13 @@ pub enum Cause {
         /// The limit crossed.
         limit: u64,
     },
+    /// The request body, compressed (`Content-Encoding` gzip or deflate),
+    /// does not decode: damaged or cut short (400; see
+    /// [`Transaction::reject_request_body`](crate::Transaction::reject_request_body)).
+    RequestBodyNotDecoded,
+    /// The request body is in a coding that cannot be decoded for
+    /// inspection (`br`, `zstd`, several stacked; 415).
+    RequestBodyCodingUnsupported,
 }
 
 impl Intervention {
@@ -75,6 +82,10 @@ impl Intervention {
             Cause::ResponseBodyLimit { limit } => {
                 format!("response body is larger than the configured limit ({limit} bytes)")
             }
+            Cause::RequestBodyNotDecoded => {
+                "request body does not decode (its content-encoding: damaged or cut short)".to_string()
+            }
+            Cause::RequestBodyCodingUnsupported => "request body's content-encoding cannot be decoded for inspection (gzip and deflate can)".to_string(),
         }
     }
 

@@ -369,6 +369,26 @@ impl<'r> Transaction<'r> {
         true
     }
 
+    /// The front end rejects the request body it was feeding: a compressed
+    /// body that does not decode ([`Cause::RequestBodyNotDecoded`], 400)
+    /// or one in a coding it cannot decode for inspection
+    /// ([`Cause::RequestBodyCodingUnsupported`], 415), which would otherwise
+    /// reach the application uninspected. Whatever the engine mode (a body
+    /// the rules could not read is not one they let through), unless the
+    /// transaction was already interrupted; other causes are ignored (the
+    /// engine sets those itself). No more body bytes are taken, and the
+    /// body is not parsed.
+    pub fn reject_request_body(&mut self, cause: Cause) {
+        let status = match cause {
+            Cause::RequestBodyNotDecoded => 400,
+            Cause::RequestBodyCodingUnsupported => 415,
+            _ => return,
+        };
+        if self.state.intervention.is_none() {
+            self.state.intervention = Some(Intervention::limit(status, 2, cause));
+        }
+    }
+
     /// A request body limit was crossed: `INBOUND_DATA_ERROR`, and with
     /// `Reject` (engine `On`) a 413 intervention.
     fn over_request_limit(&mut self, cause: Cause) {

@@ -207,6 +207,14 @@ waf_status waf_process_request_headers(struct waf_transaction *tx);
 // NULL) is set to whether the engine still wants bytes: once false, the
 // rest may be sent upstream without feeding it.
 //
+// A compressed body (`Content-Encoding: gzip` or `deflate`, as given to
+// `waf_add_request_header`) is decoded for the engine, which applications
+// inflating it would otherwise hide attacks from; the limits count decoded
+// bytes. One that does not decode gets a 400 intervention, one in a coding
+// that cannot be decoded (`br`, `zstd`, several stacked) a 415 (rule 0,
+// whatever the engine mode), rather than reaching the application
+// uninspected. Send the application the bytes as the client sent them.
+//
 // # Safety
 // `tx` live; `data` readable for `len`; `wants_more` NULL or writable.
 waf_status waf_append_request_body(struct waf_transaction *tx,

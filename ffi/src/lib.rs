@@ -22,11 +22,13 @@
 
 #![warn(missing_docs)]
 
+use std::convert::Infallible;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::Arc;
-use waf_engine::{LogCursor, Ruleset, Transaction};
+use waf_engine::coding::{Coding, Decoder, FeedError};
+use waf_engine::{Cause, LogCursor, Ruleset, Transaction};
 
 /// What an entry point returns: `WAF_OK` (0) or a negative error.
 pub type WafStatus = c_int;
@@ -66,6 +68,96 @@ pub struct WafTransaction {
     rule_strings: Vec<CString>,
     /// How far the log callback has been given the transaction's lines.
     logged: LogCursor,
+    /// The request's `Content-Encoding` values, comma-joined.
+    content_encoding: Vec<u8>,
+    /// How the request body is fed to the engine.
+    body: RequestBody,
+    /// A decoded piece of the request body, before the engine takes it.
+    decoded: Vec<u8>,
+}
+
+/// How the request body goes to the engine: a compressed one (gzip or
+/// deflate, which applications inflate) decoded, as `waf serve` and the
+/// HAProxy agent do, so that an attack inside it is seen.
+enum RequestBody {
+    /// No byte yet: the coding is decided at the first.
+    Unstarted,
+    /// Fed as it comes (not compressed, or not inspected).
+    AsIs,
+    /// Decoded before it is fed; `wanted`: whether the engine took the
+    /// last piece (once it wants no more, the rest is not decoded and the
+    /// decoder's end is not checked).
+    Decoded { decoder: Box<Decoder>, wanted: bool },
+    /// Refused (does not decode, or cannot be decoded): nothing more is fed.
+    Rejected,
+}
+
+impl WafTransaction {
+    /// Feeds a chunk of the request body; whether the engine wants more.
+    fn feed_request_body(&mut self, chunk: &[u8]) -> bool {
+        let WafTransaction {
+            tx, body, decoded, ..
+        } = self;
+        if matches!(body, RequestBody::Unstarted) && !chunk.is_empty() {
+            *body = if !tx.inspects_request_body() {
+                RequestBody::AsIs
+            } else {
+                match Coding::of([self.content_encoding.as_slice()]) {
+                    Coding::Other => {
+                        tx.reject_request_body(Cause::RequestBodyCodingUnsupported);
+                        RequestBody::Rejected
+                    }
+                    c => Decoder::new(c).map_or(RequestBody::AsIs, |d| RequestBody::Decoded {
+                        decoder: Box::new(d),
+                        wanted: true,
+                    }),
+                }
+            };
+        }
+        match body {
+            RequestBody::Unstarted | RequestBody::AsIs => tx.append_request_body(chunk),
+            RequestBody::Rejected => false,
+            RequestBody::Decoded { decoder, wanted } => {
+                let fed = decoder.feed(chunk, decoded, |piece| {
+                    Ok::<bool, Infallible>(tx.append_request_body(piece))
+                });
+                match fed {
+                    Ok(more) => {
+                        *wanted = more;
+                        more
+                    }
+                    Err(FeedError::Decode(_)) => {
+                        tx.reject_request_body(Cause::RequestBodyNotDecoded);
+                        *body = RequestBody::Rejected;
+                        false
+                    }
+                    Err(FeedError::Feed(never)) => match never {},
+                }
+            }
+        }
+    }
+
+    /// The end of the request body: a compressed body's decoder is
+    /// finished (what it still holds goes to the engine; a body cut short
+    /// is refused).
+    fn finish_request_body(&mut self) {
+        let WafTransaction {
+            tx, body, decoded, ..
+        } = self;
+        if let RequestBody::Decoded {
+            decoder,
+            wanted: true,
+        } = body
+        {
+            let finished = decoder.finish_feeding(decoded, |piece| {
+                Ok::<bool, Infallible>(tx.append_request_body(piece))
+            });
+            if let Err(FeedError::Decode(_)) = finished {
+                tx.reject_request_body(Cause::RequestBodyNotDecoded);
+            }
+            *body = RequestBody::Rejected;
+        }
+    }
 }
 
 impl WafTransaction {
@@ -326,6 +418,9 @@ pub unsafe extern "C" fn waf_transaction_new(rs: *const WafRuleset) -> *mut WafT
             intervention_strings: Vec::new(),
             rule_strings: Vec::new(),
             logged: LogCursor::default(),
+            content_encoding: Vec::new(),
+            body: RequestBody::Unstarted,
+            decoded: Vec::new(),
         }))
     }))
     .unwrap_or(std::ptr::null_mut())
@@ -363,11 +458,11 @@ unsafe fn with_tx(
 ///
 /// # Safety
 /// As [`with_tx`].
-unsafe fn step(tx: *mut WafTransaction, f: impl FnOnce(&mut Transaction<'static>)) -> WafStatus {
+unsafe fn step(tx: *mut WafTransaction, f: impl FnOnce(&mut WafTransaction)) -> WafStatus {
     // SAFETY: per the contract.
     unsafe {
         with_tx(tx, |t| {
-            f(&mut t.tx);
+            f(t);
             // The log callback's contract holds (set_log).
             t.emit_new_lines();
             WAF_OK
@@ -383,7 +478,7 @@ unsafe fn add_header(
     tx: *mut WafTransaction,
     (name, name_len): (*const u8, usize),
     (value, value_len): (*const u8, usize),
-    add: impl FnOnce(&mut Transaction<'static>, &[u8], &[u8]),
+    add: impl FnOnce(&mut WafTransaction, &[u8], &[u8]),
 ) -> WafStatus {
     // SAFETY: per the contract.
     unsafe {
@@ -391,7 +486,7 @@ unsafe fn add_header(
             let (Some(n), Some(v)) = (bytes(name, name_len), bytes(value, value_len)) else {
                 return WAF_ERR_NULL;
             };
-            add(&mut t.tx, n, v);
+            add(t, n, v);
             WAF_OK
         })
     }
@@ -405,7 +500,7 @@ unsafe fn append_body(
     tx: *mut WafTransaction,
     (data, len): (*const u8, usize),
     wants_more: *mut bool,
-    append: impl FnOnce(&mut Transaction<'static>, &[u8]) -> bool,
+    append: impl FnOnce(&mut WafTransaction, &[u8]) -> bool,
 ) -> WafStatus {
     // SAFETY: per the contract.
     unsafe {
@@ -413,7 +508,7 @@ unsafe fn append_body(
             let Some(d) = bytes(data, len) else {
                 return WAF_ERR_NULL;
             };
-            let more = append(&mut t.tx, d);
+            let more = append(t, d);
             // The log callback's contract holds (set_log).
             t.emit_new_lines();
             if !wants_more.is_null() {
@@ -554,7 +649,13 @@ pub unsafe extern "C" fn waf_add_request_header(
     // SAFETY: per the contract.
     unsafe {
         add_header(tx, (name, name_len), (value, value_len), |t, n, v| {
-            t.add_request_header(n, v)
+            if n.eq_ignore_ascii_case(b"content-encoding") {
+                if !t.content_encoding.is_empty() {
+                    t.content_encoding.push(b',');
+                }
+                t.content_encoding.extend_from_slice(v);
+            }
+            t.tx.add_request_header(n, v)
         })
     }
 }
@@ -566,13 +667,21 @@ pub unsafe extern "C" fn waf_add_request_header(
 #[no_mangle]
 pub unsafe extern "C" fn waf_process_request_headers(tx: *mut WafTransaction) -> WafStatus {
     // SAFETY: per the contract.
-    unsafe { step(tx, |t| t.process_request_headers()) }
+    unsafe { step(tx, |t| t.tx.process_request_headers()) }
 }
 
 /// A chunk of the request body, as it arrives; the body limits apply per
 /// chunk (a `Reject` limit makes an intervention). `*wants_more` (if not
 /// NULL) is set to whether the engine still wants bytes: once false, the
 /// rest may be sent upstream without feeding it.
+///
+/// A compressed body (`Content-Encoding: gzip` or `deflate`, as given to
+/// `waf_add_request_header`) is decoded for the engine, which applications
+/// inflating it would otherwise hide attacks from; the limits count decoded
+/// bytes. One that does not decode gets a 400 intervention, one in a coding
+/// that cannot be decoded (`br`, `zstd`, several stacked) a 415 (rule 0,
+/// whatever the engine mode), rather than reaching the application
+/// uninspected. Send the application the bytes as the client sent them.
 ///
 /// # Safety
 /// `tx` live; `data` readable for `len`; `wants_more` NULL or writable.
@@ -584,7 +693,7 @@ pub unsafe extern "C" fn waf_append_request_body(
     wants_more: *mut bool,
 ) -> WafStatus {
     // SAFETY: per the contract.
-    unsafe { append_body(tx, (data, len), wants_more, |t, d| t.append_request_body(d)) }
+    unsafe { append_body(tx, (data, len), wants_more, |t, d| t.feed_request_body(d)) }
 }
 
 /// Phase 2: the request body is complete (call it for bodiless requests too).
@@ -594,7 +703,12 @@ pub unsafe extern "C" fn waf_append_request_body(
 #[no_mangle]
 pub unsafe extern "C" fn waf_process_request_body(tx: *mut WafTransaction) -> WafStatus {
     // SAFETY: per the contract.
-    unsafe { step(tx, |t| t.process_request_body()) }
+    unsafe {
+        step(tx, |t| {
+            t.finish_request_body();
+            t.tx.process_request_body()
+        })
+    }
 }
 
 /// Adds a response header (name, value).
@@ -612,7 +726,7 @@ pub unsafe extern "C" fn waf_add_response_header(
     // SAFETY: per the contract.
     unsafe {
         add_header(tx, (name, name_len), (value, value_len), |t, n, v| {
-            t.add_response_header(n, v)
+            t.tx.add_response_header(n, v)
         })
     }
 }
@@ -668,7 +782,7 @@ pub unsafe extern "C" fn waf_append_response_body(
     // SAFETY: per the contract.
     unsafe {
         append_body(tx, (data, len), wants_more, |t, d| {
-            t.append_response_body(d)
+            t.tx.append_response_body(d)
         })
     }
 }
@@ -680,7 +794,7 @@ pub unsafe extern "C" fn waf_append_response_body(
 #[no_mangle]
 pub unsafe extern "C" fn waf_process_response_body(tx: *mut WafTransaction) -> WafStatus {
     // SAFETY: per the contract.
-    unsafe { step(tx, |t| t.process_response_body()) }
+    unsafe { step(tx, |t| t.tx.process_response_body()) }
 }
 
 /// Phase 5 (always run it, whatever happened); the log callback gets the
@@ -692,7 +806,7 @@ pub unsafe extern "C" fn waf_process_response_body(tx: *mut WafTransaction) -> W
 #[no_mangle]
 pub unsafe extern "C" fn waf_process_logging(tx: *mut WafTransaction) -> WafStatus {
     // SAFETY: per the contract.
-    unsafe { step(tx, |t| t.process_logging()) }
+    unsafe { step(tx, |t| t.tx.process_logging()) }
 }
 
 /// The intervention, if any: returns 1 and fills `*out` (its strings valid

@@ -232,6 +232,45 @@ fn request_body_limit_rejects_with_413_and_a_reason_as_the_chunk_arrives() {
 }
 
 #[test]
+fn a_rejected_request_body_is_refused_whatever_the_mode_and_not_parsed() {
+    for mode in ["On", "DetectionOnly"] {
+        let rs = ruleset(&format!(
+            "SecRuleEngine {mode}\nSecRequestBodyAccess On\n\
+             SecRule ARGS \"@rx .\" \"id:1,phase:2,pass\"\n"
+        ));
+        for (cause, status) in [
+            (Cause::RequestBodyNotDecoded, 400),
+            (Cause::RequestBodyCodingUnsupported, 415),
+        ] {
+            let mut tx = rs.transaction();
+            tx.process_uri(b"/", b"POST", b"HTTP/1.1");
+            tx.add_request_header(b"Content-Type", b"application/x-www-form-urlencoded");
+            tx.process_request_headers();
+            assert!(tx.append_request_body(b"a=1"));
+            tx.reject_request_body(cause);
+            // A second rejection, or a cause the engine sets itself, changes
+            // nothing; no more bytes are taken, and the body is not parsed.
+            tx.reject_request_body(Cause::RequestBodyCodingUnsupported);
+            assert!(!tx.append_request_body(b"&b=2"));
+            tx.process_request_body();
+            let i = tx.intervention().cloned().expect("refused");
+            assert_eq!(
+                (i.status, i.rule_id, i.phase, i.cause),
+                (status, 0, 2, cause)
+            );
+            assert!(i.reason().contains("content-encoding"), "{}", i.reason());
+            assert!(ids(&tx).is_empty(), "{mode}: {:?}", ids(&tx));
+        }
+        let mut tx = rs.transaction();
+        tx.process_uri(b"/", b"POST", b"HTTP/1.1");
+        tx.process_request_headers();
+        tx.reject_request_body(Cause::RequestBodyLimit { limit: 1 });
+        tx.reject_request_body(Cause::Rule);
+        assert!(tx.intervention().is_none());
+    }
+}
+
+#[test]
 fn multipart_bodies_count_files_against_the_total_limit_only() {
     let rs = ruleset(
         "SecRuleEngine On\nSecRequestBodyAccess On\n\
