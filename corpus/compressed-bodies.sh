@@ -42,28 +42,16 @@ rules_conf "$work/crs.conf"
 allowed="/proxy/ /lock-token/ /content-range/ /if/ /x-http-method-override/ /x-http-method/ /x-method-override/ /x-middleware-subrequest/ /expect/"
 sed -i "/^Include .*rules\/\*\.conf/i SecAction \"id:900250,phase:1,pass,nolog,setvar:'tx.restricted_headers_basic=$allowed'\"" "$work/crs.conf"
 grep -q '^SecAction "id:900250' "$work/crs.conf" || { echo "$script: no rules Include in $work/crs.conf" >&2; exit 1; }
-chmod 0755 "$work"
-mkdir -p "$work/logs" "$work/tmp" && chmod 0777 "$work/tmp"
-
 proxy='location / { proxy_pass http://127.0.0.1:19700; }'
-{
-  echo "load_module $root/target/release/ngx_http_waf_module.so;"
-  [ -e "$modsec" ] && echo "load_module $modsec;"
-  cat <<CONF
-worker_processes 1;
-pid $work/nginx.pid;
-error_log $work/logs/error.log info;
-events { worker_connections 64; }
-http {
-  access_log off;
-  client_max_body_size 1m;
-  client_body_temp_path $work/tmp; proxy_temp_path $work/tmp; fastcgi_temp_path $work/tmp;
-  uwsgi_temp_path $work/tmp; scgi_temp_path $work/tmp;
-  server { listen 127.0.0.1:19702; waf on; waf_rules_file $work/crs.conf; $proxy }
-CONF
-  [ -e "$modsec" ] && echo "  server { listen 127.0.0.1:19703; modsecurity on; modsecurity_rules_file $work/crs.conf; $proxy }"
-  echo "}"
-} > "$work/nginx.conf"
+servers="  client_max_body_size 1m;
+  server { listen 127.0.0.1:19702; waf on; waf_rules_file $work/crs.conf; $proxy }"
+modules="$root/target/release/ngx_http_waf_module.so"
+if [ -e "$modsec" ]; then
+  modules+=" $modsec"
+  servers+="
+  server { listen 127.0.0.1:19703; modsecurity on; modsecurity_rules_file $work/crs.conf; $proxy }"
+fi
+nginx_conf_in "$work" 1 info 64 "$modules" "$servers"
 
 "$WAF" test backend --listen 127.0.0.1:19700 2>"$work/backend.out" & pids+=($!)
 "$WAF" serve -c "$work/crs.conf" --listen 127.0.0.1:19701 --upstream http://127.0.0.1:19700 \

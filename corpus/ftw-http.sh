@@ -68,25 +68,12 @@ fi
 # nginx_conf NAME PORT MODULE_SO WAF_DIRECTIVES: an nginx in $work/NAME with
 # one WAF module in front of the test backend, logging at level info.
 nginx_conf() {
-  mkdir -p "$work/$1/logs" && chmod 0777 "$work/$1"
-  cat > "$work/$1/nginx.conf" <<CONF
-load_module $3;
-worker_processes 1;
-pid $work/$1/nginx.pid;
-error_log $work/$1/logs/error.log info;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path $work/$1; proxy_temp_path $work/$1; fastcgi_temp_path $work/$1;
-  uwsgi_temp_path $work/$1; scgi_temp_path $work/$1;
-  client_max_body_size 16m;
+  nginx_conf_in "$work/$1" 1 info 1024 "$3" "  client_max_body_size 16m;
   server {
     listen 127.0.0.1:$2;
     $4
     location / { proxy_pass http://127.0.0.1:19200; proxy_set_header Host \$host; }
-  }
-}
-CONF
+  }"
 }
 
 # Our nginx module, when it can be built.

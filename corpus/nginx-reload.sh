@@ -19,7 +19,6 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=corpus/serve-setup.sh
 . "$here/serve-setup.sh"
 n="${1:-100}"
-chmod 0755 "$work"
 # nginx runs as a daemon here (a reload needs its master): stopped by its pid.
 on_exit() {
   if [ -f "$work/nginx.pid" ]; then kill "$(cat "$work/nginx.pid")" 2>/dev/null || true; fi
@@ -27,26 +26,14 @@ on_exit() {
 "$root/connectors/nginx/build.sh" > "$work/build.log" 2>&1 || { tail "$work/build.log" >&2; exit 1; }
 "$here/crs-config.sh" "$CRS" 1 > "$work/crs.conf"
 benign_requests
-mkdir -p "$work/logs" "$work/tmp" && chmod 0777 "$work/tmp"
-cat > "$work/nginx.conf" <<CONF
-load_module $root/target/release/ngx_http_waf_module.so;
-worker_processes 2;
-pid $work/nginx.pid;
-error_log $work/logs/error.log warn;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path $work/tmp; proxy_temp_path $work/tmp; fastcgi_temp_path $work/tmp;
-  uwsgi_temp_path $work/tmp; scgi_temp_path $work/tmp;
-  upstream app { server 127.0.0.1:19500; keepalive 32; }
+nginx_conf_in "$work" 2 warn 1024 "$root/target/release/ngx_http_waf_module.so" \
+"  upstream app { server 127.0.0.1:19500; keepalive 32; }
   server {
     listen 127.0.0.1:19501;
     waf ${WAF_SWITCH:-on};
     waf_rules_file $work/crs.conf;
-    location / { proxy_pass http://app; proxy_http_version 1.1; proxy_set_header Connection ""; }
-  }
-}
-CONF
+    location / { proxy_pass http://app; proxy_http_version 1.1; proxy_set_header Connection \"\"; }
+  }"
 "$WAF" test backend --listen 127.0.0.1:19500 2>/dev/null & pids+=($!)
 nginx -p "$work" -c "$work/nginx.conf" 2>"$work/nginx.out"
 wait_http http://127.0.0.1:19501/

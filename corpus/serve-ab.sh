@@ -25,18 +25,8 @@ case "$rules" in
   *) echo "serve-ab.sh: rules are crs or none" >&2; exit 2 ;;
 esac
 benign_requests
-mkdir -p "$work/backend/logs"
-cat > "$work/backend/nginx.conf" <<CONF
-worker_processes 1;
-pid $work/backend/nginx.pid;
-error_log $work/backend/logs/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $work/backend;
-  server { listen 127.0.0.1:19730; location / { return 200 "ok\n"; } }
-}
-CONF
+nginx_conf_in "$work/backend" 1 warn 4096 "" \
+  '  server { listen 127.0.0.1:19730; location / { return 200 "ok\n"; } }'
 nginx -p "$work/backend" -c "$work/backend/nginx.conf" -g 'daemon off;' & pids+=($!)
 "$old" serve -c "$work/rules.conf" --listen 127.0.0.1:19731 --upstream http://127.0.0.1:19730 \
   --error-log "$work/old.log" 2>"$work/old.out" & pids+=($!); old_pid=$!

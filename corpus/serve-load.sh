@@ -52,26 +52,15 @@ need_waf
 benign_requests
 
 nginx_conf() { # NAME PORT BODY
-  mkdir -p "$work/$1/logs" && chmod 0777 "$work/$1"
-  cat > "$work/$1/nginx.conf" <<EOF
-$( [ "$1" = modsec ] && echo "load_module /usr/lib/nginx/modules/ngx_http_modsecurity_module.so;" )
-$( [ "$1" = wafmod ] && echo "load_module $root/target/release/ngx_http_waf_module.so;" )
-worker_processes 2;
-pid $work/$1/nginx.pid;
-error_log $work/$1/logs/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $work/$1; proxy_temp_path $work/$1; fastcgi_temp_path $work/$1;
-  uwsgi_temp_path $work/$1; scgi_temp_path $work/$1;
-  client_max_body_size 16m;
+  local module=
+  [ "$1" = modsec ] && module=/usr/lib/nginx/modules/ngx_http_modsecurity_module.so
+  [ "$1" = wafmod ] && module=$root/target/release/ngx_http_waf_module.so
+  nginx_conf_in "$work/$1" 2 warn 4096 "$module" "  client_max_body_size 16m;
   upstream app { server 127.0.0.1:19000; keepalive 64; }
   server {
     listen 127.0.0.1:$2;
     $3
-  }
-}
-EOF
+  }"
 }
 nginx_conf backend 19000 'location / { return 200 "ok\n"; }'
 nginx_conf plain 19001 'location / { proxy_pass http://app; proxy_http_version 1.1; proxy_set_header Connection ""; }'

@@ -1,5 +1,6 @@
 # Sourced (not run) by the scripts that start servers on loopback and drive
-# them (serve-*.sh, ftw-http.sh, nginx-reload.sh): what each of them set up
+# them (serve-*.sh, ftw-http.sh, nginx-reload.sh, compressed-bodies.sh):
+# what each of them set up
 # the same way, in one place.
 #
 #   set -euo pipefail
@@ -81,6 +82,32 @@ rules_conf() {
   else
     "$here/crs-config.sh" "$CRS" 1 > "$1"
   fi
+}
+
+# nginx_conf_in DIR WORKERS LOG_LEVEL CONNECTIONS MODULES HTTP: writes
+# DIR/nginx.conf for an nginx run with `-p DIR`: the `load_module` lines of
+# MODULES (space-separated .so paths, may be empty), WORKERS worker
+# processes, its pid file and error log (LOG_LEVEL) in DIR, CONNECTIONS per
+# worker, no access log, temporary files in DIR (made writable for the
+# workers' user), and HTTP inside the `http` block (servers, upstreams).
+nginx_conf_in() {
+  local dir=$1 m
+  mkdir -p "$dir/logs" && chmod 0777 "$dir"
+  {
+    for m in $5; do echo "load_module $m;"; done
+    cat <<CONF
+worker_processes $2;
+pid $dir/nginx.pid;
+error_log $dir/logs/error.log $3;
+events { worker_connections $4; }
+http {
+  access_log off;
+  client_body_temp_path $dir; proxy_temp_path $dir; fastcgi_temp_path $dir;
+  uwsgi_temp_path $dir; scgi_temp_path $dir;
+$6
+}
+CONF
+  } > "$dir/nginx.conf"
 }
 
 # wrk_stop PID FILE: interrupts the wrk run PID (SIGINT: it prints its
