@@ -13,6 +13,7 @@
 //! wants more, so a small body that inflates to gigabytes (a decompression
 //! bomb) costs one piece's output beyond the limit, not its size.
 
+use crate::{Cause, Transaction};
 use flate2::write::{DeflateDecoder, GzDecoder, ZlibDecoder};
 use std::io::Write;
 
@@ -213,6 +214,121 @@ impl Decoder {
     }
 }
 
+/// A request body on its way to the engine, as the application will read
+/// it: fed chunk by chunk, decoded when its coding says so, refused (through
+/// [`Transaction::reject_request_body`]) when it cannot be inspected. What
+/// every front end does with a request body, in one place; the caller
+/// forwards the bytes as the client sent them.
+pub struct RequestBodyFeed {
+    coding: Coding,
+    state: FeedState,
+    /// A decoded piece, before the engine takes it.
+    piece: Vec<u8>,
+}
+
+enum FeedState {
+    /// No byte yet: what to do is decided at the first.
+    Unstarted,
+    /// Fed as it comes (not compressed, or not inspected).
+    AsIs,
+    /// Decoded before it is fed; `wanted`: whether the engine took the last
+    /// piece (once it wants no more, the rest is not decoded and the end
+    /// of the stream is not checked).
+    Decoded { decoder: Box<Decoder>, wanted: bool },
+    /// Refused, or finished: nothing more is fed.
+    Closed,
+}
+
+impl RequestBodyFeed {
+    /// A feed for a body in `coding` (see [`Coding::of`]).
+    pub fn new(coding: Coding) -> RequestBodyFeed {
+        RequestBodyFeed {
+            coding,
+            state: FeedState::Unstarted,
+            piece: Vec::new(),
+        }
+    }
+
+    /// Feeds a chunk of the body with `append` (the transaction's
+    /// `append_request_body`, or the caller's wrapper of it, which answers
+    /// whether the engine wants more); whether the engine wants more.
+    ///
+    /// The first bytes decide: a body the engine does not inspect, or one
+    /// sent as it is, goes as it comes; a gzip or deflate one is decoded a
+    /// [`PIECE`] at a time (the limits count decoded bytes); one in another
+    /// coding is refused ([`Cause::RequestBodyCodingUnsupported`]), and one
+    /// that does not decode too ([`Cause::RequestBodyNotDecoded`]): the
+    /// transaction then has the intervention, and the body is not wanted.
+    pub fn feed<'r, E>(
+        &mut self,
+        tx: &mut Transaction<'r>,
+        chunk: &[u8],
+        mut append: impl FnMut(&mut Transaction<'r>, &[u8]) -> Result<bool, E>,
+    ) -> Result<bool, E> {
+        if matches!(self.state, FeedState::Unstarted) && !chunk.is_empty() {
+            self.state = match self.coding {
+                _ if !tx.inspects_request_body() => FeedState::AsIs,
+                Coding::Other => {
+                    tx.reject_request_body(Cause::RequestBodyCodingUnsupported);
+                    FeedState::Closed
+                }
+                c => Decoder::new(c).map_or(FeedState::AsIs, |d| FeedState::Decoded {
+                    decoder: Box::new(d),
+                    wanted: true,
+                }),
+            };
+        }
+        match &mut self.state {
+            FeedState::Unstarted | FeedState::AsIs => append(tx, chunk),
+            FeedState::Closed => Ok(false),
+            FeedState::Decoded { decoder, wanted } => {
+                match decoder.feed(chunk, &mut self.piece, |b| append(tx, b)) {
+                    Ok(more) => {
+                        *wanted = more;
+                        Ok(more)
+                    }
+                    Err(FeedError::Feed(e)) => Err(e),
+                    Err(FeedError::Decode(_)) => {
+                        tx.reject_request_body(Cause::RequestBodyNotDecoded);
+                        self.state = FeedState::Closed;
+                        Ok(false)
+                    }
+                }
+            }
+        }
+    }
+
+    /// The end of the body: a decoded body's last bytes go to the engine.
+    /// `complete`: the body ended as the client sent it, so one cut short
+    /// is refused ([`Cause::RequestBodyNotDecoded`]); false for a body a
+    /// front end received only the start of (HAProxy's buffer), whose
+    /// decodable part is inspected and nothing refused.
+    pub fn finish<'r, E>(
+        &mut self,
+        tx: &mut Transaction<'r>,
+        complete: bool,
+        mut append: impl FnMut(&mut Transaction<'r>, &[u8]) -> Result<bool, E>,
+    ) -> Result<(), E> {
+        if let FeedState::Decoded {
+            decoder,
+            wanted: true,
+        } = &mut self.state
+        {
+            let finished = decoder.finish_feeding(&mut self.piece, |b| append(tx, b));
+            self.state = FeedState::Closed;
+            match finished {
+                Ok(_) => {}
+                Err(FeedError::Feed(e)) => return Err(e),
+                Err(FeedError::Decode(_)) if complete => {
+                    tx.reject_request_body(Cause::RequestBodyNotDecoded)
+                }
+                Err(FeedError::Decode(_)) => {}
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -287,5 +403,96 @@ mod tests {
         assert_eq!(with(&["gzip", "gzip"]), Coding::Other);
         assert_eq!(Coding::of([&b"gz\xffip"[..]]), Coding::Other);
         assert_eq!(Coding::of([&[0x67, 0xff][..]]), Coding::Other);
+    }
+    /// A POST with `Content-Encoding: coding` whose body goes through a
+    /// `RequestBodyFeed` in `chunk`-byte pieces (`complete`: the body is
+    /// whole); the intervention's status and cause.
+    fn fed(
+        rules: &str,
+        coding: &str,
+        body: &[u8],
+        chunk: usize,
+        complete: bool,
+    ) -> Option<(u16, crate::Cause)> {
+        let rs = match crate::Ruleset::from_str("t.conf", rules) {
+            Ok(rs) => rs,
+            Err(e) => panic!("{e}"),
+        };
+        let mut tx = rs.transaction();
+        tx.process_uri(b"/", b"POST", b"HTTP/1.1");
+        tx.add_request_header(b"Content-Type", b"application/x-www-form-urlencoded");
+        tx.add_request_header(b"Content-Encoding", coding.as_bytes());
+        tx.process_request_headers();
+        let mut feed = RequestBodyFeed::new(Coding::of([coding.as_bytes()]));
+        let append = |tx: &mut Transaction<'_>, b: &[u8]| {
+            Ok::<_, std::convert::Infallible>(tx.append_request_body(b))
+        };
+        let mut wanted = true;
+        for piece in body.chunks(chunk.max(1)) {
+            wanted = feed.feed(&mut tx, piece, append).expect("infallible");
+            if !wanted {
+                break;
+            }
+        }
+        if wanted {
+            feed.finish(&mut tx, complete, append).expect("infallible");
+        }
+        if tx.intervention().is_none() {
+            tx.process_request_body();
+        }
+        tx.intervention().map(|i| (i.status, i.cause))
+    }
+
+    const RULES: &str = "SecRuleEngine On\nSecRequestBodyAccess On\n\
+        SecRequestBodyLimit 100000\nSecRequestBodyLimitAction Reject\n\
+        SecRule ARGS \"@contains attack\" \"id:1,phase:2,deny,status:403\"\n";
+
+    #[test]
+    fn a_request_body_feed_inspects_what_the_application_will_read() {
+        use crate::Cause;
+        let attack = gzip(b"a=1&b=attack");
+        for chunk in [1, 5, 1000] {
+            assert_eq!(
+                fed(RULES, "gzip", &attack, chunk, true),
+                Some((403, Cause::Rule))
+            );
+        }
+        assert_eq!(fed(RULES, "gzip", &gzip(b"a=1&b=fine"), 3, true), None);
+        assert_eq!(
+            fed(RULES, "identity", b"b=attack", 3, true),
+            Some((403, Cause::Rule))
+        );
+        // Cut short (its 8-byte trailer gone): refused at the end, not
+        // before, and not at all when the caller knows the body is
+        // incomplete (what decoded is inspected).
+        let cut = &attack[..attack.len() - 8];
+        assert_eq!(
+            fed(RULES, "gzip", cut, 4, true),
+            Some((400, Cause::RequestBodyNotDecoded))
+        );
+        assert_eq!(fed(RULES, "gzip", cut, 4, false), Some((403, Cause::Rule)));
+        // Damaged: refused as it is fed.
+        assert_eq!(
+            fed(RULES, "gzip", b"this is not gzip", 4, false),
+            Some((400, Cause::RequestBodyNotDecoded))
+        );
+        // A coding that cannot be decoded: refused at the first byte; with
+        // no body, nothing to refuse.
+        assert_eq!(
+            fed(RULES, "br", b"b=attack", 4, true),
+            Some((415, Cause::RequestBodyCodingUnsupported))
+        );
+        assert_eq!(fed(RULES, "br", b"", 4, true), None);
+        // A bomb: the limit counts decoded bytes and answers first; the
+        // undecoded rest is not called a cut-short body.
+        let bomb = gzip(&vec![b'a'; 10 << 20]);
+        assert_eq!(
+            fed(RULES, "gzip", &bomb, 4096, true),
+            Some((413, Cause::RequestBodyLimit { limit: 100000 }))
+        );
+        // Bodies the engine does not inspect are not decoded nor refused.
+        let off = RULES.replace("SecRequestBodyAccess On", "SecRequestBodyAccess Off");
+        assert_eq!(fed(&off, "br", b"b=attack", 4, true), None);
+        assert_eq!(fed(&off, "gzip", b"not gzip", 4, true), None);
     }
 }

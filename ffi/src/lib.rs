@@ -27,8 +27,8 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::Arc;
-use waf_engine::coding::{Coding, Decoder, FeedError};
-use waf_engine::{Cause, LogCursor, Ruleset, Transaction};
+use waf_engine::coding::{Coding, RequestBodyFeed};
+use waf_engine::{LogCursor, Ruleset, Transaction};
 
 /// What an entry point returns: `WAF_OK` (0) or a negative error.
 pub type WafStatus = c_int;
@@ -70,92 +70,31 @@ pub struct WafTransaction {
     logged: LogCursor,
     /// The request's `Content-Encoding` values, comma-joined.
     content_encoding: Vec<u8>,
-    /// How the request body is fed to the engine.
-    body: RequestBody,
-    /// A decoded piece of the request body, before the engine takes it.
-    decoded: Vec<u8>,
-}
-
-/// How the request body goes to the engine: a compressed one (gzip or
-/// deflate, which applications inflate) decoded, as `waf serve` and the
-/// HAProxy agent do, so that an attack inside it is seen.
-enum RequestBody {
-    /// No byte yet: the coding is decided at the first.
-    Unstarted,
-    /// Fed as it comes (not compressed, or not inspected).
-    AsIs,
-    /// Decoded before it is fed; `wanted`: whether the engine took the
-    /// last piece (once it wants no more, the rest is not decoded and the
-    /// decoder's end is not checked).
-    Decoded { decoder: Box<Decoder>, wanted: bool },
-    /// Refused (does not decode, or cannot be decoded): nothing more is fed.
-    Rejected,
+    /// The request body on its way to the engine (decoded when compressed,
+    /// as `waf serve` and the HAProxy agent feed it), from the first chunk.
+    body: Option<RequestBodyFeed>,
 }
 
 impl WafTransaction {
     /// Feeds a chunk of the request body; whether the engine wants more.
     fn feed_request_body(&mut self, chunk: &[u8]) -> bool {
-        let WafTransaction {
-            tx, body, decoded, ..
-        } = self;
-        if matches!(body, RequestBody::Unstarted) && !chunk.is_empty() {
-            *body = if !tx.inspects_request_body() {
-                RequestBody::AsIs
-            } else {
-                match Coding::of([self.content_encoding.as_slice()]) {
-                    Coding::Other => {
-                        tx.reject_request_body(Cause::RequestBodyCodingUnsupported);
-                        RequestBody::Rejected
-                    }
-                    c => Decoder::new(c).map_or(RequestBody::AsIs, |d| RequestBody::Decoded {
-                        decoder: Box::new(d),
-                        wanted: true,
-                    }),
-                }
-            };
-        }
-        match body {
-            RequestBody::Unstarted | RequestBody::AsIs => tx.append_request_body(chunk),
-            RequestBody::Rejected => false,
-            RequestBody::Decoded { decoder, wanted } => {
-                let fed = decoder.feed(chunk, decoded, |piece| {
-                    Ok::<bool, Infallible>(tx.append_request_body(piece))
-                });
-                match fed {
-                    Ok(more) => {
-                        *wanted = more;
-                        more
-                    }
-                    Err(FeedError::Decode(_)) => {
-                        tx.reject_request_body(Cause::RequestBodyNotDecoded);
-                        *body = RequestBody::Rejected;
-                        false
-                    }
-                    Err(FeedError::Feed(never)) => match never {},
-                }
-            }
-        }
+        let coding = Coding::of([self.content_encoding.as_slice()]);
+        let body = self
+            .body
+            .get_or_insert_with(|| RequestBodyFeed::new(coding));
+        let fed = body.feed(&mut self.tx, chunk, |tx, b| {
+            Ok::<bool, Infallible>(tx.append_request_body(b))
+        });
+        fed.unwrap_or_else(|never| match never {})
     }
 
-    /// The end of the request body: a compressed body's decoder is
-    /// finished (what it still holds goes to the engine; a body cut short
-    /// is refused).
+    /// The end of the request body (a compressed body's end is checked).
     fn finish_request_body(&mut self) {
-        let WafTransaction {
-            tx, body, decoded, ..
-        } = self;
-        if let RequestBody::Decoded {
-            decoder,
-            wanted: true,
-        } = body
-        {
-            let finished = decoder.finish_feeding(decoded, |piece| {
-                Ok::<bool, Infallible>(tx.append_request_body(piece))
+        if let Some(body) = &mut self.body {
+            let finished = body.finish(&mut self.tx, true, |tx, b| {
+                Ok::<bool, Infallible>(tx.append_request_body(b))
             });
-            if let Err(FeedError::Decode(_)) = finished {
-                tx.reject_request_body(Cause::RequestBodyNotDecoded);
-            }
-            *body = RequestBody::Rejected;
+            finished.unwrap_or_else(|never| match never {});
         }
     }
 }
@@ -419,8 +358,7 @@ pub unsafe extern "C" fn waf_transaction_new(rs: *const WafRuleset) -> *mut WafT
             rule_strings: Vec::new(),
             logged: LogCursor::default(),
             content_encoding: Vec::new(),
-            body: RequestBody::Unstarted,
-            decoded: Vec::new(),
+            body: None,
         }))
     }))
     .unwrap_or(std::ptr::null_mut())

@@ -14,7 +14,7 @@
 //! inspected: it is counted and logged, and passes as it is.
 
 use hyper::header::{HeaderMap, HeaderValue, ACCEPT_ENCODING, CONTENT_ENCODING};
-pub(crate) use waf_engine::coding::{Coding, DecodeError, Decoder, FeedError};
+pub(crate) use waf_engine::coding::{Coding, Decoder, FeedError};
 
 /// The codings a response body can be decoded from for inspection.
 const DECODED: [&str; 4] = ["gzip", "x-gzip", "deflate", "identity"];

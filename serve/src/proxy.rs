@@ -25,6 +25,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
+use waf_engine::coding::RequestBodyFeed;
 use waf_engine::{Intervention, Transaction};
 
 /// The body the proxy answers with: buffered, or the upstream's streamed.
@@ -575,35 +576,6 @@ fn local_response(status: StatusCode, body: &'static str) -> Response<ProxyBody>
     r
 }
 
-/// A header's value as text, for a log line.
-fn header_text(headers: &hyper::HeaderMap, name: HeaderName) -> String {
-    headers
-        .get_all(name)
-        .iter()
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// The answer to a compressed request body that does not decode (damaged,
-/// cut short): 400, as the application would answer, logged.
-fn undecodable_body(
-    state: &State,
-    tx: &Transaction<'_>,
-    e: &crate::encoding::DecodeError,
-    target: &str,
-    remote: SocketAddr,
-) -> Response<ProxyBody> {
-    state.log.write(format!(
-        "waf serve: request body refused: it does not decode: {} [client \"{}\"] [uri \"{}\"] [unique_id \"{}\"]",
-        e.to_string().escape_debug(),
-        remote.ip(),
-        target.escape_debug(),
-        tx.unique_id()
-    ));
-    local_response(StatusCode::BAD_REQUEST, "request body does not decode\n")
-}
-
 /// The header that names a request's id (`UNIQUE_ID`, the one its error,
 /// audit and access-log lines carry): on the request to the application,
 /// and on the WAF's own block responses.
@@ -1098,28 +1070,12 @@ async fn handle(
     let mut lease = Lease::new();
     let mut wanted = tx.inspects_request_body();
     // A compressed body (`Content-Encoding: gzip` or `deflate`, which many
-    // applications inflate) is inspected as the application will read it;
-    // the bytes forwarded stay the client's. One in a coding the proxy
-    // cannot decode would pass uninspected: refused.
-    let mut decoder = None;
-    if wanted {
-        let coding = crate::encoding::coding(&parts.headers);
-        if coding == crate::encoding::Coding::Other && !body.is_end_stream() {
-            state.log.write(format!(
-                "waf serve: request body refused: its content-encoding cannot be decoded for inspection (gzip and deflate can) [content-encoding \"{}\"] [client \"{}\"] [uri \"{}\"] [unique_id \"{}\"]",
-                header_text(&parts.headers, hyper::header::CONTENT_ENCODING).escape_debug(),
-                remote.ip(),
-                target.escape_debug(),
-                tx.unique_id()
-            ));
-            return Ok(local_response(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "request body encoding not supported\n",
-            ));
-        }
-        decoder = crate::encoding::Decoder::new(coding);
-    }
-    let mut decoded = Vec::new();
+    // applications inflate) is inspected as the application will read it,
+    // and one that cannot be (damaged, or in a coding the proxy does not
+    // decode) is refused (400, 415) rather than passed on uninspected: the
+    // engine's `RequestBodyFeed`, as for the other front ends. The bytes
+    // forwarded stay the client's.
+    let mut feed = RequestBodyFeed::new(crate::encoding::coding(&parts.headers));
     let deadline = tokio::time::Instant::now() + state.config().body_timeout;
     while wanted {
         let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
@@ -1151,19 +1107,9 @@ async fn handle(
             return Ok(over_budget());
         }
         if wanted {
-            let fed = match decoder.as_mut() {
-                None => feed_request_body(&mut guard, &mut tx, &data),
-                Some(d) => match d.feed(&data, &mut decoded, |b| {
-                    feed_request_body(&mut guard, &mut tx, b)
-                        .map(|w| w && tx.intervention().is_none())
-                }) {
-                    Ok(w) => Ok(w),
-                    Err(FeedError::Feed(f)) => Err(f),
-                    Err(FeedError::Decode(e)) => {
-                        return Ok(undecodable_body(&state, &tx, &e, &target, remote))
-                    }
-                },
-            };
+            let fed = feed.feed(&mut tx, &data, |tx, b| {
+                feed_request_body(&mut guard, tx, b).map(|w| w && tx.intervention().is_none())
+            });
             wanted = match fed {
                 Ok(w) => w,
                 Err(f) => return Ok(fault_response(&state, &mut tx, f, &target)),
@@ -1185,15 +1131,11 @@ async fn handle(
             break;
         }
     }
-    if let (true, Some(d)) = (wanted, decoder.as_mut()) {
+    if wanted {
         // The end of a compressed body: what the decoder holds, and a body
         // cut short is refused as the application would refuse it.
-        match d.finish_feeding(&mut decoded, |b| feed_request_body(&mut guard, &mut tx, b)) {
-            Ok(_) => {}
-            Err(FeedError::Feed(f)) => return Ok(fault_response(&state, &mut tx, f, &target)),
-            Err(FeedError::Decode(e)) => {
-                return Ok(undecodable_body(&state, &tx, &e, &target, remote))
-            }
+        if let Err(f) = feed.finish(&mut tx, true, |tx, b| feed_request_body(&mut guard, tx, b)) {
+            return Ok(fault_response(&state, &mut tx, f, &target));
         }
         if tx.intervention().is_some() {
             let x = Exchange {

@@ -153,10 +153,9 @@ pub fn decide(rules: &Rules, m: &Message, log: &ErrorLog) -> Decision {
     tx.process_request_headers();
     let body = bytes(arg(m, "body"));
     let body_truncated = content_length.is_some_and(|n| n > body.len() as u64);
-    let mut refused = None;
     if tx.intervention().is_none() {
-        refused = feed_body(&mut tx, &body, &codings, body_truncated);
-        if refused.is_none() {
+        feed_body(&mut tx, &body, &codings, body_truncated);
+        if tx.intervention().is_none() {
             tx.process_request_body();
         }
     }
@@ -172,20 +171,6 @@ pub fn decide(rules: &Rules, m: &Message, log: &ErrorLog) -> Decision {
             String::from_utf8_lossy(tx.uri_raw()).escape_debug(),
             tx.unique_id()
         ));
-    }
-    if let Some((status, why)) = refused {
-        log.write(format!(
-            "waf spoa: request body refused: {why} [uri \"{}\"] [unique_id \"{}\"]",
-            String::from_utf8_lossy(tx.uri_raw()).escape_debug(),
-            tx.unique_id()
-        ));
-        return Decision {
-            action: "deny",
-            status,
-            rule_id: 0,
-            url: String::new(),
-            body_truncated,
-        };
     }
     match tx.intervention() {
         None => Decision {
@@ -212,43 +197,27 @@ pub fn decide(rules: &Rules, m: &Message, log: &ErrorLog) -> Decision {
     }
 }
 
-/// Feeds the request body to the engine, decoded when it is gzip or
-/// deflate (a piece at a time, stopping when the engine wants no more;
-/// the end of a body HAProxy cut short is not checked). `Some((status,
-/// why))` refuses the request: a body that does not decode (400), or one
-/// in a coding that cannot be decoded (415: it would pass uninspected).
+/// Feeds the request body to the engine as the application will read it
+/// (`waf_engine::coding`: decoded when it is gzip or deflate, refused with a
+/// 400 or 415 intervention when it does not decode or cannot be decoded);
+/// a body HAProxy cut short is inspected as far as it decodes, its end not
+/// checked.
 fn feed_body(
     tx: &mut waf_engine::Transaction<'_>,
     body: &[u8],
     codings: &hyper::HeaderMap,
     truncated: bool,
-) -> Option<(u16, String)> {
-    use crate::encoding::{coding, Coding, Decoder, FeedError};
-    if body.is_empty() || !tx.inspects_request_body() {
-        return None;
-    }
-    let c = coding(codings);
-    if c == Coding::Other {
-        return Some((
-            415,
-            "its content-encoding cannot be decoded for inspection (gzip and deflate can)".into(),
-        ));
-    }
-    let Some(mut d) = Decoder::new(c) else {
-        tx.append_request_body(body);
-        return None;
-    };
-    let mut out = Vec::new();
-    let mut feed = |b: &[u8]| {
+) {
+    let mut feed = waf_engine::coding::RequestBodyFeed::new(crate::encoding::coding(codings));
+    let append = |tx: &mut waf_engine::Transaction<'_>, b: &[u8]| {
         Ok::<_, std::convert::Infallible>(tx.append_request_body(b) && tx.intervention().is_none())
     };
-    let mut fed = d.feed(body, &mut out, &mut feed);
-    if matches!(fed, Ok(true)) && !truncated {
-        fed = d.finish_feeding(&mut out, &mut feed);
-    }
-    match fed {
-        Err(FeedError::Decode(e)) => Some((400, format!("it does not decode: {e}"))),
-        Ok(_) | Err(FeedError::Feed(_)) => None,
+    let wanted = feed
+        .feed(tx, body, append)
+        .unwrap_or_else(|never| match never {});
+    if wanted {
+        feed.finish(tx, !truncated, append)
+            .unwrap_or_else(|never| match never {});
     }
 }
 
@@ -510,6 +479,11 @@ mod tests {
         let cut = long[..long.len() - 5].to_vec();
         let d = decide(&r, &post("gzip", cut.clone(), long.len()), &log);
         assert_eq!(d.action, "allow");
+        // ... to its last decodable byte: an attack there is seen.
+        let long = gzip(b"a=fine&b=fine&c=fine&d=attack");
+        let cut_attack = long[..long.len() - 5].to_vec();
+        let d = decide(&r, &post("gzip", cut_attack, long.len()), &log);
+        assert_eq!((d.action, d.status, d.rule_id), ("deny", 403, 7));
         // Cut short in the body the client sent: refused.
         let d = decide(&r, &post("gzip", cut.clone(), cut.len()), &log);
         assert_eq!((d.action, d.status, d.rule_id), ("deny", 400, 0));

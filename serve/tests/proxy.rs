@@ -302,11 +302,15 @@ async fn compressed_request_bodies_are_inspected_decoded() {
     );
     tokio::time::sleep(Duration::from_millis(200)).await;
     let log = s.log.text();
+    // Refused as interventions (rule 0), logged as such.
     assert!(
-        log.contains("request body refused: it does not decode"),
+        log.contains("Access denied with code 400 (phase 2). request body does not decode"),
         "{log}"
     );
-    assert!(log.contains("[content-encoding \"br\"]"), "{log}");
+    assert!(
+        log.contains("Access denied with code 415 (phase 2). request body's content-encoding cannot be decoded"),
+        "{log}"
+    );
 }
 
 #[tokio::test]
