@@ -367,16 +367,63 @@ mod tests {
         );
         assert_eq!(s.gate(OpId(0)), Gate::Literal(0));
         assert!(matches!(s.gate(OpId(1)), Gate::Bytes { .. }));
-        assert_eq!(s.gate(OpId(2)), Gate::Always);
+        assert!(matches!(s.gate(OpId(2)), Gate::Bytes { .. }));
         assert_eq!(s.gate(OpId(3)), Gate::Always);
         assert!(matches!(s.gate(OpId(4)), Gate::Bytes { .. }));
         assert!(passes(&s, 0, b"1 UNION   SeLeCt 2"));
         assert!(!passes(&s, 0, b"hello world"));
         assert!(passes(&s, 1, b"a|b"));
         assert!(!passes(&s, 1, b"ab"));
-        assert!(passes(&s, 2, b"anything"));
+        assert!(passes(&s, 2, b"a\0b"));
+        assert!(!passes(&s, 2, b"anything"));
         assert!(passes(&s, 4, b"x7"));
         assert!(!passes(&s, 4, b"none"));
+    }
+
+    /// The validators' gates never rule out a value they would match:
+    /// every byte value alone, and random byte strings around the bytes
+    /// that decide (`%`, hex digits, high bytes, NUL, letters of both cases).
+    #[test]
+    fn validator_gates_never_rule_out_a_match() {
+        let (rs, s) = scanner(
+            r#"
+            SecRule ARGS "@validateByteRange 1-255" "id:1,phase:1,pass"
+            SecRule ARGS "@validateByteRange 32-64,91-126" "id:2,phase:1,pass"
+            SecRule ARGS "@validateByteRange 9,10,13,32-126,128-255" "id:3,phase:1,pass"
+            SecRule ARGS "@validateUrlEncoding" "id:4,phase:1,pass"
+            SecRule ARGS "@validateUtf8Encoding" "id:5,phase:1,pass"
+            "#,
+        );
+        let program = rs.program();
+        let mut values: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        let pool = b"%%%0aF9gG zZ\0\x7f\x80\xc3\xa9\xff\xe2\x82";
+        let mut rng = waf_test_support::XorShift::new(7);
+        for _ in 0..20_000 {
+            let n = rng.below(8);
+            values.push((0..n).map(|_| pool[rng.below(pool.len())]).collect());
+        }
+        let (mut ran, mut ruled_out) = (0, 0);
+        for (i, op) in program.operators.iter().enumerate() {
+            for v in &values {
+                let hit = crate::operator::matches(
+                    program,
+                    op,
+                    b"",
+                    v,
+                    &crate::Libinjection,
+                    false,
+                    &mut crate::operator::Captures::default(),
+                );
+                let pass = passes(&s, i as u32, v);
+                assert!(
+                    pass || !hit,
+                    "op {i} matches {v:?} but its gate ruled it out"
+                );
+                ran += usize::from(pass);
+                ruled_out += usize::from(!pass);
+            }
+        }
+        assert!(ran > 0 && ruled_out > 0, "{ran} {ruled_out}");
     }
 
     #[test]

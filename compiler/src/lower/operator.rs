@@ -455,6 +455,18 @@ impl Lowerer<'_> {
 
     /// The literals one of which any input matched by `kind` contains.
     fn prefilter(&self, kind: &OpKind) -> Prefilter {
+        // Literals are ASCII-lowercased: the prefilter ignores case.
+        let bytes = |bs: &mut dyn Iterator<Item = u8>| {
+            let mut lits: Vec<Vec<u8>> = bs.map(|b| vec![b.to_ascii_lowercase()]).collect();
+            lits.sort();
+            lits.dedup();
+            if lits.is_empty() {
+                // Nothing can make the value invalid: it never matches.
+                Prefilter::None
+            } else {
+                Prefilter::AnyOf(lits)
+            }
+        };
         let lit = |a: &Arg| match a {
             Arg::Const(s) if !s.is_empty() => {
                 Prefilter::AnyOf(vec![s.to_ascii_lowercase().into_bytes()])
@@ -486,6 +498,14 @@ impl Lowerer<'_> {
             OpKind::Strmatch(s) if !s.is_empty() => {
                 Prefilter::AnyOf(vec![s.to_ascii_lowercase().into_bytes()])
             }
+            // The validators match only on a byte that can make a value
+            // invalid: one outside the range, a `%`, a byte of 0x80 or
+            // more (ASCII is valid UTF-8). One-byte literals: the engine
+            // tests them against the value's byte set, so most values are
+            // ruled out without running the check.
+            OpKind::ValidateByteRange(set) => bytes(&mut (0..=255).filter(|&b| !set.contains(b))),
+            OpKind::ValidateUrlEncoding => bytes(&mut std::iter::once(b'%')),
+            OpKind::ValidateUtf8Encoding => bytes(&mut (0x80..=0xff)),
             _ => Prefilter::None,
         }
     }

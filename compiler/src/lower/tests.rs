@@ -219,6 +219,34 @@ fn prefilters() {
 }
 
 #[test]
+fn validators_are_prefiltered_by_the_bytes_that_can_make_a_value_invalid() {
+    let p = program(
+        "SecRule ARGS \"@validateByteRange 1-255\" \"id:1,phase:2\"\n\
+         SecRule ARGS \"@validateByteRange 32-64,91-126\" \"id:2,phase:2\"\n\
+         SecRule ARGS \"@validateByteRange 0-255\" \"id:3,phase:2\"\n\
+         SecRule ARGS \"@validateUrlEncoding\" \"id:4,phase:2\"\n\
+         SecRule ARGS \"@validateUtf8Encoding\" \"id:5,phase:2\"\n\
+         SecRule ARGS \"!@validateUrlEncoding\" \"id:6,phase:2\"\n",
+    );
+    let pf = |id: u64| {
+        p.operators[p.rule_by_id(id).unwrap().links[0].operator.index()]
+            .prefilter
+            .clone()
+    };
+    let one = |bs: &mut dyn Iterator<Item = u8>| Prefilter::AnyOf(bs.map(|b| vec![b]).collect());
+    assert_eq!(pf(1), one(&mut std::iter::once(0)));
+    // Outside 32-64 and 91-126: 0-31, A-Z (as a-z: the prefilter ignores
+    // case, so an allowed `a` also lets the check run) and 127-255.
+    let mut expected: Vec<u8> = (0..32).chain(b'a'..=b'z').chain(127..=255).collect();
+    expected.sort();
+    assert_eq!(pf(2), one(&mut expected.into_iter()));
+    assert_eq!(pf(3), Prefilter::None, "every byte is in range");
+    assert_eq!(pf(4), one(&mut std::iter::once(b'%')));
+    assert_eq!(pf(5), one(&mut (0x80..=0xff)));
+    assert_eq!(pf(6), Prefilter::None, "negated");
+}
+
+#[test]
 fn setvar_and_ctl_forms() {
     let p = program(
         "SecAction \"id:1,phase:1,pass,nolog,setvar:tx.a=1,setvar:'tx.b=+%{tx.a}',setvar:tx.c=-2,setvar:!tx.d,setvar:tx.e,\
