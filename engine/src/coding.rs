@@ -280,7 +280,9 @@ impl RequestBodyFeed {
         }
         match &mut self.state {
             FeedState::Unstarted | FeedState::AsIs => append(tx, chunk),
-            FeedState::Closed => Ok(false),
+            // Past what the engine wanted, nothing more is decoded (a caller
+            // that goes on feeding does not inflate a bomb piece by piece).
+            FeedState::Closed | FeedState::Decoded { wanted: false, .. } => Ok(false),
             FeedState::Decoded { decoder, wanted } => {
                 match decoder.feed(chunk, &mut self.piece, |b| append(tx, b)) {
                     Ok(more) => {
@@ -427,12 +429,11 @@ mod tests {
         let append = |tx: &mut Transaction<'_>, b: &[u8]| {
             Ok::<_, std::convert::Infallible>(tx.append_request_body(b))
         };
+        // Every chunk is offered, as the C ABI's callers do: past what the
+        // engine wanted, they are neither decoded nor fed.
         let mut wanted = true;
         for piece in body.chunks(chunk.max(1)) {
-            wanted = feed.feed(&mut tx, piece, append).expect("infallible");
-            if !wanted {
-                break;
-            }
+            wanted &= feed.feed(&mut tx, piece, append).expect("infallible");
         }
         if wanted {
             feed.finish(&mut tx, complete, append).expect("infallible");
@@ -489,6 +490,25 @@ mod tests {
         assert_eq!(
             fed(RULES, "gzip", &bomb, 4096, true),
             Some((413, Cause::RequestBodyLimit { limit: 100000 }))
+        );
+        let rs = match crate::Ruleset::from_str("t.conf", RULES) {
+            Ok(rs) => rs,
+            Err(e) => panic!("{e}"),
+        };
+        let mut tx = rs.transaction();
+        tx.process_uri(b"/", b"POST", b"HTTP/1.1");
+        tx.process_request_headers();
+        let mut feed = RequestBodyFeed::new(Coding::Gzip);
+        let mut decoded = 0;
+        for piece in bomb.chunks(PIECE) {
+            let _ = feed.feed(&mut tx, piece, |tx, b| {
+                decoded += b.len();
+                Ok::<_, std::convert::Infallible>(tx.append_request_body(b))
+            });
+        }
+        assert!(
+            decoded < 2 << 20,
+            "{decoded} bytes inflated for a 100,000-byte limit"
         );
         // Bodies the engine does not inspect are not decoded nor refused.
         let off = RULES.replace("SecRequestBodyAccess On", "SecRequestBodyAccess Off");

@@ -97,9 +97,7 @@ impl WafTransaction {
             finished.unwrap_or_else(|never| match never {});
         }
     }
-}
 
-impl WafTransaction {
     /// Gives the log callback the lines the last call produced: each phase's
     /// lines go out when the phase ends (as ModSecurity logs while it
     /// evaluates), so a server that answers after a phase (a deny, or the
