@@ -215,19 +215,22 @@ impl Decoder {
 }
 
 /// A request body on its way to the engine, as the application will read
-/// it: fed chunk by chunk, decoded when its coding says so, refused (through
+/// it: fed chunk by chunk, decoded when the transaction's `Content-Encoding`
+/// request headers say so, refused (through
 /// [`Transaction::reject_request_body`]) when it cannot be inspected. What
 /// every front end does with a request body, in one place; the caller
 /// forwards the bytes as the client sent them.
+#[derive(Default)]
 pub struct RequestBodyFeed {
-    coding: Coding,
     state: FeedState,
     /// A decoded piece, before the engine takes it.
     piece: Vec<u8>,
 }
 
+#[derive(Default)]
 enum FeedState {
     /// No byte yet: what to do is decided at the first.
+    #[default]
     Unstarted,
     /// Fed as it comes (not compressed, or not inspected).
     AsIs,
@@ -240,21 +243,13 @@ enum FeedState {
 }
 
 impl RequestBodyFeed {
-    /// A feed for a body in `coding` (see [`Coding::of`]).
-    pub fn new(coding: Coding) -> RequestBodyFeed {
-        RequestBodyFeed {
-            coding,
-            state: FeedState::Unstarted,
-            piece: Vec::new(),
-        }
-    }
-
     /// Feeds a chunk of the body with `append` (the transaction's
     /// `append_request_body`, or the caller's wrapper of it, which answers
     /// whether the engine wants more); whether the engine wants more.
     ///
-    /// The first bytes decide: a body the engine does not inspect, or one
-    /// sent as it is, goes as it comes; a gzip or deflate one is decoded a
+    /// The first bytes decide (the request headers are complete by then):
+    /// a body the engine does not inspect, or one sent as it is, goes as it
+    /// comes; a gzip or deflate one is decoded a
     /// [`PIECE`] at a time (the limits count decoded bytes); one in another
     /// coding is refused ([`Cause::RequestBodyCodingUnsupported`]), and one
     /// that does not decode too ([`Cause::RequestBodyNotDecoded`]): the
@@ -266,7 +261,7 @@ impl RequestBodyFeed {
         mut append: impl FnMut(&mut Transaction<'r>, &[u8]) -> Result<bool, E>,
     ) -> Result<bool, E> {
         if matches!(self.state, FeedState::Unstarted) && !chunk.is_empty() {
-            self.state = match self.coding {
+            self.state = match tx.request_coding() {
                 _ if !tx.inspects_request_body() => FeedState::AsIs,
                 Coding::Other => {
                     tx.reject_request_body(Cause::RequestBodyCodingUnsupported);
@@ -425,7 +420,7 @@ mod tests {
         tx.add_request_header(b"Content-Type", b"application/x-www-form-urlencoded");
         tx.add_request_header(b"Content-Encoding", coding.as_bytes());
         tx.process_request_headers();
-        let mut feed = RequestBodyFeed::new(Coding::of([coding.as_bytes()]));
+        let mut feed = RequestBodyFeed::default();
         let append = |tx: &mut Transaction<'_>, b: &[u8]| {
             Ok::<_, std::convert::Infallible>(tx.append_request_body(b))
         };
@@ -497,8 +492,9 @@ mod tests {
         };
         let mut tx = rs.transaction();
         tx.process_uri(b"/", b"POST", b"HTTP/1.1");
+        tx.add_request_header(b"Content-Encoding", b"gzip");
         tx.process_request_headers();
-        let mut feed = RequestBodyFeed::new(Coding::Gzip);
+        let mut feed = RequestBodyFeed::default();
         let mut decoded = 0;
         for piece in bomb.chunks(PIECE) {
             let _ = feed.feed(&mut tx, piece, |tx, b| {

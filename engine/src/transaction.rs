@@ -369,6 +369,17 @@ impl<'r> Transaction<'r> {
         true
     }
 
+    /// The request body's coding, from the `Content-Encoding` request
+    /// headers the transaction was given.
+    pub(crate) fn request_coding(&self) -> crate::coding::Coding {
+        crate::coding::Coding::of(
+            self.inputs
+                .headers
+                .with_key(b"content-encoding")
+                .map(|e| e.value.as_slice()),
+        )
+    }
+
     /// The front end rejects the request body it was feeding: a compressed
     /// body that does not decode ([`Cause::RequestBodyNotDecoded`], 400)
     /// or one in a coding it cannot decode for inspection

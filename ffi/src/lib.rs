@@ -27,7 +27,7 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::Arc;
-use waf_engine::coding::{Coding, RequestBodyFeed};
+use waf_engine::coding::RequestBodyFeed;
 use waf_engine::{LogCursor, Ruleset, Transaction};
 
 /// What an entry point returns: `WAF_OK` (0) or a negative error.
@@ -68,21 +68,15 @@ pub struct WafTransaction {
     rule_strings: Vec<CString>,
     /// How far the log callback has been given the transaction's lines.
     logged: LogCursor,
-    /// The request's `Content-Encoding` values, comma-joined.
-    content_encoding: Vec<u8>,
     /// The request body on its way to the engine (decoded when compressed,
-    /// as `waf serve` and the HAProxy agent feed it), from the first chunk.
-    body: Option<RequestBodyFeed>,
+    /// as `waf serve` and the HAProxy agent feed it).
+    body: RequestBodyFeed,
 }
 
 impl WafTransaction {
     /// Feeds a chunk of the request body; whether the engine wants more.
     fn feed_request_body(&mut self, chunk: &[u8]) -> bool {
-        let coding = Coding::of([self.content_encoding.as_slice()]);
-        let body = self
-            .body
-            .get_or_insert_with(|| RequestBodyFeed::new(coding));
-        let fed = body.feed(&mut self.tx, chunk, |tx, b| {
+        let fed = self.body.feed(&mut self.tx, chunk, |tx, b| {
             Ok::<bool, Infallible>(tx.append_request_body(b))
         });
         fed.unwrap_or_else(|never| match never {})
@@ -90,12 +84,10 @@ impl WafTransaction {
 
     /// The end of the request body (a compressed body's end is checked).
     fn finish_request_body(&mut self) {
-        if let Some(body) = &mut self.body {
-            let finished = body.finish(&mut self.tx, true, |tx, b| {
-                Ok::<bool, Infallible>(tx.append_request_body(b))
-            });
-            finished.unwrap_or_else(|never| match never {});
-        }
+        let finished = self.body.finish(&mut self.tx, true, |tx, b| {
+            Ok::<bool, Infallible>(tx.append_request_body(b))
+        });
+        finished.unwrap_or_else(|never| match never {});
     }
 
     /// Gives the log callback the lines the last call produced: each phase's
@@ -355,8 +347,7 @@ pub unsafe extern "C" fn waf_transaction_new(rs: *const WafRuleset) -> *mut WafT
             intervention_strings: Vec::new(),
             rule_strings: Vec::new(),
             logged: LogCursor::default(),
-            content_encoding: Vec::new(),
-            body: None,
+            body: RequestBodyFeed::default(),
         }))
     }))
     .unwrap_or(std::ptr::null_mut())
@@ -585,12 +576,6 @@ pub unsafe extern "C" fn waf_add_request_header(
     // SAFETY: per the contract.
     unsafe {
         add_header(tx, (name, name_len), (value, value_len), |t, n, v| {
-            if n.eq_ignore_ascii_case(b"content-encoding") {
-                if !t.content_encoding.is_empty() {
-                    t.content_encoding.push(b',');
-                }
-                t.content_encoding.extend_from_slice(v);
-            }
             t.tx.add_request_header(n, v)
         })
     }

@@ -1075,7 +1075,7 @@ async fn handle(
     // decode) is refused (400, 415) rather than passed on uninspected: the
     // engine's `RequestBodyFeed`, as for the other front ends. The bytes
     // forwarded stay the client's.
-    let mut feed = RequestBodyFeed::new(crate::encoding::coding(&parts.headers));
+    let mut feed = RequestBodyFeed::default();
     let deadline = tokio::time::Instant::now() + state.config().body_timeout;
     while wanted {
         let frame = match tokio::time::timeout_at(deadline, body.frame()).await {

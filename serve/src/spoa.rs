@@ -128,19 +128,11 @@ pub fn decide(rules: &Rules, m: &Message, log: &ErrorLog) -> Decision {
     );
     let headers = parse_headers(&bytes(arg(m, "headers")));
     let mut content_length = None;
-    // The body's coding (see encoding.rs): a compressed body is inspected
-    // decoded, as `waf serve` does.
-    let mut codings = hyper::HeaderMap::new();
     for (name, value) in headers.iter().flatten() {
         if name.eq_ignore_ascii_case(b"content-length") {
             content_length = std::str::from_utf8(value)
                 .ok()
                 .and_then(|v| v.trim().parse::<u64>().ok());
-        }
-        if name.eq_ignore_ascii_case(b"content-encoding") {
-            if let Ok(v) = hyper::header::HeaderValue::from_bytes(value) {
-                codings.append(hyper::header::CONTENT_ENCODING, v);
-            }
         }
         tx.add_request_header(name, value);
     }
@@ -154,7 +146,7 @@ pub fn decide(rules: &Rules, m: &Message, log: &ErrorLog) -> Decision {
     let body = bytes(arg(m, "body"));
     let body_truncated = content_length.is_some_and(|n| n > body.len() as u64);
     if tx.intervention().is_none() {
-        feed_body(&mut tx, &body, &codings, body_truncated);
+        feed_body(&mut tx, &body, body_truncated);
         if tx.intervention().is_none() {
             tx.process_request_body();
         }
@@ -202,13 +194,8 @@ pub fn decide(rules: &Rules, m: &Message, log: &ErrorLog) -> Decision {
 /// 400 or 415 intervention when it does not decode or cannot be decoded);
 /// a body HAProxy cut short is inspected as far as it decodes, its end not
 /// checked.
-fn feed_body(
-    tx: &mut waf_engine::Transaction<'_>,
-    body: &[u8],
-    codings: &hyper::HeaderMap,
-    truncated: bool,
-) {
-    let mut feed = waf_engine::coding::RequestBodyFeed::new(crate::encoding::coding(codings));
+fn feed_body(tx: &mut waf_engine::Transaction<'_>, body: &[u8], truncated: bool) {
+    let mut feed = waf_engine::coding::RequestBodyFeed::default();
     let append = |tx: &mut waf_engine::Transaction<'_>, b: &[u8]| {
         Ok::<_, std::convert::Infallible>(tx.append_request_body(b) && tx.intervention().is_none())
     };
