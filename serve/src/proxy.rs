@@ -1107,9 +1107,7 @@ async fn handle(
             return Ok(over_budget());
         }
         if wanted {
-            let fed = feed.feed(&mut tx, &data, |tx, b| {
-                feed_request_body(&mut guard, tx, b).map(|w| w && tx.intervention().is_none())
-            });
+            let fed = feed.feed(&mut tx, &data, |tx, b| feed_request_body(&mut guard, tx, b));
             wanted = match fed {
                 Ok(w) => w,
                 Err(f) => return Ok(fault_response(&state, &mut tx, f, &target)),

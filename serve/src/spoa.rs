@@ -197,7 +197,7 @@ pub fn decide(rules: &Rules, m: &Message, log: &ErrorLog) -> Decision {
 fn feed_body(tx: &mut waf_engine::Transaction<'_>, body: &[u8], truncated: bool) {
     let mut feed = waf_engine::coding::RequestBodyFeed::default();
     let append = |tx: &mut waf_engine::Transaction<'_>, b: &[u8]| {
-        Ok::<_, std::convert::Infallible>(tx.append_request_body(b) && tx.intervention().is_none())
+        Ok::<_, std::convert::Infallible>(tx.append_request_body(b))
     };
     let wanted = feed
         .feed(tx, body, append)
