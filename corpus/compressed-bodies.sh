@@ -12,13 +12,12 @@
 #   a benign gzip form body                       -> 200
 #   a gzip body cut short                         -> 400
 #   a `br` body (cannot be decoded)               -> 415
-#   19 KB of deflate inflating to 20 MB (a bomb)  -> 413 (SecRequestBodyLimit 13107200, Reject)
+#   19 KB of deflate inflating to 20 MB (a bomb)  -> 413 (SecRequestBodyNoFilesLimit 131072, Reject)
 #   `Content-Encoding: gzip` and no body          -> 200
 # HAProxy's shipped rules answer every refusal of the agent with 403 (the
 # agent's 400/415/413 are in `txn.waf.status`), so its column expects 403
 # where the others differ. Prints ModSecurity's answers (not checked: it
-# reads the compressed
-# bytes). CRS forbids the `Content-Encoding` request header (920450) unless
+# reads the compressed bytes). CRS forbids the `Content-Encoding` request header (920450) unless
 # a site allows it; here it is allowed, as for a site that takes compressed
 # bodies. Exit 0 when every check holds, 1 otherwise.
 #
