@@ -334,9 +334,34 @@ mod tests {
     use waf_test_support::XorShift;
 
     fn gzip(data: &[u8]) -> Vec<u8> {
-        let mut e = GzEncoder::new(Vec::new(), Compression::default());
-        e.write_all(data).expect("compress");
-        e.finish().expect("compress")
+        encode(GZIP, Compression::default().level(), data)
+    }
+
+    /// What [`encode`] writes: gzip, zlib or raw deflate.
+    const GZIP: usize = 0;
+    const ZLIB: usize = 1;
+    const RAW: usize = 2;
+
+    /// `body` in gzip, zlib or raw deflate (`kind`) at `level`.
+    fn encode(kind: usize, level: u32, body: &[u8]) -> Vec<u8> {
+        let level = Compression::new(level);
+        match kind {
+            GZIP => {
+                let mut e = GzEncoder::new(Vec::new(), level);
+                e.write_all(body).expect("compress");
+                e.finish().expect("compress")
+            }
+            ZLIB => {
+                let mut e = ZlibEncoder::new(Vec::new(), level);
+                e.write_all(body).expect("compress");
+                e.finish().expect("compress")
+            }
+            _ => {
+                let mut e = DeflateEncoder::new(Vec::new(), level);
+                e.write_all(body).expect("compress");
+                e.finish().expect("compress")
+            }
+        }
     }
 
     /// Decodes `body` fed `chunk` bytes at a time.
@@ -353,16 +378,9 @@ mod tests {
     #[test]
     fn gzip_zlib_and_raw_deflate_decode_in_any_chunking() {
         let page = b"<html><p>SECRET-LEAK</p></html>".repeat(200);
-        let zlib = {
-            let mut e = ZlibEncoder::new(Vec::new(), Compression::default());
-            e.write_all(&page).expect("compress");
-            e.finish().expect("compress")
-        };
-        let raw = {
-            let mut e = DeflateEncoder::new(Vec::new(), Compression::default());
-            e.write_all(&page).expect("compress");
-            e.finish().expect("compress")
-        };
+        let level = Compression::default().level();
+        let zlib = encode(ZLIB, level, &page);
+        let raw = encode(RAW, level, &page);
         for chunk in [1, 2, 7, 100, 100_000] {
             assert_eq!(
                 decode(Coding::Gzip, &gzip(&page), chunk).expect("gzip"),
@@ -385,29 +403,6 @@ mod tests {
         // No body at all (a HEAD, a 304): nothing to decode, no error.
         let mut d = Decoder::new(Coding::Gzip).expect("decoder");
         assert!(d.finish(&mut Vec::new()).is_ok());
-    }
-
-    /// `body` in gzip, zlib or raw deflate (`kind` 0, 1, 2) at `level`.
-    fn encode(kind: usize, level: u32, body: &[u8]) -> Vec<u8> {
-        let level = Compression::new(level);
-        let done = |r: std::io::Result<Vec<u8>>| r.expect("compress");
-        match kind {
-            0 => {
-                let mut e = GzEncoder::new(Vec::new(), level);
-                e.write_all(body).expect("compress");
-                done(e.finish())
-            }
-            1 => {
-                let mut e = ZlibEncoder::new(Vec::new(), level);
-                e.write_all(body).expect("compress");
-                done(e.finish())
-            }
-            _ => {
-                let mut e = DeflateEncoder::new(Vec::new(), level);
-                e.write_all(body).expect("compress");
-                done(e.finish())
-            }
-        }
     }
 
     /// Pushes `input` in pieces of random sizes (1 to 2,000 bytes), then
@@ -485,7 +480,7 @@ mod tests {
                 damaged.extend((0..rng.below(64)).map(|_| rng.byte()));
             }
             let (_, end) = push_randomly(&mut rng, coding, &damaged);
-            if kind == 0 && end.is_ok() {
+            if kind == GZIP && end.is_ok() {
                 // gzip checks its data (CRC-32 and length): a damaged body
                 // that still decodes had only unchecked header bytes (its
                 // time, its OS) changed, and yields the same bytes.
