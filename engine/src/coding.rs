@@ -505,6 +505,23 @@ mod tests {
         assert_eq!(Coding::of([&b"gz\xffip"[..]]), Coding::Other);
         assert_eq!(Coding::of([&[0x67, 0xff][..]]), Coding::Other);
     }
+    fn ruleset(rules: &str) -> crate::Ruleset {
+        match crate::Ruleset::from_str("t.conf", rules) {
+            Ok(rs) => rs,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// A form POST with `Content-Encoding: coding`, its headers processed.
+    fn posted<'r>(rs: &'r crate::Ruleset, coding: &str) -> Transaction<'r> {
+        let mut tx = rs.transaction();
+        tx.process_uri(b"/", b"POST", b"HTTP/1.1");
+        tx.add_request_header(b"Content-Type", b"application/x-www-form-urlencoded");
+        tx.add_request_header(b"Content-Encoding", coding.as_bytes());
+        tx.process_request_headers();
+        tx
+    }
+
     /// A POST with `Content-Encoding: coding` whose body goes through a
     /// `RequestBodyFeed` in `chunk`-byte pieces (`complete`: the body is
     /// whole); the intervention's status and cause.
@@ -515,15 +532,8 @@ mod tests {
         chunk: usize,
         complete: bool,
     ) -> Option<(u16, crate::Cause)> {
-        let rs = match crate::Ruleset::from_str("t.conf", rules) {
-            Ok(rs) => rs,
-            Err(e) => panic!("{e}"),
-        };
-        let mut tx = rs.transaction();
-        tx.process_uri(b"/", b"POST", b"HTTP/1.1");
-        tx.add_request_header(b"Content-Type", b"application/x-www-form-urlencoded");
-        tx.add_request_header(b"Content-Encoding", coding.as_bytes());
-        tx.process_request_headers();
+        let rs = ruleset(rules);
+        let mut tx = posted(&rs, coding);
         let mut feed = RequestBodyFeed::default();
         let append = |tx: &mut Transaction<'_>, b: &[u8]| {
             Ok::<_, std::convert::Infallible>(tx.append_request_body(b))
@@ -590,14 +600,8 @@ mod tests {
             fed(RULES, "gzip", &bomb, 4096, true),
             Some((413, Cause::RequestBodyLimit { limit: 100000 }))
         );
-        let rs = match crate::Ruleset::from_str("t.conf", RULES) {
-            Ok(rs) => rs,
-            Err(e) => panic!("{e}"),
-        };
-        let mut tx = rs.transaction();
-        tx.process_uri(b"/", b"POST", b"HTTP/1.1");
-        tx.add_request_header(b"Content-Encoding", b"gzip");
-        tx.process_request_headers();
+        let rs = ruleset(RULES);
+        let mut tx = posted(&rs, "gzip");
         let mut feed = RequestBodyFeed::default();
         let mut decoded = 0;
         for piece in bomb.chunks(PIECE) {
