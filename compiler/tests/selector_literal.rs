@@ -66,6 +66,10 @@ fn the_literal_form_agrees_with_the_regex() {
         b"A-B",
         b"ab",
         b"xx_1y",
+        // A literal's first byte seen before its match, and a near miss.
+        b"xxsesxSESS_x",
+        b"x_x_x_1",
+        b"sesx_",
         b"",
         b"multipart_headers_content_types_text/plain",
         b"MULTIPART_HEADERS_CONTENT_TYPES",

@@ -621,6 +621,16 @@ impl SelectorRegex {
         })
     }
 
+    /// Whether `key` matches: by the literal when it can say, else by the
+    /// regex, once the key's first byte allows it.
+    #[inline]
+    pub fn is_match(&self, key: &[u8]) -> bool {
+        match self.literal.as_ref().and_then(|l| l.matches(key)) {
+            Some(m) => m,
+            None => self.may_start(key) && self.regex.is_match(key),
+        }
+    }
+
     /// False when the regex cannot match `key` for its first byte (see
     /// [`SelectorRegex::first_bytes`]); true when it may.
     #[inline]
@@ -763,9 +773,19 @@ impl KeyLiteral {
             KeyLiteral::Prefix(lit) => {
                 key.len() >= lit.len() && key[..lit.len()].eq_ignore_ascii_case(lit)
             }
-            KeyLiteral::Contains(lit) => {
-                key.windows(lit.len()).any(|w| w.eq_ignore_ascii_case(lit))
-            }
+            KeyLiteral::Contains(lit) => match lit.split_first() {
+                // Compared only where the key has the literal's first byte
+                // (at few positions), not window by window.
+                Some((&first, rest)) if key.len() >= lit.len() => key[..=key.len() - lit.len()]
+                    .iter()
+                    .enumerate()
+                    .any(|(i, &b)| {
+                        b.to_ascii_lowercase() == first
+                            && key[i + 1..i + lit.len()].eq_ignore_ascii_case(rest)
+                    }),
+                Some(_) => false,
+                None => true,
+            },
         })
     }
 }
