@@ -450,7 +450,7 @@ mod tests {
                 _ => (0..len).map(|_| rng.byte()).collect(),
             };
             let kind = rng.below(3);
-            let coding = if kind == 0 {
+            let coding = if kind == GZIP {
                 Coding::Gzip
             } else {
                 Coding::Deflate
@@ -505,6 +505,7 @@ mod tests {
         assert_eq!(Coding::of([&b"gz\xffip"[..]]), Coding::Other);
         assert_eq!(Coding::of([&[0x67, 0xff][..]]), Coding::Other);
     }
+
     fn ruleset(rules: &str) -> crate::Ruleset {
         match crate::Ruleset::from_str("t.conf", rules) {
             Ok(rs) => rs,
