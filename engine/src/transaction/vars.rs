@@ -135,8 +135,8 @@ impl Vars<'_, '_> {
             }
             if let Selector::Regex(id) = sel {
                 // `TX:/^header_name_920450_/` tests every `TX` key (~120 per
-                // request): the regex is looked up once, and its test is
-                // inlined in the loop.
+                // request): the selector is matched on and its regex looked
+                // up once, not per key.
                 let rx = &program.selector_regexes[id.index()];
                 for e in c.iter() {
                     if rx.is_match(&e.key) {
