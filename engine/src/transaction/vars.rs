@@ -124,29 +124,25 @@ impl Vars<'_, '_> {
             });
             return;
         }
-        let from = |c: &Collection, out: &mut ValList| {
-            if let Selector::Key(k) = sel {
-                // The common case (`TX:score`): no per-entry selector dispatch.
-                let k = k.as_bytes();
-                for e in c.with_key(k) {
+        // The selector is dispatched once per scan, not per entry.
+        let from = |c: &Collection, out: &mut ValList| match sel {
+            // The common case (`TX:score`): the key's entries, by the index.
+            Selector::Key(k) => {
+                for e in c.with_key(k.as_bytes()) {
                     out.push(var, &e.key, &e.value, None);
                 }
-                return;
             }
-            if let Selector::Regex(id) = sel {
-                // `TX:/^header_name_920450_/` tests every `TX` key (~120 per
-                // request): the selector is matched on and its regex looked
-                // up once, not per key.
+            // `TX:/^header_name_920450_/` tests every `TX` key (~120 per
+            // request): its regex is looked up once, not per key.
+            Selector::Regex(id) => {
                 let rx = &program.selector_regexes[id.index()];
-                for e in c.iter() {
-                    if rx.is_match(&e.key) {
-                        out.push(var, &e.key, &e.value, None);
-                    }
+                for e in c.iter().filter(|e| rx.is_match(&e.key)) {
+                    out.push(var, &e.key, &e.value, None);
                 }
-                return;
             }
-            for e in c.iter() {
-                if selector_matches(program, sel, &e.key) {
+            // Every key passes (as `selector_matches` answers).
+            Selector::All | Selector::XPath(_) => {
+                for e in c.iter() {
                     out.push(var, &e.key, &e.value, None);
                 }
             }
