@@ -127,6 +127,11 @@ pub struct EngineFlags {
     /// Evaluate the rules that partial evaluation at load proved cannot match.
     #[arg(long)]
     pub no_fold: bool,
+    /// Values each thread's cross-transaction cache holds before it starts
+    /// over (its memory grows with use, up to about 2 KiB per value with
+    /// CRS).
+    #[arg(long, value_name = "VALUES", default_value_t = waf_engine::EvalOptions::DEFAULT_XCACHE_RECORDS, value_parser = positive)]
+    pub value_cache: usize,
 }
 
 impl EngineFlags {
@@ -136,6 +141,7 @@ impl EngineFlags {
             prefilter: !self.no_prefilter,
             xcache: !self.no_xcache && !self.no_memo,
             fold: !self.no_fold,
+            xcache_records: self.value_cache,
             ..waf_engine::EvalOptions::default()
         }
     }

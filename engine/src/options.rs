@@ -18,6 +18,12 @@ pub struct EvalOptions {
     /// Step over the rules that partial evaluation at load proved cannot
     /// match (`engine/src/fold.rs`), while its assumptions hold.
     pub fold: bool,
+    /// Values the cross-transaction cache of a thread holds before it
+    /// starts over (see `transaction/xcache.rs`); its bytes and operator
+    /// results are bounded in proportion (1 KiB and 64 results per value).
+    /// Read when a thread's cache for a ruleset is created, by the first
+    /// transaction of that ruleset on the thread.
+    pub xcache_records: usize,
 }
 
 impl Default for EvalOptions {
@@ -28,11 +34,15 @@ impl Default for EvalOptions {
             profile: false,
             xcache: true,
             fold: true,
+            xcache_records: Self::DEFAULT_XCACHE_RECORDS,
         }
     }
 }
 
 impl EvalOptions {
+    /// The default of [`EvalOptions::xcache_records`].
+    pub const DEFAULT_XCACHE_RECORDS: usize = 16384;
+
     /// No memoization, no prefilter, no partial evaluation: every rule
     /// transforms and tests every value.
     pub fn naive() -> Self {
@@ -42,6 +52,7 @@ impl EvalOptions {
             profile: false,
             xcache: false,
             fold: false,
+            xcache_records: Self::DEFAULT_XCACHE_RECORDS,
         }
     }
 }

@@ -826,6 +826,35 @@ mod chain_profile_tests {
     }
 
     #[test]
+    fn the_cache_holds_as_many_values_as_the_options_say() {
+        // 40 requests of 40 distinct values, three times over: a cache of
+        // the default size learns them in the first two rounds and serves
+        // all of the third; one of 16 values starts over again and again.
+        let hits_in_third_round = |records: usize| {
+            let rs = Ruleset::from_str("t.conf", RULES)
+                .expect("compiles")
+                .with_eval_options(EvalOptions {
+                    xcache_records: records,
+                    ..EvalOptions::default()
+                });
+            let mut tx = rs.transaction();
+            for round in 0..3 {
+                if round == 2 {
+                    tx.reset_stats();
+                }
+                for i in 0..40 {
+                    tx.reset();
+                    tx.process_uri(format!("/?a=value{i}").as_bytes(), b"GET", b"HTTP/1.1");
+                    tx.process_request_headers();
+                }
+            }
+            tx.stats().xcache_hits
+        };
+        assert_eq!(hits_in_third_round(EvalOptions::DEFAULT_XCACHE_RECORDS), 40);
+        assert!(hits_in_third_round(16) < 20);
+    }
+
+    #[test]
     fn profile_off_leaves_the_counters_empty() {
         let rs = Ruleset::from_str("t.conf", RULES).expect("compiles");
         let tx = run(&rs, EvalOptions::default());

@@ -35,13 +35,14 @@ impl<'r> Transaction<'r> {
     /// Takes this thread's cross-transaction cache for the phase (a new one
     /// if the thread has none for this ruleset).
     fn borrow_xcache(&mut self) {
+        let records = self.options.xcache_records;
         let m = &mut self.cache.memo;
         if !m.x_on {
             return;
         }
         // Replaces the placeholder (or, after a panic in a phase, a cache
         // that may be half-updated: it is dropped).
-        m.x = xcache::home_take(self.rs.id()).unwrap_or_else(|| m.new_xcache());
+        m.x = xcache::home_take(self.rs.id()).unwrap_or_else(|| m.new_xcache(records));
         m.x_taken = Some((m.x.hits, m.x.misses));
     }
 

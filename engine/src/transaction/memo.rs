@@ -191,9 +191,10 @@ impl Memo {
         }
     }
 
-    /// A new, empty cross-transaction cache for this program.
-    pub fn new_xcache(&self) -> XCache {
-        XCache::new(self.words, self.nodes, XCacheLimits::default())
+    /// A new, empty cross-transaction cache for this program, of up to
+    /// `records` values.
+    pub fn new_xcache(&self, records: usize) -> XCache {
+        XCache::new(self.words, self.nodes, XCacheLimits::for_records(records))
     }
 
     pub fn clear(&mut self) {

@@ -106,13 +106,23 @@ pub(super) struct XCacheLimits {
     pub op_results: usize,
 }
 
+impl XCacheLimits {
+    /// The bounds of a cache of `records` values (from 16 to 2^24): 1 KiB
+    /// of value bytes and 64 operator results per value (16 MiB and
+    /// 1,048,576 for the default 16,384).
+    pub fn for_records(records: usize) -> XCacheLimits {
+        let records = records.clamp(16, 1 << 24);
+        XCacheLimits {
+            records,
+            bytes: records << 10,
+            op_results: records << 6,
+        }
+    }
+}
+
 impl Default for XCacheLimits {
     fn default() -> Self {
-        XCacheLimits {
-            records: 4096,
-            bytes: 4 << 20,
-            op_results: 1 << 18,
-        }
+        XCacheLimits::for_records(crate::EvalOptions::DEFAULT_XCACHE_RECORDS)
     }
 }
 
@@ -620,6 +630,16 @@ mod tests {
         assert_eq!(c.op(a, 1, 7), None);
         // Too big to cache.
         assert_eq!(c.record(&[0u8; 200]), None);
+    }
+
+    #[test]
+    fn limits_grow_with_the_records() {
+        let d = XCacheLimits::default();
+        assert_eq!(d.records, crate::EvalOptions::DEFAULT_XCACHE_RECORDS);
+        let l = XCacheLimits::for_records(4096);
+        assert_eq!((l.records, l.bytes, l.op_results), (4096, 4 << 20, 1 << 18));
+        assert_eq!(XCacheLimits::for_records(0).records, 16);
+        assert_eq!(XCacheLimits::for_records(usize::MAX).records, 1 << 24);
     }
 
     #[test]
