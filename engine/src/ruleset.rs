@@ -39,6 +39,14 @@ pub struct Ruleset {
     id: u64,
 }
 
+impl Drop for Ruleset {
+    /// The worker threads' cross-transaction caches of this ruleset go at
+    /// their next phase (a reload must not leave them behind).
+    fn drop(&mut self) {
+        crate::transaction::ruleset_dropped(self.id);
+    }
+}
+
 /// Evaluation caches kept for reuse (at most [`CachePool::CAPACITY`]).
 ///
 /// Opaque here (`Any`): the transaction module owns the cache type, and the
@@ -107,6 +115,8 @@ impl Ruleset {
         let unicode_map = program.settings.unicode_map.as_ref().and_then(|m| {
             crate::transform::UnicodeMap::parse(&m.contents, m.code_page).map(std::sync::Arc::new)
         });
+        let id = next_id();
+        crate::transaction::ruleset_made(id);
         Ruleset {
             unicode_map,
             folding,
@@ -117,7 +127,7 @@ impl Ruleset {
             scanner,
             options: EvalOptions::default(),
             pool: CachePool::default(),
-            id: next_id(),
+            id,
         }
     }
 

@@ -58,6 +58,7 @@ use memo::Memo;
 use state::{Allow, RuleState};
 use std::time::{SystemTime, UNIX_EPOCH};
 use waf_compiler::ir::{AuditEngine, AuditParts, EngineMode, LimitAction, Program, Settings};
+pub(crate) use xcache::{ruleset_dropped, ruleset_made};
 
 /// How far [`Transaction::new_log_lines`] has reported a transaction's log
 /// lines. Start from `LogCursor::default()` for each transaction.
@@ -726,7 +727,7 @@ mod tests;
 
 #[cfg(test)]
 mod chain_profile_tests {
-    use super::{EvalOptions, Transaction};
+    use super::{xcache, EvalOptions, Transaction};
     use crate::Ruleset;
     use waf_compiler::ir::NodeId;
 
@@ -852,6 +853,25 @@ mod chain_profile_tests {
         };
         assert_eq!(hits_in_third_round(EvalOptions::DEFAULT_XCACHE_RECORDS), 40);
         assert!(hits_in_third_round(16) < 20);
+    }
+
+    #[test]
+    fn a_threads_caches_of_a_dropped_ruleset_go_at_its_next_phase() {
+        let phase = |rs: &Ruleset| {
+            let mut tx = rs.transaction();
+            tx.process_uri(b"/?a=x", b"GET", b"HTTP/1.1");
+            tx.process_request_headers();
+        };
+        let old = Ruleset::from_str("old.conf", RULES).expect("compiles");
+        let new = Ruleset::from_str("new.conf", RULES).expect("compiles");
+        phase(&old);
+        phase(&new);
+        let (old_id, new_id) = (old.id(), new.id());
+        assert_eq!(xcache::home_ids()[..2], [new_id, old_id]);
+        drop(old);
+        phase(&new);
+        let ids = xcache::home_ids();
+        assert!(ids.contains(&new_id) && !ids.contains(&old_id), "{ids:?}");
     }
 
     #[test]

@@ -30,6 +30,7 @@
 //! uncached path.
 
 use crate::prefilter::ByteMask;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// "No index": an absent entry, instance or result, in this table and in
 /// the memo table built on it.
@@ -521,34 +522,82 @@ fn next_epoch() -> u32 {
 // copies, each megabytes. A transaction borrows its thread's cache for
 // the length of a phase (see `Transaction::run_phase`).
 
-/// Rulesets whose caches a thread keeps (a server running several sites,
-/// or one reloading: the caches of replaced rulesets age out).
+/// Rulesets whose caches a thread keeps (a server running several sites).
 const HOME_RULESETS: usize = 4;
 
+struct Home {
+    /// Per ruleset id, most recently used first.
+    caches: Vec<(u64, XCache)>,
+    /// [`GONE`] when this thread last dropped the caches of rulesets that
+    /// are gone.
+    gone_seen: u64,
+}
+
 thread_local! {
-    static HOME: std::cell::RefCell<Vec<(u64, XCache)>> = const { std::cell::RefCell::new(Vec::new()) };
+    static HOME: std::cell::RefCell<Home> = const {
+        std::cell::RefCell::new(Home {
+            caches: Vec::new(),
+            gone_seen: 0,
+        })
+    };
+}
+
+// The rulesets alive in the process, by id, so that each thread drops its
+// caches of those that are gone. A reload replaces the ruleset; without
+// this, every worker thread kept its caches of the last replaced ones (up
+// to `HOME_RULESETS - 1`, megabytes each) until newer rulesets pushed them
+// out.
+static LIVE: std::sync::Mutex<Vec<u64>> = std::sync::Mutex::new(Vec::new());
+/// How many rulesets were dropped: a thread looks at [`LIVE`] only when
+/// this moved since it last did (one relaxed load per phase otherwise).
+static GONE: AtomicU64 = AtomicU64::new(0);
+
+/// Ruleset `id` was made ([`crate::Ruleset`]'s constructor).
+pub(crate) fn ruleset_made(id: u64) {
+    if let Ok(mut live) = LIVE.lock() {
+        live.push(id);
+    }
+}
+
+/// Ruleset `id` is dropped: the threads drop their caches of it at their
+/// next phase. (Had `ruleset_made` failed to record it, its caches are
+/// dropped early: a cache miss, never a wrong answer.)
+pub(crate) fn ruleset_dropped(id: u64) {
+    if let Ok(mut live) = LIVE.lock() {
+        live.retain(|&r| r != id);
+    }
+    GONE.fetch_add(1, Ordering::Release);
 }
 
 /// This thread's cache for ruleset `id`, if it has one (taken out).
 pub(super) fn home_take(id: u64) -> Option<XCache> {
     HOME.try_with(|h| {
         let mut h = h.try_borrow_mut().ok()?;
-        let i = h.iter().position(|(r, _)| *r == id)?;
-        Some(h.remove(i).1)
+        let i = h.caches.iter().position(|(r, _)| *r == id)?;
+        Some(h.caches.remove(i).1)
     })
     .ok()
     .flatten()
 }
 
-/// Puts a cache back as this thread's for ruleset `id`.
+/// Puts a cache back as this thread's for ruleset `id` (a live ruleset:
+/// the transaction giving it back holds it), and drops the thread's caches
+/// of rulesets dropped since it last looked.
 pub(super) fn home_give(id: u64, x: XCache) {
     let _ = HOME.try_with(|h| {
         if let Ok(mut h) = h.try_borrow_mut() {
-            h.retain(|(r, _)| *r != id);
-            if h.len() >= HOME_RULESETS {
-                h.pop();
+            let gone = GONE.load(Ordering::Acquire);
+            if gone != h.gone_seen {
+                if let Ok(live) = LIVE.lock() {
+                    h.caches.retain(|(r, _)| live.contains(r));
+                    h.gone_seen = gone;
+                }
             }
-            h.insert(0, (id, x));
+            h.caches.retain(|(r, _)| *r != id);
+            if h.caches.len() >= HOME_RULESETS {
+                h.caches.pop();
+            }
+            h.caches.insert(0, (id, x));
         }
     });
 }
@@ -557,13 +606,19 @@ pub(super) fn home_give(id: u64, x: XCache) {
 pub(super) fn home_clear(id: u64) {
     let _ = HOME.try_with(|h| {
         if let Ok(mut h) = h.try_borrow_mut() {
-            for (r, x) in h.iter_mut() {
+            for (r, x) in h.caches.iter_mut() {
                 if *r == id {
                     x.clear();
                 }
             }
         }
     });
+}
+
+/// The rulesets this thread keeps caches for, most recently used first.
+#[cfg(test)]
+pub(super) fn home_ids() -> Vec<u64> {
+    HOME.with(|h| h.borrow().caches.iter().map(|(r, _)| *r).collect())
 }
 
 /// The slots of a record of `rn` slots that node `node`'s entry may be in,
