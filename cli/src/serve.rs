@@ -96,6 +96,11 @@ pub struct Args {
     /// runtime instead [default: one per CPU].
     #[arg(long, value_name = "N")]
     pub workers: Option<usize>,
+    /// Values each worker's cross-transaction cache holds (what repeats in
+    /// the traffic is transformed, scanned and tested once while it fits;
+    /// about 2 KiB a value with CRS when full) [default: 16384].
+    #[arg(long, value_name = "VALUES", value_parser = crate::input::positive)]
+    pub value_cache: Option<usize>,
     /// TLS certificate chain (PEM); with --tls-key.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -204,6 +209,9 @@ pub fn run(args: Args) -> CmdResult {
         .transpose()
         .map_err(|e| CliError::usage(format!("--request-id-header: {e}")))?;
     config.workers = Some(args.workers.unwrap_or_else(default_workers));
+    if let Some(n) = args.value_cache {
+        config.value_cache = n;
+    }
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(c), Some(k)) => Some(waf_serve::tls::load(c, k).map_err(CliError::usage)?),
         _ => None,
@@ -247,6 +255,7 @@ fn run_manifest(path: &Path, args: &Args) -> CmdResult {
         ("--profile", args.profile),
         ("--reuse-port", args.reuse_port),
         ("--workers", args.workers.is_some()),
+        ("--value-cache", args.value_cache.is_some()),
         ("--trusted-proxy", !args.trusted_proxies.is_empty()),
         ("--request-id-header", args.request_id_header.is_some()),
     ];

@@ -140,6 +140,11 @@ pub struct Config {
     /// thread (`waf serve` starts one per CPU); `None`: served on the
     /// runtime that starts the server (embedding, tests).
     pub workers: Option<usize>,
+    /// Values each worker thread's cross-transaction cache holds per
+    /// ruleset (`EvalOptions::xcache_records`): what repeats in the traffic
+    /// (user agents, cookies, paths) is transformed, scanned and tested
+    /// once while it fits; about 2 KiB a value with CRS when full.
+    pub value_cache: usize,
     /// Bind the listeners (and the admin address) with `SO_REUSEPORT`, so
     /// that a second process can listen on the same addresses while this
     /// one runs: a new binary or configuration takes over without a moment
@@ -190,6 +195,7 @@ impl Config {
             time_budget: None,
             profile: false,
             workers: None,
+            value_cache: waf_engine::EvalOptions::DEFAULT_XCACHE_RECORDS,
             reuse_port: false,
             request_id_header: None,
         }

@@ -51,6 +51,8 @@ struct File {
     #[serde(default)]
     workers: Option<usize>,
     #[serde(default)]
+    value_cache: Option<usize>,
+    #[serde(default)]
     trusted_proxies: Vec<String>,
     #[serde(default)]
     request_id_header: Option<String>,
@@ -536,6 +538,16 @@ impl Manifest {
         let mut config = Config::new(listeners[0].listen, upstream_uri);
         config.admin = file.admin;
         config.workers = file.workers;
+        if let Some(n) = file.value_cache {
+            if n == 0 {
+                return Err(invalid(
+                    "value_cache",
+                    "0: give the number of values each worker's cache holds (16384 by default)"
+                        .into(),
+                ));
+            }
+            config.value_cache = n;
+        }
         // Every timeout but the shutdown's must leave time for something:
         // 0 s would fail every connection, request or tunnel at once.
         let t = &file.timeouts;

@@ -896,13 +896,13 @@ async fn handle(
     // The transaction comes first: a custom rule's block or log line names
     // the request's id too.
     let rs = site.rules.current();
-    let mut tx = if state.config().profile {
+    let mut tx = {
+        let config = state.config();
         rs.transaction_with(waf_engine::EvalOptions {
-            profile: true,
+            profile: config.profile,
+            xcache_records: config.value_cache,
             ..rs.eval_options()
         })
-    } else {
-        rs.transaction()
     };
     site.apply_exceptions(&view, &mut tx);
     // A trusted proxy's request id becomes the request's (see

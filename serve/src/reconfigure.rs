@@ -11,8 +11,9 @@
 //!   starts after the reload; those in flight keep what they started with;
 //! - the settings that shape the process (the listeners and their TLS
 //!   files' paths, the admin address, the log files, `upstream_ca`, `workers`,
-//!   `watch_interval`, `profile`, `reuse_port`) keep their running value until a
-//!   restart, and the reload names each one that changed.
+//!   `value_cache`, `watch_interval`, `profile`, `reuse_port`) keep their
+//!   running value until a restart, and the reload names each one that
+//!   changed.
 //!
 //! The certificate and key in the TLS files are read again on every reload
 //! (`tls.rs`); only their paths are fixed.
@@ -36,6 +37,7 @@ pub struct FixedSettings {
     access_log: Option<PathBuf>,
     upstream_ca: Option<PathBuf>,
     workers: Option<usize>,
+    value_cache: usize,
     watch_interval: Option<Duration>,
     profile: bool,
     reuse_port: bool,
@@ -54,6 +56,7 @@ impl FixedSettings {
             access_log: m.access_log.clone(),
             upstream_ca: c.upstream_ca.clone(),
             workers: c.workers,
+            value_cache: c.value_cache,
             watch_interval: c.watch_interval,
             profile: c.profile,
             reuse_port: c.reuse_port,
@@ -76,6 +79,7 @@ impl FixedSettings {
         check("access_log", self.access_log != fresh.access_log);
         check("upstream_ca", self.upstream_ca != fresh.upstream_ca);
         check("workers", self.workers != fresh.workers);
+        check("value_cache", self.value_cache != fresh.value_cache);
         check(
             "watch_interval",
             self.watch_interval != fresh.watch_interval,
@@ -197,6 +201,7 @@ mod tests {
         c.listen = SocketAddr::from(([127, 0, 0, 1], 8081));
         c.admin = Some(SocketAddr::from(([127, 0, 0, 1], 9901)));
         c.workers = Some(4);
+        c.value_cache = 100_000;
         c.profile = true;
         let mut m = manifest(c);
         m.error_log = Some(PathBuf::from("/var/log/waf/error.log"));
@@ -208,10 +213,11 @@ mod tests {
         assert_eq!(next.listen, running.listen);
         assert_eq!(next.admin, None);
         assert_eq!(next.workers, None);
+        assert_eq!(next.value_cache, running.value_cache);
         assert!(!next.profile);
         assert_eq!(
             notes,
-            ["settings that take a restart (the running values stay): listen, tls, admin, error_log, workers, profile"]
+            ["settings that take a restart (the running values stay): listen, tls, admin, error_log, workers, value_cache, profile"]
         );
     }
 
