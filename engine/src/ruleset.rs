@@ -43,7 +43,10 @@ impl Drop for Ruleset {
     /// The worker threads' cross-transaction caches of this ruleset go at
     /// their next phase (a reload must not leave them behind).
     fn drop(&mut self) {
-        crate::transaction::ruleset_dropped(self.id);
+        if let Ok(mut live) = LIVE.lock() {
+            live.retain(|&r| r != self.id);
+        }
+        DROPPED.fetch_add(1, std::sync::atomic::Ordering::Release);
     }
 }
 
@@ -84,6 +87,32 @@ fn next_id() -> u64 {
     IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
+// The rulesets alive in the process, by id, so that each worker thread
+// drops its cross-transaction caches of those that are gone. A reload
+// replaces the ruleset; without this, every thread kept its caches of the
+// last replaced ones (megabytes each) until newer rulesets pushed them out.
+static LIVE: std::sync::Mutex<Vec<u64>> = std::sync::Mutex::new(Vec::new());
+/// How many rulesets were dropped: a thread looks at [`LIVE`] only when
+/// this moved since it last did (one load per phase otherwise).
+static DROPPED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many rulesets were dropped in the process so far.
+pub(crate) fn rulesets_dropped() -> u64 {
+    DROPPED.load(std::sync::atomic::Ordering::Acquire)
+}
+
+/// Keeps the entries of `v` whose ruleset id is alive; `false` when the
+/// list of live rulesets could not be read (nothing was dropped).
+pub(crate) fn retain_live<T>(v: &mut Vec<(u64, T)>) -> bool {
+    match LIVE.lock() {
+        Ok(live) => {
+            v.retain(|(id, _)| live.contains(id));
+            true
+        }
+        Err(_) => false,
+    }
+}
+
 /// How much of a ruleset the prefilter covers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PrefilterStats {
@@ -116,7 +145,9 @@ impl Ruleset {
             crate::transform::UnicodeMap::parse(&m.contents, m.code_page).map(std::sync::Arc::new)
         });
         let id = next_id();
-        crate::transaction::ruleset_made(id);
+        if let Ok(mut live) = LIVE.lock() {
+            live.push(id);
+        }
         Ruleset {
             unicode_map,
             folding,

@@ -58,7 +58,6 @@ use memo::Memo;
 use state::{Allow, RuleState};
 use std::time::{SystemTime, UNIX_EPOCH};
 use waf_compiler::ir::{AuditEngine, AuditParts, EngineMode, LimitAction, Program, Settings};
-pub(crate) use xcache::{ruleset_dropped, ruleset_made};
 
 /// How far [`Transaction::new_log_lines`] has reported a transaction's log
 /// lines. Start from `LogCursor::default()` for each transaction.

@@ -30,7 +30,6 @@
 //! uncached path.
 
 use crate::prefilter::ByteMask;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// "No index": an absent entry, instance or result, in this table and in
 /// the memo table built on it.
@@ -528,8 +527,8 @@ const HOME_RULESETS: usize = 4;
 struct Home {
     /// Per ruleset id, most recently used first.
     caches: Vec<(u64, XCache)>,
-    /// [`GONE`] when this thread last dropped the caches of rulesets that
-    /// are gone.
+    /// `ruleset::rulesets_dropped()` when this thread last dropped its
+    /// caches of rulesets that are gone.
     gone_seen: u64,
 }
 
@@ -540,33 +539,6 @@ thread_local! {
             gone_seen: 0,
         })
     };
-}
-
-// The rulesets alive in the process, by id, so that each thread drops its
-// caches of those that are gone. A reload replaces the ruleset; without
-// this, every worker thread kept its caches of the last replaced ones (up
-// to `HOME_RULESETS - 1`, megabytes each) until newer rulesets pushed them
-// out.
-static LIVE: std::sync::Mutex<Vec<u64>> = std::sync::Mutex::new(Vec::new());
-/// How many rulesets were dropped: a thread looks at [`LIVE`] only when
-/// this moved since it last did (one relaxed load per phase otherwise).
-static GONE: AtomicU64 = AtomicU64::new(0);
-
-/// Ruleset `id` was made ([`crate::Ruleset`]'s constructor).
-pub(crate) fn ruleset_made(id: u64) {
-    if let Ok(mut live) = LIVE.lock() {
-        live.push(id);
-    }
-}
-
-/// Ruleset `id` is dropped: the threads drop their caches of it at their
-/// next phase. (Had `ruleset_made` failed to record it, its caches are
-/// dropped early: a cache miss, never a wrong answer.)
-pub(crate) fn ruleset_dropped(id: u64) {
-    if let Ok(mut live) = LIVE.lock() {
-        live.retain(|&r| r != id);
-    }
-    GONE.fetch_add(1, Ordering::Release);
 }
 
 /// This thread's cache for ruleset `id`, if it has one (taken out).
@@ -586,12 +558,9 @@ pub(super) fn home_take(id: u64) -> Option<XCache> {
 pub(super) fn home_give(id: u64, x: XCache) {
     let _ = HOME.try_with(|h| {
         if let Ok(mut h) = h.try_borrow_mut() {
-            let gone = GONE.load(Ordering::Acquire);
-            if gone != h.gone_seen {
-                if let Ok(live) = LIVE.lock() {
-                    h.caches.retain(|(r, _)| live.contains(r));
-                    h.gone_seen = gone;
-                }
+            let gone = crate::ruleset::rulesets_dropped();
+            if gone != h.gone_seen && crate::ruleset::retain_live(&mut h.caches) {
+                h.gone_seen = gone;
             }
             h.caches.retain(|(r, _)| *r != id);
             if h.caches.len() >= HOME_RULESETS {
