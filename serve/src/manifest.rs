@@ -542,8 +542,10 @@ impl Manifest {
             if n == 0 {
                 return Err(invalid(
                     "value_cache",
-                    "0: give the number of values each worker's cache holds (16384 by default)"
-                        .into(),
+                    format!(
+                        "0: give the number of values each worker's cache holds ({} by default)",
+                        waf_engine::EvalOptions::DEFAULT_XCACHE_RECORDS
+                    ),
                 ));
             }
             config.value_cache = n;
