@@ -1,6 +1,6 @@
 //! Variables: where each one's values come from, copied into reusable buffers.
 
-use super::fmt::{civil, push_i64};
+use super::fmt::{civil, push_i64, push_u64};
 use super::inputs::Inputs;
 use super::memo::Origin;
 use super::state::RuleState;
@@ -277,7 +277,7 @@ impl Vars<'_, '_> {
             true
         };
         let num = |n: u64, out: &mut Vec<u8>| {
-            let _ = write!(out, "{n}");
+            push_u64(out, n);
             true
         };
         let bytes = |b: &[u8], out: &mut Vec<u8>| {
