@@ -79,7 +79,8 @@ impl TrustedProxies {
     /// (`headers`, a copy of the client's): see the module's comment.
     pub fn set_forwarded(&self, headers: &mut HeaderMap, peer: IpAddr, tls: bool) {
         let trusted = self.trusts(peer);
-        let peer_text = crate::net::canonical(peer).to_string();
+        let peer_text = crate::net::IpText::of(crate::net::canonical(peer));
+        let peer_text = peer_text.as_str();
         let xff = if trusted && headers.contains_key(&XFF) {
             let mut list = Vec::new();
             for line in headers.get_all(&XFF) {
@@ -94,7 +95,7 @@ impl TrustedProxies {
         } else {
             None
         };
-        let xff = xff.or_else(|| HeaderValue::from_str(&peer_text).ok());
+        let xff = xff.or_else(|| HeaderValue::from_str(peer_text).ok());
         if let Some(v) = xff {
             headers.insert(XFF, v);
         }

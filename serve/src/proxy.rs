@@ -987,9 +987,9 @@ async fn handle(
     // Phase 1.
     let phase1 = guard.run(1, || {
         tx.process_connection(
-            &remote.ip().to_string(),
+            crate::net::IpText::of(remote.ip()).as_str(),
             remote.port(),
-            &local.ip().to_string(),
+            crate::net::IpText::of(local.ip()).as_str(),
             local.port(),
         );
         tx.process_uri(
