@@ -40,9 +40,17 @@ impl Captures {
         self.groups[i] = Some((s, self.buf.len()));
     }
 
-    fn set0(&mut self, v: &[u8]) {
+    /// Group 0 is `v`, and there is no other group.
+    pub(crate) fn set0(&mut self, v: &[u8]) {
         self.clear();
         self.push(0, v);
+    }
+
+    /// Whether group 0 is `value` itself (its bytes: `@pm` captures the
+    /// phrase as written) and no other group participated: then the groups
+    /// are known from the value alone (see [`Captures::set0`]).
+    pub(crate) fn whole_only(&self, value: &[u8]) -> bool {
+        self.get(0) == Some(value) && self.groups[1..].iter().all(Option::is_none)
     }
 }
 

@@ -4,7 +4,7 @@ use super::fmt::{push_i64, push_lossy, push_name};
 use super::memo::{Inst, Origin};
 use super::state::{Allow, RuleSel};
 use super::vars::{for_each_stable, origin_key, selector_matches, Vars};
-use super::xcache;
+use super::xcache::{self, OpResult};
 use super::Transaction;
 use crate::body::Processor;
 use crate::fold::{Decision, Replay};
@@ -815,14 +815,21 @@ impl<'r> Transaction<'r> {
         };
         let opid = lr.pl.op.0;
         let cached = cache_key.and_then(|(rec, node)| self.cache.memo.x.op(rec, node, opid));
-        let matched = match cached {
-            // Only results that need no captures are stored.
-            Some(r) => {
+        let matched = match (cached, value) {
+            // The groups of a whole-value match follow from the value.
+            (Some(OpResult::MatchWhole), Source::Memo(e)) if capture => {
+                self.stats.xcache_op_hits += 1;
+                self.state.caps.set0(self.cache.memo.bytes(e));
+                true
+            }
+            // Other results are stored only when no captures are wanted,
+            // or when there are none (no match).
+            (Some(r), _) if !capture || r == OpResult::NoMatch => {
                 self.stats.xcache_op_hits += 1;
                 self.state.caps.clear();
-                r
+                r.matched()
             }
-            None => {
+            _ => {
                 if matches!(op.kind, OpKind::Rx(_) | OpKind::Verify { .. }) {
                     self.stats.regex_evals += 1;
                 }
@@ -849,14 +856,22 @@ impl<'r> Transaction<'r> {
                     capture,
                     &mut self.state.caps,
                 );
+                let whole = r && capture && self.state.caps.whole_only(value);
                 // A PCRE2 search that reached its limit answered "no
                 // match": flag it as ModSecurity does, and keep the answer
                 // out of the cache (the flag must be set on every such
                 // request).
                 let limited = lr.pl.backtracking && self.pcre_limit_hit();
                 if let Some((rec, node)) = cache_key.filter(|_| !limited) {
-                    if !(r && capture) {
-                        self.cache.memo.x.set_op(rec, node, opid, r);
+                    let result = if !(r && capture) {
+                        Some(OpResult::from(r))
+                    } else if whole {
+                        Some(OpResult::MatchWhole)
+                    } else {
+                        None
+                    };
+                    if let Some(result) = result {
+                        self.cache.memo.x.set_op(rec, node, opid, result);
                     }
                 }
                 r
@@ -1317,6 +1332,7 @@ const MIN_PAIRS_ARG: usize = 24;
 const PAIRS_FROM_RUN: u32 = 3;
 
 /// Where an operator's input is.
+#[derive(Clone, Copy)]
 enum Source<'a> {
     Memo(u32),
     Bytes(&'a [u8]),

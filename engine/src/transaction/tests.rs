@@ -1215,3 +1215,41 @@ fn values_are_found_again_in_the_next_threads_cache() {
         });
     });
 }
+
+/// A `capture` link's match whose only group is the whole value (CRS
+/// 920450's `@rx ^.*$` on every header name) is served from the
+/// cross-transaction cache with the same groups; a match with other groups,
+/// or whose group 0 is not the value's bytes (`@pm` captures the phrase as
+/// written), runs the operator again.
+#[test]
+fn whole_value_captures_come_from_the_cache_unchanged() {
+    let rs = ruleset(
+        "SecRule REQUEST_HEADERS_NAMES \"@rx ^.*$\" \"id:1,phase:1,pass,capture,t:lowercase,setvar:'tx.seen_%{tx.0}=%{tx.0}'\"\n\
+         SecRule ARGS:a \"@pm select\" \"id:2,phase:1,pass,capture,setvar:tx.pm=%{tx.0}\"\n\
+         SecRule ARGS:b \"@rx ^(x)y$\" \"id:3,phase:1,pass,capture,setvar:tx.g=%{tx.0}/%{tx.1}\"\n",
+    );
+    let mut hits = Vec::new();
+    for _ in 0..4 {
+        let tx = get(&rs, "/?a=SELECT&b=xy", &[("X-Name", "v")]);
+        assert_eq!(ids(&tx), [1, 2, 3]);
+        assert_eq!(tx.tx_var("seen_x-name"), Some(&b"x-name"[..]));
+        assert_eq!(tx.tx_var("pm"), Some(&b"select"[..]));
+        assert_eq!(tx.tx_var("g"), Some(&b"xy/x"[..]));
+        hits.push(tx.stats().xcache_op_hits);
+    }
+    // Once the cache admitted the values (the second time it saw them),
+    // rule 1's result is served from it; rules 2 and 3 always run.
+    assert_eq!(hits[0], 0, "{hits:?}");
+    assert!(hits[3] >= 1, "{hits:?}");
+    let naive = {
+        let mut tx = through_phase1(
+            rs.transaction_with(crate::EvalOptions::naive()),
+            "GET",
+            "/?a=SELECT&b=xy",
+            &[("X-Name", "v")],
+        );
+        tx.process_request_body();
+        tx
+    };
+    assert_eq!(naive.tx_var("seen_x-name"), Some(&b"x-name"[..]));
+}

@@ -422,13 +422,13 @@ impl XCache {
     }
 
     /// A stored operator result.
-    pub fn op(&self, rec: u32, node: usize, op: u32) -> Option<bool> {
+    pub fn op(&self, rec: u32, node: usize, op: u32) -> Option<OpResult> {
         let key = op_key(op)?;
         let mut b = self.info(rec, node).ops;
         while let Some(block) = self.op_blocks.get(b as usize) {
             for &slot in &block.0[..OP_SLOTS] {
-                if slot & !1 == key {
-                    return Some(slot & 1 == 1);
+                if slot & !OP_RESULT_BITS == key {
+                    return Some(OpResult::from_bits(slot & OP_RESULT_BITS));
                 }
             }
             b = block.0[OP_SLOTS].wrapping_sub(1);
@@ -439,7 +439,7 @@ impl XCache {
     /// Stores an operator result (not when the value's node has no slot in
     /// its record); at the limit of results, all of them are dropped and
     /// the blocks start over.
-    pub fn set_op(&mut self, rec: u32, node: usize, op: u32, result: bool) {
+    pub fn set_op(&mut self, rec: u32, node: usize, op: u32, result: OpResult) {
         let Some(key) = op_key(op) else { return };
         // At most as many bytes of blocks as the results themselves would
         // take in a table at half load (8 MiB for the default limit).
@@ -451,7 +451,7 @@ impl XCache {
                 info.ops = NONE;
             }
         }
-        let slot = key | u32::from(result);
+        let slot = key | result as u32;
         let fresh = self.op_blocks.len() as u32;
         let Some(info) = self.info_mut(rec, node) else {
             return;
@@ -472,7 +472,7 @@ impl XCache {
                 if *s == 0 {
                     self.op_count += 1;
                 }
-                if *s == 0 || *s & !1 == key {
+                if *s == 0 || *s & !OP_RESULT_BITS == key {
                     *s = slot;
                     return;
                 }
@@ -600,7 +600,49 @@ fn probe(rn: usize, node: usize) -> impl Iterator<Item = usize> {
 /// An operator's key in its (record, node)'s blocks: `(op + 1) << 1`, never
 /// 0 (a free slot); None for an operator index too big to store.
 fn op_key(op: u32) -> Option<u32> {
-    op.checked_add(1).filter(|k| *k < 1 << 31).map(|k| k << 1)
+    op.checked_add(1).filter(|k| *k < 1 << 30).map(|k| k << 2)
+}
+
+/// The low bits of an operator result's slot: the [`OpResult`]; the rest
+/// is the operator's key.
+const OP_RESULT_BITS: u32 = 0b11;
+
+/// What an operator answered for a value, as the cache keeps it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpResult {
+    NoMatch = 0,
+    /// A match whose captures, if any were wanted, are not kept: a link
+    /// with `capture` runs the operator again.
+    Match = 1,
+    /// A match whose only group is the whole value (`@rx ^.*$` with
+    /// `capture`, as CRS 920450 reads every header name): the groups
+    /// follow from the value, so a link with `capture` is served too.
+    MatchWhole = 2,
+}
+
+impl OpResult {
+    fn from_bits(b: u32) -> OpResult {
+        match b {
+            0 => OpResult::NoMatch,
+            2 => OpResult::MatchWhole,
+            _ => OpResult::Match,
+        }
+    }
+
+    /// Whether the operator matched.
+    pub fn matched(self) -> bool {
+        self != OpResult::NoMatch
+    }
+}
+
+impl From<bool> for OpResult {
+    fn from(matched: bool) -> OpResult {
+        if matched {
+            OpResult::Match
+        } else {
+            OpResult::NoMatch
+        }
+    }
 }
 
 #[cfg(test)]
@@ -642,8 +684,8 @@ mod tests {
         assert_eq!(c.gate(b, 1), None);
         c.set_gate(a, 1, &[5], [1, 2, 3, 4]);
         assert_eq!(c.gate(a, 1), Some((&[5u64][..], [1, 2, 3, 4])));
-        c.set_op(a, 1, 7, true);
-        assert_eq!(c.op(a, 1, 7), Some(true));
+        c.set_op(a, 1, 7, OpResult::Match);
+        assert_eq!(c.op(a, 1, 7), Some(OpResult::Match));
         assert_eq!(c.op(b, 1, 7), None);
         // Filling the record budget empties the cache.
         for v in [&b"c"[..], b"d", b"e"] {
@@ -684,29 +726,36 @@ mod tests {
         // 40 results at one node take three chained blocks; another node
         // and another value have their own.
         for op in 0..40u32 {
-            c.set_op(r, 1, op, op % 3 == 0);
+            c.set_op(r, 1, op, OpResult::from(op % 3 == 0));
         }
-        c.set_op(r, 2, 5, true);
-        c.set_op(w, 1, 5, false);
-        c.set_op(r, 1, 6, true);
+        c.set_op(r, 2, 5, OpResult::Match);
+        c.set_op(w, 1, 5, OpResult::NoMatch);
+        c.set_op(r, 1, 6, OpResult::Match);
         assert_eq!(c.op_blocks(), 5);
         for op in 0..40u32 {
-            assert_eq!(c.op(r, 1, op), Some(op % 3 == 0 || op == 6), "op {op} kept");
+            assert_eq!(
+                c.op(r, 1, op),
+                Some(OpResult::from(op % 3 == 0 || op == 6)),
+                "op {op} kept"
+            );
         }
-        assert_eq!((c.op(r, 2, 5), c.op(w, 1, 5)), (Some(true), Some(false)));
+        assert_eq!(
+            (c.op(r, 2, 5), c.op(w, 1, 5)),
+            (Some(OpResult::Match), Some(OpResult::NoMatch))
+        );
         assert_eq!(
             (c.op(r, 2, 6), c.op(w, 1, 6), c.op(r, 3, 5)),
             (None, None, None)
         );
         assert_eq!(c.op(r, 1, u32::MAX), None);
-        c.set_op(r, 1, u32::MAX, true);
+        c.set_op(r, 1, u32::MAX, OpResult::Match);
         assert_eq!(c.op(r, 1, u32::MAX), None, "too big to store");
         // At the limit, the results start over.
         for op in 100..160u32 {
-            c.set_op(w, 2, op, true);
+            c.set_op(w, 2, op, OpResult::Match);
         }
         assert_eq!(c.op(r, 1, 0), None);
-        assert_eq!(c.op(w, 2, 159), Some(true));
+        assert_eq!(c.op(w, 2, 159), Some(OpResult::Match));
         assert!(c.op_count <= 100);
         // So do they at the limit of blocks, half the results' (one result
         // per (value, node) takes a block each): 80 such results.
@@ -717,10 +766,16 @@ mod tests {
         }
         for &rec in &recs {
             for node in 0..8 {
-                c.set_op(rec, node, 1, true);
+                c.set_op(rec, node, 1, OpResult::Match);
             }
         }
         assert!(c.op_blocks() <= 50, "{} blocks", c.op_blocks());
-        assert_eq!(c.op(recs[9], 7, 1), Some(true));
+        assert_eq!(c.op(recs[9], 7, 1), Some(OpResult::Match));
+        // A whole-value match is kept as such, and replaces a plain one.
+        c.set_op(recs[9], 7, 1, OpResult::MatchWhole);
+        c.set_op(recs[9], 7, 2, OpResult::NoMatch);
+        assert_eq!(c.op(recs[9], 7, 1), Some(OpResult::MatchWhole));
+        assert_eq!(c.op(recs[9], 7, 2), Some(OpResult::NoMatch));
+        assert!(OpResult::MatchWhole.matched() && !OpResult::NoMatch.matched());
     }
 }
