@@ -856,7 +856,9 @@ impl<'r> Transaction<'r> {
                     capture,
                     &mut self.state.caps,
                 );
-                let whole = r && capture && self.state.caps.whole_only(value);
+                // Only a result the cache can keep is worth the comparison.
+                let whole =
+                    r && capture && cache_key.is_some() && self.state.caps.whole_only(value);
                 // A PCRE2 search that reached its limit answered "no
                 // match": flag it as ModSecurity does, and keep the answer
                 // out of the cache (the flag must be set on every such
