@@ -73,7 +73,7 @@ fn view<'a>(
 }
 
 fuzz_target!(|data: &[u8]| {
-    let (expr, request) = match memchr_zero(data) {
+    let (expr, request) = match data.iter().position(|&b| b == 0) {
         Some(i) => (&data[..i], &data[i + 1..]),
         None => (data, &[][..]),
     };
@@ -160,7 +160,3 @@ fuzz_target!(|data: &[u8]| {
         }
     }
 });
-
-fn memchr_zero(data: &[u8]) -> Option<usize> {
-    data.iter().position(|&b| b == 0)
-}

@@ -153,12 +153,9 @@ mod tests {
             let a = ip(a);
             assert_eq!(IpText::of(a).as_str(), a.to_string());
         }
-        let mut x = 0x9E37_79B9_u32;
+        let mut rng = waf_test_support::XorShift::new(7);
         for _ in 0..10_000 {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            let a = IpAddr::from(x.to_be_bytes());
+            let a = IpAddr::from((rng.next_u64() as u32).to_be_bytes());
             assert_eq!(IpText::of(a).as_str(), a.to_string());
         }
     }
