@@ -91,6 +91,13 @@ pub struct Args {
     /// stop (SIGTERM): a handoff with no moment of closed port.
     #[arg(long)]
     pub reuse_port: bool,
+    /// Every connection starts with a PROXY protocol header (HAProxy's,
+    /// version 1 or 2, as AWS's NLB and HAProxy's `send-proxy` write it),
+    /// and the client address in it is the connection's: for a listener
+    /// only a TCP load balancer can reach. Connections without one are
+    /// closed.
+    #[arg(long)]
+    pub proxy_protocol: bool,
     /// Worker threads serving connections, each on a single-threaded runtime
     /// of its own (a connection stays on one thread); 0: one work-stealing
     /// runtime instead [default: one per CPU].
@@ -223,7 +230,11 @@ pub fn run(args: Args) -> CmdResult {
         report("configuration ok: the rules compile, the upstream and files are usable");
         return Ok(());
     }
-    let listeners = vec![waf_serve::Listener { addr: listen, tls }];
+    let listeners = vec![waf_serve::Listener {
+        addr: listen,
+        tls,
+        proxy_protocol: args.proxy_protocol,
+    }];
     waf_serve::run_sites(
         config,
         sites,
@@ -254,6 +265,7 @@ fn run_manifest(path: &Path, args: &Args) -> CmdResult {
         ("--tls-cert", args.tls_cert.is_some()),
         ("--profile", args.profile),
         ("--reuse-port", args.reuse_port),
+        ("--proxy-protocol", args.proxy_protocol),
         ("--workers", args.workers.is_some()),
         ("--value-cache", args.value_cache.is_some()),
         ("--trusted-proxy", !args.trusted_proxies.is_empty()),
@@ -289,6 +301,7 @@ fn run_manifest(path: &Path, args: &Args) -> CmdResult {
         listeners.push(waf_serve::Listener {
             addr: l.listen,
             tls,
+            proxy_protocol: l.proxy_protocol,
         });
     }
     // Taken before the defaults below: a reload compares what the file says.

@@ -46,6 +46,7 @@ mod metrics;
 mod net;
 pub mod profile;
 mod proxy;
+pub mod proxy_protocol;
 mod reconfigure;
 pub mod redirect;
 mod request_id;
@@ -217,12 +218,21 @@ pub struct Listener {
     /// The certificate to serve (HTTP/2 and HTTP/1.1 by ALPN); `None`:
     /// plain HTTP (HTTP/1.1, and HTTP/2 with prior knowledge).
     pub tls: Option<tls::Tls>,
+    /// Every connection starts with a PROXY protocol header (version 1 or
+    /// 2, before TLS), and the client address it gives is the
+    /// connection's: for a listener behind a TCP load balancer (see
+    /// [`proxy_protocol`]).
+    pub proxy_protocol: bool,
 }
 
 impl Listener {
     /// Plain HTTP on `addr`.
     pub fn plain(addr: SocketAddr) -> Listener {
-        Listener { addr, tls: None }
+        Listener {
+            addr,
+            tls: None,
+            proxy_protocol: false,
+        }
     }
 }
 
@@ -389,7 +399,13 @@ impl Server {
             };
             let socket = listen(l.addr, config.reuse_port).map_err(at)?;
             addrs.push(socket.local_addr().map_err(at)?);
-            bound.push((socket, l.tls.map(|t| t.acceptor())));
+            bound.push((
+                socket,
+                proxy::Accept {
+                    tls: l.tls.map(|t| t.acceptor()),
+                    proxy_protocol: l.proxy_protocol,
+                },
+            ));
         }
         if bound.is_empty() {
             return Err(ServeError::Listen(std::io::Error::new(
@@ -438,19 +454,19 @@ impl Server {
                     Arc::new(proxy::workers(n, state.clone()).map_err(ServeError::Runtime)?);
                 bound
                     .into_iter()
-                    .map(|(socket, tls)| tokio::spawn(workers.clone().dispatch(socket, tls)))
+                    .map(|(socket, accept)| tokio::spawn(workers.clone().dispatch(socket, accept)))
                     .collect()
             }
             None => {
                 let client = proxy::upstream_client(&state);
                 bound
                     .into_iter()
-                    .map(|(socket, tls)| {
+                    .map(|(socket, accept)| {
                         tokio::spawn(proxy::accept_loop(
                             socket,
                             state.clone(),
                             client.clone(),
-                            tls,
+                            accept,
                         ))
                     })
                     .collect()

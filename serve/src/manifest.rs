@@ -25,6 +25,8 @@ struct File {
     #[serde(default)]
     tls: Option<TlsFile>,
     #[serde(default)]
+    proxy_protocol: bool,
+    #[serde(default)]
     listeners: Vec<ListenerFile>,
     #[serde(default)]
     admin: Option<SocketAddr>,
@@ -119,6 +121,8 @@ struct ListenerFile {
     listen: SocketAddr,
     #[serde(default)]
     tls: Option<TlsFile>,
+    #[serde(default)]
+    proxy_protocol: bool,
 }
 
 #[derive(Deserialize)]
@@ -238,6 +242,9 @@ pub struct ListenerSpec {
     pub listen: SocketAddr,
     /// Certificate chain and key files, for HTTPS.
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// Connections start with a PROXY protocol header (`proxy_protocol:
+    /// true`).
+    pub proxy_protocol: bool,
 }
 
 /// A manifest, read and checked, its rules compiled.
@@ -288,13 +295,15 @@ impl Manifest {
             (Some(listen), true) => vec![ListenerSpec {
                 listen,
                 tls: tls_files(&file.tls),
+                proxy_protocol: file.proxy_protocol,
             }],
-            (None, false) if file.tls.is_none() => file
+            (None, false) if file.tls.is_none() && !file.proxy_protocol => file
                 .listeners
                 .iter()
                 .map(|l| ListenerSpec {
                     listen: l.listen,
                     tls: tls_files(&l.tls),
+                    proxy_protocol: l.proxy_protocol,
                 })
                 .collect(),
             (None, true) => {
@@ -306,7 +315,7 @@ impl Manifest {
             _ => {
                 return Err(invalid(
                     "listeners",
-                    "give `listen` (and `tls`) for one listener or `listeners` for several, not both"
+                    "give `listen` (and `tls`, `proxy_protocol`) for one listener or `listeners` for several, not both"
                         .into(),
                 ))
             }

@@ -168,6 +168,7 @@ pub struct Metrics {
     malformed: AtomicU64,
     header_timeouts: AtomicU64,
     tls_handshake_failures: AtomicU64,
+    proxy_protocol_failures: AtomicU64,
     /// Client connections open now.
     connections_open: AtomicU64,
     /// Response bodies phase 4 could not read (see encoding.rs).
@@ -357,6 +358,10 @@ impl Metrics {
 
     pub(crate) fn tls_handshake_failure(&self) {
         self.tls_handshake_failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn proxy_protocol_failure(&self) {
+        self.proxy_protocol_failures.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts a client connection as open until the returned guard drops
@@ -580,6 +585,11 @@ impl Metrics {
             "waf_tls_handshake_failures_total",
             "TLS handshakes that failed or timed out.",
             self.tls_handshake_failures.load(Ordering::Relaxed),
+        );
+        counter(
+            "waf_proxy_protocol_failures_total",
+            "Connections to a proxy_protocol listener closed because their PROXY header was malformed, too long, truncated or too slow (a connection closed before its first byte is not counted).",
+            self.proxy_protocol_failures.load(Ordering::Relaxed),
         );
         counter(
             "waf_response_bodies_not_decoded_total",

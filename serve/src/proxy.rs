@@ -266,7 +266,7 @@ pub(crate) async fn accept_loop(
     listener: TcpListener,
     state: Arc<State>,
     client: Arc<UpstreamClient>,
-    tls: Option<crate::tls::TlsAcceptor>,
+    accept: Accept,
 ) {
     loop {
         let Ok((stream, remote)) = listener.accept().await else {
@@ -277,24 +277,32 @@ pub(crate) async fn accept_loop(
             remote,
             state.clone(),
             client.clone(),
-            tls.clone(),
+            accept.clone(),
         ));
     }
+}
+
+/// How a listener's connections start: a PROXY protocol header or not,
+/// then TLS or not.
+#[derive(Clone)]
+pub(crate) struct Accept {
+    pub(crate) tls: Option<crate::tls::TlsAcceptor>,
+    pub(crate) proxy_protocol: bool,
 }
 
 /// Starts `n` worker threads serving connections (see [`crate::workers`]),
 /// each with an upstream client of its own: a pooled upstream connection is
 /// served by the runtime that opened it. A connection comes with its
-/// listener's TLS, if it has some.
+/// listener's PROXY protocol and TLS settings.
 pub(crate) fn workers(
     n: usize,
     state: Arc<State>,
-) -> std::io::Result<crate::workers::Workers<Option<crate::tls::TlsAcceptor>>> {
+) -> std::io::Result<crate::workers::Workers<Accept>> {
     crate::workers::Workers::start(n, "waf-worker", move || {
         let state = state.clone();
         let client = upstream_client(&state);
-        move |stream, remote, tls| {
-            serve_connection(stream, remote, state.clone(), client.clone(), tls)
+        move |stream, remote, accept| {
+            serve_connection(stream, remote, state.clone(), client.clone(), accept)
         }
     })
 }
@@ -303,20 +311,35 @@ pub(crate) fn workers(
 /// by ALPN over TLS) until it closes, sending requests upstream with
 /// `client`.
 async fn serve_connection(
-    stream: tokio::net::TcpStream,
+    mut stream: tokio::net::TcpStream,
     remote: SocketAddr,
     state: Arc<State>,
     client: Arc<UpstreamClient>,
-    tls: Option<crate::tls::TlsAcceptor>,
+    accept: Accept,
 ) {
     let _open = state.metrics.connection_open();
     let mut stopping = state.shutdown.subscribe();
     let _ = stream.set_nodelay(true);
-    let local = stream.local_addr().unwrap_or(remote);
+    let mut remote = remote;
+    let mut local = stream.local_addr().unwrap_or(remote);
     let (header_timeout, send_timeout, idle_timeout) = {
         let c = state.config();
         (c.header_timeout, c.send_timeout, c.idle_timeout)
     };
+    if accept.proxy_protocol {
+        // The balancer's header, before TLS and HTTP; its time counts
+        // against the header timeout, as a TLS handshake does.
+        match crate::proxy_protocol::read(&mut stream, header_timeout).await {
+            Ok(Some(a)) => (remote, local) = (a.source, a.destination),
+            // The balancer's own connection (a health check).
+            Ok(None) => {}
+            Err(e) => {
+                proxy_protocol_error(&state, remote, &e);
+                return;
+            }
+        }
+    }
+    let tls = accept.tls;
     let idle = Arc::new(Idle::new(idle_timeout));
     let requests = idle.clone();
     let stream = crate::send_timeout::SendTimeout::new(stream, send_timeout);
@@ -551,6 +574,25 @@ fn connection_error(state: &State, remote: SocketAddr, e: &(dyn std::error::Erro
     state
         .log
         .write(format!("waf serve: {what}: {h} [client \"{}\"]", remote));
+}
+
+/// Counts (and logs, unless it says nothing of the peer but that it was
+/// slow or hung up first) a connection refused for its PROXY protocol
+/// header.
+fn proxy_protocol_error(state: &State, peer: SocketAddr, e: &crate::proxy_protocol::HeaderError) {
+    use crate::proxy_protocol::HeaderError;
+    match e {
+        // A balancer's TCP health check connects and closes.
+        HeaderError::ClosedBeforeHeader => return,
+        HeaderError::TimedOut => state.metrics.header_timeout(),
+        _ => {}
+    }
+    state.metrics.proxy_protocol_failure();
+    if !matches!(e, HeaderError::TimedOut | HeaderError::Io(_)) {
+        state.log.write(format!(
+            "waf serve: PROXY protocol header refused: {e}: connection closed [peer \"{peer}\"]"
+        ));
+    }
 }
 
 /// The connection a request came on.

@@ -9,8 +9,8 @@
 //!   limits, `on_error`, `time_budget_ms`, `trusted_proxies`) take effect
 //!   for every connection, request, upstream connection and tunnel that
 //!   starts after the reload; those in flight keep what they started with;
-//! - the settings that shape the process (the listeners and their TLS
-//!   files' paths, the admin address, the log files, `upstream_ca`, `workers`,
+//! - the settings that shape the process (the listeners, their TLS
+//!   files' paths and `proxy_protocol`, the admin address, the log files, `upstream_ca`, `workers`,
 //!   `value_cache`, `watch_interval`, `profile`, `reuse_port`) keep their
 //!   running value until a restart, and the reload names each one that
 //!   changed.
@@ -31,6 +31,7 @@ use std::time::Duration;
 pub struct FixedSettings {
     listen: Vec<SocketAddr>,
     tls: Vec<Option<(PathBuf, PathBuf)>>,
+    proxy_protocol: Vec<bool>,
     admin: Option<SocketAddr>,
     error_log: Option<PathBuf>,
     audit_log: Option<PathBuf>,
@@ -50,6 +51,7 @@ impl FixedSettings {
         FixedSettings {
             listen: m.listeners.iter().map(|l| l.listen).collect(),
             tls: m.listeners.iter().map(|l| l.tls.clone()).collect(),
+            proxy_protocol: m.listeners.iter().map(|l| l.proxy_protocol).collect(),
             admin: c.admin,
             error_log: m.error_log.clone(),
             audit_log: m.audit_log.clone(),
@@ -73,6 +75,10 @@ impl FixedSettings {
         };
         check("listen", self.listen != fresh.listen);
         check("tls", self.tls != fresh.tls);
+        check(
+            "proxy_protocol",
+            self.proxy_protocol != fresh.proxy_protocol,
+        );
         check("admin", self.admin != fresh.admin);
         check("error_log", self.error_log != fresh.error_log);
         check("audit_log", self.audit_log != fresh.audit_log);
@@ -149,6 +155,7 @@ mod tests {
             listeners: vec![ListenerSpec {
                 listen: config.listen,
                 tls: None,
+                proxy_protocol: false,
             }],
             config,
             sites: Sites { list: Vec::new() },
@@ -208,6 +215,7 @@ mod tests {
         m.listeners.push(ListenerSpec {
             listen: SocketAddr::from(([127, 0, 0, 1], 8443)),
             tls: Some((PathBuf::from("c.pem"), PathBuf::from("k.pem"))),
+            proxy_protocol: true,
         });
         let (next, notes) = apply(&running, &started, &m);
         assert_eq!(next.listen, running.listen);
@@ -217,7 +225,7 @@ mod tests {
         assert!(!next.profile);
         assert_eq!(
             notes,
-            ["settings that take a restart (the running values stay): listen, tls, admin, error_log, workers, value_cache, profile"]
+            ["settings that take a restart (the running values stay): listen, tls, proxy_protocol, admin, error_log, workers, value_cache, profile"]
         );
     }
 

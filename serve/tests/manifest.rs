@@ -1034,11 +1034,19 @@ fn broken_manifests_say_where_and_why() {
         ("", "listen: no listener: give `listen: ADDRESS`"),
         (
             "listen: 127.0.0.1:0\nlisteners:\n  - listen: 127.0.0.1:0\n",
-            "listeners: give `listen` (and `tls`) for one listener or `listeners` for several, not both",
+            "listeners: give `listen` (and `tls`, `proxy_protocol`) for one listener or `listeners` for several, not both",
         ),
         (
             "tls: { cert: c.pem, key: k.pem }\nlisteners:\n  - listen: 127.0.0.1:0\n",
             "not both",
+        ),
+        (
+            "proxy_protocol: true\nlisteners:\n  - listen: 127.0.0.1:0\n",
+            "not both",
+        ),
+        (
+            "listen: 127.0.0.1:0\nproxy_protocol: yes please\n",
+            "proxy_protocol",
         ),
         (
             "listeners:\n  - listen: 127.0.0.1:8080\n  - listen: 127.0.0.1:8080\n",
@@ -1089,6 +1097,7 @@ async fn plain_and_tls_listeners_side_by_side_and_ssl_tells_them_apart() {
         listeners.push(waf_serve::Listener {
             addr: l.listen,
             tls,
+            proxy_protocol: l.proxy_protocol,
         });
     }
     let source = SitesSource::manifest(&manifest, &m);
@@ -1171,6 +1180,7 @@ async fn the_listener_certificate_is_reloaded_in_place() {
     let listener = waf_serve::Listener {
         addr: config.listen,
         tls: Some(tls.clone()),
+        proxy_protocol: false,
     };
     let server = Server::start_sites(
         config,
@@ -1289,4 +1299,98 @@ async fn a_server_that_does_not_connect_is_left_out_after_the_connect_timeout() 
         "{text}"
     );
     drop((stuck, fillers));
+}
+
+/// Behind a TCP load balancer: each connection's PROXY header (version 1
+/// or 2) names the client, and the rules (`REMOTE_ADDR`), the filter
+/// expressions (`ip.src`, `tcp.dstport`) and the access log see that
+/// client; a connection without a header is closed unanswered and logged,
+/// and a balancer's TCP check (connect, close) is neither.
+#[tokio::test]
+async fn a_proxy_protocol_listener_takes_the_client_from_the_header() {
+    use ppp::v2;
+    use tokio::io::AsyncWriteExt;
+    let dir = scratch("proxy-protocol");
+    let up = backend(Arc::new(AtomicUsize::new(0))).await;
+    let rules = "SecRuleEngine On\nSecRule REMOTE_ADDR \"@ipMatch 203.0.113.7\" \"id:200,phase:1,deny,status:403,log,msg:'banned client'\"\n";
+    let yaml = format!(
+        "listeners:\n  - listen: 127.0.0.1:0\n    proxy_protocol: true\nupstreams:\n  app: http://{up}\nsites:\n  - name: shop\n    upstream: app\n    rules: [shop.conf]\n    custom:\n      - name: v6-clients\n        when: 'ip.src in {{2001:db8::/32}} and tcp.dstport eq 8443'\n        action: block\n        status: 451\n"
+    );
+    let (manifest, m) = write_manifest(&dir, rules, &yaml);
+    assert!(m.listeners[0].proxy_protocol);
+    let (log, access) = (Shared::default(), Shared::default());
+    let logs = Logs {
+        error: ErrorLog::to_writer(Box::new(log.clone())),
+        audit: None,
+        access: Some(ErrorLog::to_writer(Box::new(access.clone()))),
+    };
+    let listeners = vec![waf_serve::Listener {
+        addr: m.listeners[0].listen,
+        tls: None,
+        proxy_protocol: true,
+    }];
+    let source = SitesSource::manifest(&manifest, &m);
+    let server = Server::start_sites(m.config, m.sites, source, listeners, logs)
+        .await
+        .expect("start");
+    let addr = server.addrs()[0];
+    let request = b"GET /shop HTTP/1.1\r\nHost: shop\r\nConnection: close\r\n\r\n";
+    let ask = |header: Vec<u8>| async move {
+        let mut bytes = header;
+        bytes.extend_from_slice(request);
+        common::raw_answer(addr, &bytes, Duration::from_secs(5)).await
+    };
+    let status_of = |answer: &str| answer.get(9..12).unwrap_or("").to_string();
+
+    let (answer, _) = ask(b"PROXY TCP4 203.0.113.7 192.0.2.1 56324 443\r\n".to_vec()).await;
+    assert_eq!(status_of(&answer), "403", "{answer}");
+    let (answer, _) = ask(b"PROXY TCP4 198.51.100.9 192.0.2.1 56325 443\r\n".to_vec()).await;
+    assert_eq!(status_of(&answer), "200", "{answer}");
+    let v6 = |port: u16| {
+        v2::Builder::with_addresses(
+            v2::Version::Two | v2::Command::Proxy,
+            v2::Protocol::Stream,
+            (
+                "[2001:db8::7]:40000".parse::<SocketAddr>().expect("addr"),
+                SocketAddr::from(([0x2001, 0xdb8, 0, 0, 0, 0, 0, 1], port)),
+            ),
+        )
+        .build()
+        .expect("header")
+    };
+    let (answer, _) = ask(v6(8443)).await;
+    assert_eq!(status_of(&answer), "451", "{answer}");
+    let (answer, _) = ask(v6(443)).await;
+    assert_eq!(status_of(&answer), "200", "{answer}");
+    // The balancer's own connection: the socket's addresses stand.
+    let local = v2::Builder::with_addresses(
+        v2::Version::Two | v2::Command::Local,
+        v2::Protocol::Unspecified,
+        v2::Addresses::Unspecified,
+    )
+    .build()
+    .expect("header");
+    let (answer, _) = ask(local).await;
+    assert_eq!(status_of(&answer), "200", "{answer}");
+
+    // No header: closed without a byte, and logged.
+    let (answer, closed) = ask(Vec::new()).await;
+    assert_eq!((answer.as_str(), closed), ("", true));
+    log_shows(&log, "PROXY protocol header refused").await;
+    // A TCP check: connect and close, nothing logged.
+    let before = log.text();
+    let mut check = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    check.shutdown().await.expect("close");
+    drop(check);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(log.text(), before);
+
+    let lines = access.text();
+    for client in ["203.0.113.7", "198.51.100.9", "2001:db8::7", "127.0.0.1"] {
+        assert!(
+            lines.contains(&format!("\"client_ip\":\"{client}\"")),
+            "{client} in {lines}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
