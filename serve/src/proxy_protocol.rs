@@ -195,22 +195,53 @@ async fn read_header(stream: &mut TcpStream) -> Result<Option<Addresses>, Header
         }
         let before = header.len();
         header.extend_from_slice(&peeked[..n]);
-        let take = match extent(&header) {
-            Extent::Ends(end) => end - before,
+        let (take, done) = match prefix(&header) {
+            Prefix::Header { len, addresses } => (len - before, Some(addresses)),
             // All of it is the header's; the next peek waits for more.
-            Extent::Longer => n,
-            Extent::NotAHeader => {
-                return Err(HeaderError::Invalid(
-                    "it starts with neither `PROXY ` nor the version 2 signature".into(),
-                ))
-            }
-            Extent::TooLong => return Err(HeaderError::TooLong),
+            Prefix::NeedMore => (n, None),
+            Prefix::Refused(e) => return Err(e),
         };
         stream.read_exact(&mut peeked[..take]).await.map_err(io)?;
-        header.truncate(before + take);
-        if let Extent::Ends(end) = extent(&header) {
-            return parse(&header[..end]);
+        if let Some(addresses) = done {
+            return Ok(addresses);
         }
+    }
+}
+
+/// What a connection's first bytes hold (see [`prefix`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Prefix {
+    /// A complete header.
+    Header {
+        /// Its length: the bytes after it are not the header's.
+        len: usize,
+        /// What it says (see [`Addresses`]).
+        addresses: Option<Addresses>,
+    },
+    /// The start of a header: every byte is the header's, and more are
+    /// needed.
+    NeedMore,
+    /// Not a header, or not one that is accepted.
+    Refused(HeaderError),
+}
+
+/// What the connection's first bytes `buf` hold: a complete header and
+/// where it ends, the start of one, or bytes that cannot start one. Given
+/// more bytes after a `Header`, it gives the same `Header`; a `NeedMore`
+/// for `buf` is one for each of its prefixes too (what the reader relies
+/// on to take only the header's bytes; the `proxy_protocol` fuzz target
+/// checks both).
+pub fn prefix(buf: &[u8]) -> Prefix {
+    match extent(buf) {
+        Extent::Ends(len) => match parse(&buf[..len]) {
+            Ok(addresses) => Prefix::Header { len, addresses },
+            Err(e) => Prefix::Refused(e),
+        },
+        Extent::Longer => Prefix::NeedMore,
+        Extent::NotAHeader => Prefix::Refused(HeaderError::Invalid(
+            "it starts with neither `PROXY ` nor the version 2 signature".into(),
+        )),
+        Extent::TooLong => Prefix::Refused(HeaderError::TooLong),
     }
 }
 
