@@ -77,7 +77,7 @@ backend waf-tls
     server waf 127.0.0.1:19742 send-proxy-v2
 CFG
 "$WAF" test backend --listen 127.0.0.1:19740 2>"$work/backend.out" & pids+=($!)
-(cd "$work" && exec "$WAF" serve --config waf.yaml) 2>"$work/serve.out" & pids+=($!)
+"$WAF" serve --config "$work/waf.yaml" 2>"$work/serve.out" & pids+=($!)
 wait_http http://127.0.0.1:19749/healthz
 haproxy -f "$work/haproxy.cfg" -db > "$work/haproxy.out" 2>&1 & pids+=($!)
 # Through HAProxy from 127.0.0.7 (not an address the checks count).
