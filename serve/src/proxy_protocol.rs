@@ -136,29 +136,36 @@ fn parse(header: &[u8]) -> Result<Option<Addresses>, HeaderError> {
             return Ok(None);
         }
         return Ok(match h.addresses {
-            v2::Addresses::IPv4(a) => Some(Addresses {
-                source: SocketAddr::from((a.source_address, a.source_port)),
-                destination: SocketAddr::from((a.destination_address, a.destination_port)),
-            }),
-            v2::Addresses::IPv6(a) => Some(Addresses {
-                source: SocketAddr::from((a.source_address, a.source_port)),
-                destination: SocketAddr::from((a.destination_address, a.destination_port)),
-            }),
+            v2::Addresses::IPv4(a) => Some(Addresses::from(a)),
+            v2::Addresses::IPv6(a) => Some(Addresses::from(a)),
             v2::Addresses::Unspecified | v2::Addresses::Unix(_) => None,
         });
     }
     let h = v1::Header::try_from(header).map_err(|e| invalid(&e))?;
     Ok(match h.addresses {
-        v1::Addresses::Tcp4(a) => Some(Addresses {
-            source: SocketAddr::from((a.source_address, a.source_port)),
-            destination: SocketAddr::from((a.destination_address, a.destination_port)),
-        }),
-        v1::Addresses::Tcp6(a) => Some(Addresses {
-            source: SocketAddr::from((a.source_address, a.source_port)),
-            destination: SocketAddr::from((a.destination_address, a.destination_port)),
-        }),
+        v1::Addresses::Tcp4(a) => Some(Addresses::from(a)),
+        v1::Addresses::Tcp6(a) => Some(Addresses::from(a)),
         v1::Addresses::Unknown => None,
     })
+}
+
+// Both versions' addresses are the same two types in `ppp`.
+impl From<v2::IPv4> for Addresses {
+    fn from(a: v2::IPv4) -> Addresses {
+        Addresses {
+            source: SocketAddr::from((a.source_address, a.source_port)),
+            destination: SocketAddr::from((a.destination_address, a.destination_port)),
+        }
+    }
+}
+
+impl From<v2::IPv6> for Addresses {
+    fn from(a: v2::IPv6) -> Addresses {
+        Addresses {
+            source: SocketAddr::from((a.source_address, a.source_port)),
+            destination: SocketAddr::from((a.destination_address, a.destination_port)),
+        }
+    }
 }
 
 /// Reads the connection's PROXY header (within `timeout`), leaving every
