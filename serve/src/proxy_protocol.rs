@@ -38,9 +38,8 @@ pub const V2_MAX: usize = 4096;
 
 /// The addresses a header gives: the client's and the one it connected to
 /// (on the balancer). `None` when the header says the connection is the
-/// balancer's own (a version 2 `LOCAL`, a version 1 `UNKNOWN`, or an
-/// address family other than TCP over IPv4 or IPv6): the socket's
-/// addresses then stand.
+/// balancer's own (a version 2 `LOCAL`, a version 1 `UNKNOWN`, or
+/// addresses neither IPv4 nor IPv6): the socket's addresses then stand.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Addresses {
     /// The client's address: `REMOTE_ADDR` and `REMOTE_PORT`.
