@@ -312,7 +312,7 @@ pub(crate) fn workers(
 /// `client`.
 async fn serve_connection(
     mut stream: tokio::net::TcpStream,
-    remote: SocketAddr,
+    mut remote: SocketAddr,
     state: Arc<State>,
     client: Arc<UpstreamClient>,
     accept: Accept,
@@ -320,7 +320,6 @@ async fn serve_connection(
     let _open = state.metrics.connection_open();
     let mut stopping = state.shutdown.subscribe();
     let _ = stream.set_nodelay(true);
-    let mut remote = remote;
     let mut local = stream.local_addr().unwrap_or(remote);
     let (header_timeout, send_timeout, idle_timeout) = {
         let c = state.config();

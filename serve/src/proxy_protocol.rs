@@ -340,8 +340,8 @@ mod tests {
         }
     }
 
-    /// A client that writes `chunks` with pauses between them, then reads
-    /// what the server sends back.
+    /// A client writes `chunks` with pauses between them, then closes: what
+    /// the reader answers, and the bytes left in the connection after it.
     async fn exchange(chunks: Vec<Vec<u8>>) -> (Result<Option<Addresses>, HeaderError>, Vec<u8>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
@@ -352,17 +352,12 @@ mod tests {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             let _ = s.shutdown().await;
-            let mut back = Vec::new();
-            let _ = s.read_to_end(&mut back).await;
-            back
         });
         let (mut conn, _) = listener.accept().await.expect("accept");
         let got = read(&mut conn, Duration::from_secs(2)).await;
         // What follows the header is still there to read.
         let mut rest = Vec::new();
         let _ = conn.read_to_end(&mut rest).await;
-        conn.write_all(&rest).await.expect("echo");
-        drop(conn);
         client.await.expect("client");
         (got, rest)
     }
