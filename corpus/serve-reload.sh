@@ -3,8 +3,9 @@
 # bodies included) through `waf serve` + CRS PL1 while the rules are reloaded
 # N times with SIGHUP, each reload waited for (waf_reloads_total on the admin
 # address) before the next. Prints the proxy's RSS before, every 10% of the
-# way and after, and wrk's totals: every request must get a 2xx (failed
-# requests: non-2xx and socket errors, expected 0).
+# way (right after a reload) and 5 s after the last, and wrk's totals:
+# every request must get a 2xx (failed requests: non-2xx and socket errors,
+# expected 0).
 #
 #   corpus/serve-reload.sh [N]          (default 1000 reloads)
 #   RULES=my.conf corpus/serve-reload.sh 100
@@ -50,6 +51,11 @@ for i in $(seq 1 "$n"); do
   [ "$(reloads)" -ge "$i" ] || { echo "serve-reload.sh: reload $i did not finish in 30 s" >&2; exit 1; }
   if [ $(( i % step )) = 0 ]; then echo "| $i | $(rss) | $(( $(date +%s) - start )) |"; fi
 done
+# Each sample above is taken right after a reload, near its peak (two
+# rulesets, the compilation's garbage); this one once the old rules are gone
+# and the freed memory given back (serve/src/memory.rs).
+sleep 5
+echo "| $n, 5 s later | $(rss) | $(( $(date +%s) - start )) |"
 wrk_stop "$wrk_pid" "$work/wrk.out"
 echo
 echo "reloads: $(reloads), refused: $(failures); requests: $requests, non-2xx: $non2xx, socket errors: $sockerr"

@@ -42,6 +42,7 @@ mod forwarded;
 mod health;
 mod log;
 mod manifest;
+mod memory;
 mod metrics;
 mod net;
 pub mod profile;
@@ -649,7 +650,18 @@ fn reload(source: &SitesSource, state: &proxy::State) -> Result<Vec<String>, Rel
             let counts = m.sites.adopt_counts(&state.metrics().sites());
             m.sites.adopt_upstream_state(&state.sites.load());
             state.metrics().register_upstreams(&m.sites.upstreams());
-            state.sites.store(Arc::new(m.sites));
+            let new = Arc::new(m.sites);
+            let mut retired = memory::Retired::default();
+            for site in &new.list {
+                retired.new_ruleset(&site.rules.current());
+            }
+            let old = state.sites.swap(new);
+            for site in &old.list {
+                retired.old(&site.rules.current());
+            }
+            retired.old(&old);
+            drop(old);
+            retired.release();
             state.metrics().set_sites(counts);
             state.check_upstreams(&state.sites.load());
             Ok(notes)
@@ -821,6 +833,7 @@ pub fn run_sites(
             .collect();
         report(&format!("listening on {}", on.join(", ")));
         let (source, state) = server.reloader();
+        memory::after_start(state.sites.load().list.iter().map(|s| s.rules.current()));
         let watch = watch_interval.map(|interval| Watch {
             interval,
             inputs: {

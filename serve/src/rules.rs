@@ -93,7 +93,11 @@ impl Rules {
         if let Ok(mut i) = self.inputs.lock() {
             *i = inputs;
         }
-        self.current.store(Arc::new(rs?));
+        let new = Arc::new(rs?);
+        let mut retired = crate::memory::Retired::default();
+        retired.new_ruleset(&new);
+        retired.old(&self.current.swap(new));
+        retired.release();
         Ok(())
     }
 

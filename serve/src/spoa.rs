@@ -321,6 +321,7 @@ pub fn run(
             .await
             .map_err(crate::ServeError::Listen)?;
         report(&format!("listening on {listen}"));
+        crate::memory::after_start([rules.current()]);
         let agent = tokio::spawn(serve(listener, rules.clone(), log.clone()));
         let watch = watch_interval.map(|interval| crate::Watch {
             interval,
