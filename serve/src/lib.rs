@@ -45,6 +45,7 @@ mod manifest;
 mod memory;
 mod metrics;
 mod net;
+mod process;
 pub mod profile;
 mod proxy;
 pub mod proxy_protocol;

@@ -800,6 +800,7 @@ impl Metrics {
                 &BUCKETS_US,
             );
         }
+        crate::process::render(&mut s);
         s
     }
 }

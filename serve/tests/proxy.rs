@@ -473,6 +473,9 @@ async fn reload_swaps_rules_and_keeps_them_on_error() {
         "the running rules are the ones loaded then"
     );
     assert!(loaded > 1.7e9, "seconds since the epoch: {loaded}");
+    // The process metrics dashboards read beside them (serve/src/process.rs).
+    #[cfg(target_os = "linux")]
+    assert!(gauge("process_resident_memory_bytes") > 1e6);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
