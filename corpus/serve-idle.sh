@@ -29,13 +29,15 @@ need_waf
 # A manifest, for a header timeout longer than opening every connection takes.
 cat > "$work/waf.yaml" <<YAML
 listen: 127.0.0.1:19401
+admin: 127.0.0.1:19402
 error_log: waf.log
 timeouts: { header: $HEADER_TIMEOUT }
 upstreams: { app: "http://127.0.0.1:19400" }
 sites: [ { name: all, upstream: app, rules: [rules.conf] } ]
 YAML
 "$WAF" serve --config "$work/waf.yaml" 2>"$work/serve.out" & pids+=($!); serve_pid=$!
-wait_http http://127.0.0.1:19401/
+wait_http http://127.0.0.1:19401/ http://127.0.0.1:19402/healthz
+wait_memory_settled http://127.0.0.1:19402
 rss() { awk '/VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$serve_pid/status"; }
 curl -s -o /dev/null "http://127.0.0.1:19401/?warm=1"
 # The rules' dense DFAs are built in the background once the proxy answers

@@ -28,6 +28,7 @@ benign_requests
 "$WAF" serve -c "$work/rules.conf" --listen 127.0.0.1:19301 --upstream http://127.0.0.1:19300 \
   --admin 127.0.0.1:19302 --error-log "$work/waf.log" 2>"$work/serve.out" & pids+=($!); serve_pid=$!
 wait_http http://127.0.0.1:19300/ http://127.0.0.1:19301/ http://127.0.0.1:19302/
+wait_memory_settled http://127.0.0.1:19302
 
 rss() { awk '/VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$serve_pid/status"; }
 reloads() { curl -s http://127.0.0.1:19302/metrics | awk '$1 == "waf_reloads_total" {print $2}'; }

@@ -66,6 +66,20 @@ wait_http() {
   done
 }
 
+# wait_memory_settled ADMIN: waits (up to 30 s) for the proxy's first
+# memory trim after its start (`waf_memory_trims_total` on ADMIN's
+# /metrics, serve/src/memory.rs): it lowers the RSS, so a measurement of
+# memory takes its baseline after it.
+wait_memory_settled() {
+  local n
+  for _ in $(seq 1 300); do
+    n=$(curl -s "$1/metrics" | awk '$1 == "waf_memory_trims_total" {print $2}')
+    if [ "${n:-0}" -ge 1 ] 2>/dev/null; then return 0; fi
+    sleep 0.1
+  done
+  echo "$script: no memory trim within 30 s of the start (another allocator?): measuring anyway" >&2
+}
+
 # benign_requests: $work/benign.jsonl, the 1,000 benign requests the load
 # scripts send (gen_benign.py, seed 1, bodies included), and
 # $work/requests.lua, the wrk script that cycles through them.

@@ -21,5 +21,6 @@ ulimit -n $(( 2 * n + 1024 )) 2>/dev/null || [ "$(ulimit -n)" -ge $(( 2 * n + 10
 "$WAF" serve -c "$work/rules.conf" --listen 127.0.0.1:19711 --upstream http://127.0.0.1:19710 \
   --admin 127.0.0.1:19712 --error-log "$work/waf.log" 2>"$work/serve.out" & pids+=($!); serve_pid=$!
 wait_http http://127.0.0.1:19712/healthz
+wait_memory_settled http://127.0.0.1:19712
 timeout 600 python3 "$here/serve_tunnels.py" --n "$n" --proxy-port 19711 --app-port 19710 --pid "$serve_pid"
 curl -s http://127.0.0.1:19712/metrics | grep -E '^waf_tunnels_(total|open)|^waf_tunnel_bytes_total'

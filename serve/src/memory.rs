@@ -35,6 +35,15 @@ const GRACE: Duration = Duration::from_secs(1);
 /// gives way.
 static LATEST: AtomicU64 = AtomicU64::new(0);
 
+/// Trims done (`waf_memory_trims_total`): what a measurement of memory
+/// waits for before its baseline, since a trim lowers the RSS.
+static TRIMS: AtomicU64 = AtomicU64::new(0);
+
+/// Trims done in this process.
+pub(crate) fn trims() -> u64 {
+    TRIMS.load(Ordering::Relaxed)
+}
+
 /// What a reload replaced and what it built.
 #[derive(Default)]
 pub(crate) struct Retired {
@@ -68,7 +77,8 @@ impl Retired {
     /// Trims the allocator's free memory once this is settled (or after
     /// [`MAX_WAIT`]), on the runtime the caller runs on (without one, a
     /// test calling a reload directly, nothing is done). The task ends with
-    /// whether it trimmed: false when a later reload's took over.
+    /// whether it trimmed: false when a later reload's took over, or with an
+    /// allocator that has no trim.
     pub(crate) fn release(self) -> Option<tokio::task::JoinHandle<bool>> {
         self.release_after(&LATEST)
     }
@@ -92,7 +102,9 @@ impl Retired {
                 return false;
             }
             // It walks every arena under its lock: not on a worker.
-            tokio::task::spawn_blocking(trim).await.is_ok()
+            let trimmed = tokio::task::spawn_blocking(trim).await.unwrap_or(false);
+            TRIMS.fetch_add(u64::from(trimmed), Ordering::Relaxed);
+            trimmed
         }))
     }
 }
@@ -107,9 +119,10 @@ pub(crate) fn after_start(rulesets: impl IntoIterator<Item = Arc<Ruleset>>) {
     built.release();
 }
 
-/// Returns the free pages of every arena to the operating system.
+/// Returns the free pages of every arena to the operating system; true
+/// when there was a trim to call.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn trim() {
+fn trim() -> bool {
     extern "C" {
         fn malloc_trim(pad: usize) -> std::ffi::c_int;
     }
@@ -119,15 +132,21 @@ fn trim() {
     unsafe {
         malloc_trim(0);
     }
+    true
 }
 
 /// Other allocators return memory on their own.
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn trim() {}
+fn trim() -> bool {
+    false
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a trim that was not superseded returns here.
+    const CAN_TRIM: bool = cfg!(all(target_os = "linux", target_env = "gnu"));
 
     #[test]
     fn settled_once_the_old_state_is_dropped() {
@@ -150,7 +169,7 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(30)).await;
         assert!(!first.is_finished(), "trimmed while the old rules are held");
         drop(old);
-        assert!(first.await.expect("the trim task"));
+        assert_eq!(first.await.expect("the trim task"), CAN_TRIM);
 
         let old = Arc::new(0u32);
         let mut second = Retired::default();
@@ -160,7 +179,7 @@ mod tests {
             .release_after(&TEST_LATEST)
             .expect("in a runtime");
         assert!(!second.await.expect("the trim task"), "not superseded");
-        assert!(third.await.expect("the trim task"));
+        assert_eq!(third.await.expect("the trim task"), CAN_TRIM);
         // Superseded during the grace period.
         let fourth = Retired::default()
             .release_after(&TEST_LATEST)
@@ -170,11 +189,11 @@ mod tests {
             .release_after(&TEST_LATEST)
             .expect("in a runtime");
         assert!(!fourth.await.expect("the trim task"), "not superseded");
-        assert!(fifth.await.expect("the trim task"));
+        assert_eq!(fifth.await.expect("the trim task"), CAN_TRIM);
         // Held past the bound, the old rules do not keep the memory.
         let mut held = Retired::default();
         held.old(&old);
         let held = held.release_after(&TEST_LATEST).expect("in a runtime");
-        assert!(held.await.expect("the trim task"));
+        assert_eq!(held.await.expect("the trim task"), CAN_TRIM);
     }
 }

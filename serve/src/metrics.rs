@@ -507,6 +507,11 @@ impl Metrics {
         };
         counter("waf_requests_total", "Requests received.", self.requests());
         counter(
+            "waf_memory_trims_total",
+            "Times the memory freed by a reload (or by the start's compilation) was given back to the system.",
+            crate::memory::trims(),
+        );
+        counter(
             "waf_upstream_errors_total",
             "Requests the upstream did not answer (502/504).",
             self.upstream_errors.load(Ordering::Relaxed),
