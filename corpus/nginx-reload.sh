@@ -60,6 +60,8 @@ for i in $(seq 1 "$n"); do
   done
   if [ $(( i % step )) = 0 ]; then echo "| $i | $(rss) |"; fi
 done
+sleep 5
+echo "| $n, 5 s later | $(rss) |"
 wrk_stop "$wrk_pid" "$work/wrk.out"
 echo
 echo "requests: $requests, non-2xx: $non2xx, socket errors: $sockerr (wrk's report and nginx's log: $work)"

@@ -25,6 +25,10 @@
 
 #include "waf.h"
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 typedef struct {
     ngx_flag_t                 enable;
     ngx_array_t               *sources;   /* of ngx_str_t: SecLang lines (Include or text) */
@@ -90,6 +94,16 @@ ngx_module_t ngx_http_waf_module = {
 
 static void ngx_http_waf_free_rules(void *data) {
     waf_ruleset_free((waf_ruleset *) data);
+#if defined(__GLIBC__)
+    /* On a reload the master frees the old rules here, as it destroys the
+     * old cycle's pool right after building the new one and before forking
+     * the new workers. glibc would keep the freed pages (and those of the
+     * new rules' compilation) resident, in the master and in every worker
+     * it forks: give them back first. */
+    if (ngx_process == NGX_PROCESS_MASTER || ngx_process == NGX_PROCESS_SINGLE) {
+        malloc_trim(0);
+    }
+#endif
 }
 
 static void *ngx_http_waf_create_loc_conf(ngx_conf_t *cf) {
