@@ -11,9 +11,11 @@
 //! the new ones built, and once after the start.
 //!
 //! Reloads in quick succession share one trim: a trim still waiting gives
-//! way to the next reload's. The wait is bounded: a request that holds the
-//! old rules for longer (a long upload or stream) does not keep the memory
-//! of every reload after it.
+//! way to the next reload's, which waits for its own old rules only (rules
+//! a long request still held then are given back by the trim of a later
+//! reload). The wait is bounded: a request that holds the old rules for
+//! longer (a long upload or stream) does not keep the memory of every
+//! reload after it.
 
 use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
