@@ -7,15 +7,14 @@
 //! allocated) for later use, so after the first reloads the process stayed
 //! near the peak of a reload: 122 MiB under load before, 312 MiB after 50
 //! reloads, 179 MiB once `malloc_trim(0)` was called from a debugger. Here
-//! the same call is made after each reload, once the old rules are gone and
-//! the new ones built, and once after the start.
+//! the same call is made after each reload, and once after the start.
 //!
-//! Reloads in quick succession share one trim: a trim still waiting gives
-//! way to the next reload's, which waits for its own old rules only (rules
-//! a long request still held then are given back by the trim of a later
-//! reload). The wait is bounded: a request that holds the old rules for
-//! longer (a long upload or stream) does not keep the memory of every
-//! reload after it.
+//! The trim is made in two steps: once the new rules are built (the
+//! compilation's garbage), and, if the old rules were still held then (a
+//! long upload, a stream, a WebSocket whose request holds them), again once
+//! they are dropped, waited for at most 10 minutes. Reloads in quick
+//! succession share trims: a step whose trim another task started after
+//! the step was ready is covered by it.
 
 use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,19 +28,20 @@ const POLL: Duration = Duration::from_millis(100);
 /// The longest wait for the retired state before trimming anyway.
 const MAX_WAIT: Duration = Duration::from_secs(600);
 
-/// After the old rules are gone: time for each worker thread to drop its
-/// cross-transaction cache of them, which it does at its next phase.
+/// Before each trim: time for each worker thread to drop its
+/// cross-transaction cache of the replaced rules, which it does at its next
+/// phase.
 const GRACE: Duration = Duration::from_secs(1);
 
-/// The number of the latest reload's trim: an older one still waiting
-/// gives way.
-static LATEST: AtomicU64 = AtomicU64::new(0);
-
-/// Trims done (`waf_memory_trims_total`): what a measurement of memory
-/// waits for before its baseline, since a trim lowers the RSS.
+/// Trims started in this process (`waf_memory_trims_total`): what a
+/// measurement of memory waits for before its baseline, since a trim lowers
+/// the RSS; and what tells a task that another one's trim covered it.
 static TRIMS: AtomicU64 = AtomicU64::new(0);
 
-/// Trims done in this process.
+/// Whether this build has a trim to call.
+const CAN_TRIM: bool = cfg!(all(target_os = "linux", target_env = "gnu"));
+
+/// Trims started in this process.
 pub(crate) fn trims() -> u64 {
     TRIMS.load(Ordering::Relaxed)
 }
@@ -67,46 +67,57 @@ impl Retired {
         self.new.push(Arc::downgrade(new));
     }
 
-    /// Whether the old state is dropped and the new rulesets built.
-    fn settled(&self) -> bool {
+    /// Whether the old state is dropped.
+    fn dropped(&self) -> bool {
         self.old.iter().all(|w| w.strong_count() == 0)
-            && self
-                .new
-                .iter()
-                .all(|w| w.upgrade().is_none_or(|rs| rs.pending_builds() == 0))
     }
 
-    /// Trims the allocator's free memory once this is settled (or after
-    /// [`MAX_WAIT`]), on the runtime the caller runs on (without one, a
-    /// test calling a reload directly, nothing is done). The task ends with
-    /// whether it trimmed: false when a later reload's took over, or with an
-    /// allocator that has no trim.
-    pub(crate) fn release(self) -> Option<tokio::task::JoinHandle<bool>> {
-        self.release_after(&LATEST)
+    /// Whether the new rulesets are built.
+    fn built(&self) -> bool {
+        self.new
+            .iter()
+            .all(|w| w.upgrade().is_none_or(|rs| rs.pending_builds() == 0))
     }
 
-    /// [`Retired::release`], superseded by the later callers with the same
-    /// `latest`.
-    fn release_after(self, latest: &'static AtomicU64) -> Option<tokio::task::JoinHandle<bool>> {
+    /// Trims the allocator's free memory once the new rules are built, and
+    /// again once the old ones are dropped if they were still held then (see
+    /// the module's documentation), on the runtime the caller runs on.
+    /// `None` without a runtime (a test calling a reload directly) or
+    /// without a trim to call; else the task ends with the number of trims
+    /// it made.
+    pub(crate) fn release(self) -> Option<tokio::task::JoinHandle<u32>> {
+        self.release_counting(&TRIMS)
+    }
+
+    /// [`Retired::release`], covered by the trims counted in `trims`.
+    fn release_counting(self, trims: &'static AtomicU64) -> Option<tokio::task::JoinHandle<u32>> {
+        if !CAN_TRIM {
+            return None;
+        }
         let runtime = tokio::runtime::Handle::try_current().ok()?;
-        let ticket = latest.fetch_add(1, Ordering::Relaxed) + 1;
-        let superseded = move || latest.load(Ordering::Relaxed) != ticket;
         Some(runtime.spawn(async move {
             let start = tokio::time::Instant::now();
-            while !self.settled() && start.elapsed() < MAX_WAIT {
-                if superseded() {
-                    return false;
+            let mut made = 0;
+            let steps: [fn(&Retired) -> bool; 2] = [Retired::built, Retired::dropped];
+            for ready in steps {
+                while !ready(&self) && start.elapsed() < MAX_WAIT {
+                    tokio::time::sleep(POLL).await;
                 }
-                tokio::time::sleep(POLL).await;
+                let seen = trims.load(Ordering::Relaxed);
+                let dropped = self.dropped();
+                tokio::time::sleep(GRACE).await;
+                // A trim started since this step was ready covers it.
+                if trims.load(Ordering::Relaxed) == seen {
+                    trims.fetch_add(1, Ordering::Relaxed);
+                    // It walks every arena under its lock: not on a worker.
+                    let _ = tokio::task::spawn_blocking(trim).await;
+                    made += 1;
+                }
+                if dropped {
+                    break;
+                }
             }
-            tokio::time::sleep(GRACE).await;
-            if superseded() {
-                return false;
-            }
-            // It walks every arena under its lock: not on a worker.
-            let trimmed = tokio::task::spawn_blocking(trim).await.unwrap_or(false);
-            TRIMS.fetch_add(u64::from(trimmed), Ordering::Relaxed);
-            trimmed
+            made
         }))
     }
 }
@@ -121,10 +132,9 @@ pub(crate) fn after_start(rulesets: impl IntoIterator<Item = Arc<Ruleset>>) {
     built.release();
 }
 
-/// Returns the free pages of every arena to the operating system; true
-/// when there was a trim to call.
+/// Returns the free pages of every arena to the operating system.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn trim() -> bool {
+fn trim() {
     extern "C" {
         fn malloc_trim(pad: usize) -> std::ffi::c_int;
     }
@@ -134,68 +144,63 @@ fn trim() -> bool {
     unsafe {
         malloc_trim(0);
     }
-    true
 }
 
-/// Other allocators return memory on their own.
+/// Other allocators return memory on their own (and `release` does not
+/// get here).
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn trim() -> bool {
-    false
-}
+fn trim() {}
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// What a trim that was not superseded returns here.
-    const CAN_TRIM: bool = cfg!(all(target_os = "linux", target_env = "gnu"));
-
     #[test]
-    fn settled_once_the_old_state_is_dropped() {
+    fn the_steps_wait_for_the_old_state_to_be_dropped() {
         let old = Arc::new(vec![0u8; 16]);
         let mut r = Retired::default();
         r.old(&old);
-        assert!(!r.settled());
+        assert!(r.built(), "no new rules to wait for");
+        assert!(!r.dropped());
         drop(old);
-        assert!(r.settled());
+        assert!(r.dropped());
     }
 
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
     #[tokio::test(start_paused = true)]
-    async fn a_trim_waits_for_the_old_rules_and_gives_way_to_a_later_reload() {
-        // This test's own counter: reloads elsewhere do not supersede it.
-        static TEST_LATEST: AtomicU64 = AtomicU64::new(0);
-        let old = Arc::new(0u32);
-        let mut first = Retired::default();
-        first.old(&old);
-        let first = first.release_after(&TEST_LATEST).expect("in a runtime");
-        tokio::time::sleep(Duration::from_secs(30)).await;
-        assert!(!first.is_finished(), "trimmed while the old rules are held");
-        drop(old);
-        assert_eq!(first.await.expect("the trim task"), CAN_TRIM);
+    async fn trims_come_in_two_steps_and_cover_each_other() {
+        // This test's own count: trims elsewhere do not cover its tasks.
+        static TEST_TRIMS: AtomicU64 = AtomicU64::new(0);
+        let release = |r: Retired| r.release_counting(&TEST_TRIMS).expect("in a runtime");
 
+        // Old rules held: one trim for the new rules' garbage, then the
+        // task waits; once they are dropped, the second.
         let old = Arc::new(0u32);
-        let mut second = Retired::default();
-        second.old(&old);
-        let second = second.release_after(&TEST_LATEST).expect("in a runtime");
-        let third = Retired::default()
-            .release_after(&TEST_LATEST)
-            .expect("in a runtime");
-        assert!(!second.await.expect("the trim task"), "not superseded");
-        assert_eq!(third.await.expect("the trim task"), CAN_TRIM);
-        // Superseded during the grace period.
-        let fourth = Retired::default()
-            .release_after(&TEST_LATEST)
-            .expect("in a runtime");
-        tokio::time::sleep(GRACE / 2).await;
-        let fifth = Retired::default()
-            .release_after(&TEST_LATEST)
-            .expect("in a runtime");
-        assert!(!fourth.await.expect("the trim task"), "not superseded");
-        assert_eq!(fifth.await.expect("the trim task"), CAN_TRIM);
-        // Held past the bound, the old rules do not keep the memory.
         let mut held = Retired::default();
         held.old(&old);
-        let held = held.release_after(&TEST_LATEST).expect("in a runtime");
-        assert_eq!(held.await.expect("the trim task"), CAN_TRIM);
+        let held = release(held);
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        assert!(!held.is_finished(), "done while the old rules are held");
+        assert_eq!(TEST_TRIMS.load(Ordering::Relaxed), 1);
+        drop(old);
+        assert_eq!(held.await.expect("the trim task"), 2);
+
+        // Nothing held: one step, one trim; two reloads at once share it.
+        let first = release(Retired::default());
+        let second = release(Retired::default());
+        let (first, second) = (
+            first.await.expect("the trim task"),
+            second.await.expect("the trim task"),
+        );
+        assert_eq!(first + second, 1, "{first} and {second} trims");
+        assert_eq!(TEST_TRIMS.load(Ordering::Relaxed), 3);
+
+        // Held past the bound: the second trim comes anyway.
+        let forever = Arc::new(0u32);
+        let mut stuck = Retired::default();
+        stuck.old(&forever);
+        let stuck = release(stuck);
+        assert_eq!(stuck.await.expect("the trim task"), 2);
+        assert_eq!(TEST_TRIMS.load(Ordering::Relaxed), 5);
     }
 }
