@@ -653,13 +653,9 @@ fn reload(source: &SitesSource, state: &proxy::State) -> Result<Vec<String>, Rel
             state.metrics().register_upstreams(&m.sites.upstreams());
             let new = Arc::new(m.sites);
             let mut retired = memory::Retired::default();
-            for site in &new.list {
-                retired.new_ruleset(&site.rules.current());
-            }
+            new.rulesets().for_each(|rs| retired.new_ruleset(&rs));
             let old = state.sites.swap(new);
-            for site in &old.list {
-                retired.old(&site.rules.current());
-            }
+            old.rulesets().for_each(|rs| retired.old(&rs));
             retired.old(&old);
             drop(old);
             retired.release();
@@ -834,7 +830,7 @@ pub fn run_sites(
             .collect();
         report(&format!("listening on {}", on.join(", ")));
         let (source, state) = server.reloader();
-        memory::after_start(state.sites.load().list.iter().map(|s| s.rules.current()));
+        memory::after_start(state.sites.load().rulesets());
         let watch = watch_interval.map(|interval| Watch {
             interval,
             inputs: {

@@ -9,11 +9,11 @@
 //!   limits, `on_error`, `time_budget_ms`, `trusted_proxies`) take effect
 //!   for every connection, request, upstream connection and tunnel that
 //!   starts after the reload; those in flight keep what they started with;
-//! - the settings that shape the process (the listeners, their TLS
-//!   files' paths and `proxy_protocol`, the admin address, the log files, `upstream_ca`, `workers`,
-//!   `value_cache`, `watch_interval`, `profile`, `reuse_port`) keep their
-//!   running value until a restart, and the reload names each one that
-//!   changed.
+//! - the settings that shape the process (the listeners, their TLS files'
+//!   paths and `proxy_protocol`, the admin address, the log files,
+//!   `upstream_ca`, `workers`, `value_cache`, `watch_interval`, `profile`,
+//!   `reuse_port`) keep their running value until a restart, and the reload
+//!   names each one that changed.
 //!
 //! The certificate and key in the TLS files are read again on every reload
 //! (`tls.rs`); only their paths are fixed.

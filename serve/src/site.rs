@@ -104,6 +104,12 @@ pub struct Sites {
 }
 
 impl Sites {
+    /// The ruleset each site runs now (one per site, repeated for sites
+    /// that share their rules).
+    pub(crate) fn rulesets(&self) -> impl Iterator<Item = Arc<waf_engine::Ruleset>> + '_ {
+        self.list.iter().map(|site| site.rules.current())
+    }
+
     /// One site for every request: `rules` in front of `upstream` (what
     /// `waf serve -c ... --upstream ...` runs).
     pub fn single(rules: Arc<Rules>, upstream: &hyper::Uri) -> Result<Sites, String> {
