@@ -14,7 +14,7 @@
 # With MAX_SETTLED_GROWTH, it also fails if the RSS 5 s after the last
 # reload is over that many times the RSS at the start: memory a reload
 # freed and the process kept (before serve/src/memory.rs it stayed at
-# about 2.6 times the start; with it, 1.8 after 1,000 reloads).
+# about 2.6 times the start; with it, 1.5-1.8 after 1,000 reloads).
 #
 # Needs target/release/waf, python3, curl and Debian's wrk (installed with
 # apt-get when missing and running as root). CRS from $CRS (../shared/crs)
