@@ -1193,7 +1193,8 @@ name_enum! {
     /// Surprises worth knowing:
     /// * v3 lexes `append`, `prepend`, `deprecatevar`, `pause`, `proxy` and
     ///   the five `sanitise*` actions only to reject them ("not supported").
-    /// * v3 accepts `expirevar` but does nothing with it.
+    /// * v3 accepted `expirevar` without effect before 3.0.11 (Debian's 3.0.9
+    ///   still does).
     /// * Only the British `sanitise*` spellings exist in v3.
     /// * `t` is an action; its value is a [`Transform`]. `ctl`'s value starts
     ///   with a [`CtlOption`].
@@ -1293,7 +1294,7 @@ impl Action {
             A::DeprecateVar => act(NonDisruptive, Required, Unsupported, Rejected, true, false),
             A::Drop => act(Disruptive, NoArg, Implemented, Accepted, false, true),
             A::Exec => act(NonDisruptive, Required, Unsupported, Accepted, true, false),
-            A::ExpireVar => act(NonDisruptive, Required, Ignored, Accepted, true, false),
+            A::ExpireVar => act(NonDisruptive, Required, Implemented, Accepted, true, false),
             A::Id => act(Metadata, Required, Implemented, Accepted, false, false),
             A::InitCol => act(NonDisruptive, Required, Implemented, Accepted, true, false),
             A::Log => act(NonDisruptive, NoArg, Implemented, Accepted, true, false),
@@ -1348,8 +1349,8 @@ impl Action {
     /// Unsupported: what v3 rejects and would change the outcome
     /// (`append`, `prepend`: response rewriting; `pause`, `proxy`;
     /// `deprecatevar`) and `exec` (runs a Lua script). Ignored: `auditlog` /
-    /// `noauditlog` (no audit log), the `sanitise*` family (they only mask
-    /// audit-log output) and `expirevar` (a no-op in v3 as well).
+    /// `noauditlog` (no audit log) and the `sanitise*` family (they only
+    /// mask audit-log output).
     /// Everything else is implemented.
     pub fn supported(self) -> Support {
         self.info().support

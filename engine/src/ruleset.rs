@@ -5,6 +5,7 @@ use crate::injection::{Injection, Libinjection};
 use crate::options::EvalOptions;
 use crate::plan::Plan;
 use crate::prefilter::Scanner;
+use crate::store::CollectionStore;
 use crate::transform::Transform;
 use std::path::PathBuf;
 use waf_compiler::ir::Program;
@@ -33,6 +34,9 @@ pub struct Ruleset {
     /// server that makes a transaction per request gets warm buffers
     /// instead of building them each time.
     pub(crate) pool: CachePool,
+    /// The persistent collections its transactions open (see
+    /// [`Ruleset::with_collection_store`]).
+    store: std::sync::Arc<CollectionStore>,
     /// Unique in the process: what keys this ruleset's per-thread
     /// cross-transaction caches (two rulesets never share one, even at
     /// the same address after a reload).
@@ -158,6 +162,7 @@ impl Ruleset {
             scanner,
             options: EvalOptions::default(),
             pool: CachePool::default(),
+            store: Default::default(),
             id,
         }
     }
@@ -238,6 +243,22 @@ impl Ruleset {
 
     pub(crate) fn injection(&self) -> &dyn Injection {
         self.injection.as_ref()
+    }
+
+    /// The persistent collections (`initcol`, `setsid`, `setuid`, `setrsc`)
+    /// its transactions read and write. Each ruleset starts with its own,
+    /// empty, [`CollectionStore`] of the default limits.
+    pub fn collection_store(&self) -> &std::sync::Arc<CollectionStore> {
+        &self.store
+    }
+
+    /// Uses `store` for the persistent collections: a host that reloads its
+    /// rules passes the old ruleset's store ([`Ruleset::collection_store`])
+    /// to the new one, so that counters and flags survive the reload (and
+    /// may share one store between the rulesets of several sites).
+    pub fn with_collection_store(mut self, store: std::sync::Arc<CollectionStore>) -> Ruleset {
+        self.store = store;
+        self
     }
 
     /// Sets the evaluation options of the transactions [`Ruleset::transaction`]

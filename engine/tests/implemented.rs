@@ -240,6 +240,7 @@ fn action_rule(action: Action) -> Option<String> {
         A::Drop => with("drop"),
         A::Id => with("pass"),
         A::InitCol => with("pass,initcol:ip=%{REMOTE_ADDR}"),
+        A::ExpireVar => with("pass,initcol:ip=%{REMOTE_ADDR},expirevar:ip.x=60"),
         A::Log => with("pass,log"),
         A::LogData => with("pass,logdata:%{MATCHED_VAR}"),
         A::Maturity => with("pass,maturity:5"),
@@ -267,7 +268,6 @@ fn action_rule(action: Action) -> Option<String> {
         | A::NoAuditLog
         | A::DeprecateVar
         | A::Exec
-        | A::ExpireVar
         | A::Pause
         | A::Prepend
         | A::Proxy

@@ -30,6 +30,8 @@ pub(super) struct Scratch {
     /// setvar's and setenv's name and value.
     pub name: Vec<u8>,
     pub value: Vec<u8>,
+    /// A persistent variable's value as the store left it.
+    pub stored: Vec<u8>,
     /// Macro-expanded msg/logdata.
     pub text: Vec<u8>,
     pub arg: Vec<u8>,

@@ -7,6 +7,7 @@ use super::vars::{for_each_stable, origin_key, selector_matches, Vars};
 use super::xcache::{self, OpResult};
 use super::Transaction;
 use crate::body::Processor;
+use crate::collection::Collection;
 use crate::fold::{Decision, Replay};
 use crate::operator;
 use crate::outcome::{Cause, Intervention, MatchedRule};
@@ -14,6 +15,7 @@ use crate::plan::{PlanLink, UnionSource};
 use crate::prefilter::{byte_mask, ByteMask, Gate, Scanner};
 use crate::sources::{stable_coll, Coll};
 use crate::stats::EvalStats;
+use crate::store::StoreOp;
 use std::sync::Arc;
 use std::time::Instant;
 use waf_compiler::ir::*;
@@ -980,7 +982,10 @@ impl<'r> Transaction<'r> {
         for a in &link.actions {
             match a {
                 LinkAction::Ctl(c) => self.ctl(c),
-                LinkAction::InitCol { collection, .. } => self.state.init_collection(*collection),
+                LinkAction::InitCol { collection, key } => {
+                    self.expand_to_scratch(key);
+                    self.open_collection(*collection);
+                }
                 LinkAction::SetEnv { name, value } => {
                     let scratch = &mut self.cache.scratch;
                     let (n, v) = (&mut scratch.name, &mut scratch.value);
@@ -1001,22 +1006,24 @@ impl<'r> Transaction<'r> {
                     let id = &mut self.state.session_id;
                     id.clear();
                     id.extend_from_slice(&self.cache.scratch.value);
-                    self.state.init_collection(V::Session);
+                    self.open_collection(V::Session);
                 }
                 LinkAction::SetUid(m) => {
                     self.expand_to_scratch(m);
                     let id = &mut self.state.user_id;
                     id.clear();
                     id.extend_from_slice(&self.cache.scratch.value);
-                    self.state.init_collection(V::User);
+                    self.open_collection(V::User);
                 }
-                LinkAction::SetRsc(_) => self.state.init_collection(V::Resource),
+                LinkAction::SetRsc(m) => {
+                    self.expand_to_scratch(m);
+                    self.open_collection(V::Resource);
+                }
+                LinkAction::ExpireVar { name, seconds } => self.expire_var(name, seconds),
                 // Run per matched value (`per_match_actions`).
                 LinkAction::SetVar(_) => {}
                 // Accepted without effect here (see `Action::supported`).
-                LinkAction::ExpireVar { .. }
-                | LinkAction::DeprecateVar { .. }
-                | LinkAction::Ignored { .. } => {}
+                LinkAction::DeprecateVar { .. } | LinkAction::Ignored { .. } => {}
             }
         }
     }
@@ -1185,21 +1192,78 @@ impl<'r> Transaction<'r> {
         let Some(coll) = self.state.writable(sv.collection) else {
             return;
         };
-        match &sv.op {
-            SetVarOp::Set(_) => coll.set(name, value),
-            SetVarOp::Delete => coll.remove(name),
-            SetVarOp::Add(_) | SetVarOp::Sub(_) => {
-                // An absent variable counts as 0 (and an empty one too).
-                let cur = coll.value_mut(name);
-                let delta = operator::atoll(value);
-                let n = if matches!(sv.op, SetVarOp::Add(_)) {
-                    operator::atoll(cur).saturating_add(delta)
-                } else {
-                    operator::atoll(cur).saturating_sub(delta)
-                };
-                cur.clear();
-                push_i64(cur, n);
+        if sv.collection != V::Tx {
+            // A persistent variable: written to the store, whose result (a
+            // counter other requests may have moved) becomes the value. A
+            // write the store refuses (see `store`) stays local.
+            let op = match &sv.op {
+                SetVarOp::Set(_) => StoreOp::Set(value),
+                SetVarOp::Add(_) => StoreOp::Add(operator::atoll(value)),
+                SetVarOp::Sub(_) => StoreOp::Sub(operator::atoll(value)),
+                SetVarOp::Delete => StoreOp::Delete,
+            };
+            let timeout = self.rs.program().settings.collection_timeout;
+            let stored = &mut scratch.stored;
+            if let Some(o) = self.state.opened_mut(sv.collection) {
+                let store = self.rs.collection_store();
+                if store.apply(&o.id, name, op, epoch_secs(), timeout, stored) {
+                    match op {
+                        StoreOp::Delete => o.coll.remove(name),
+                        _ => o.coll.set(name, stored),
+                    }
+                    return;
+                }
             }
+            let Some(coll) = self.state.writable(sv.collection) else {
+                return;
+            };
+            return local_setvar(coll, &sv.op, name, value);
+        }
+        local_setvar(coll, &sv.op, name, value);
+    }
+
+    /// Opens persistent collection `coll` under the key in
+    /// `scratch.value` and reads its record from the store.
+    fn open_collection(&mut self, coll: V) {
+        let key = &self.cache.scratch.value;
+        let timeout = self.rs.program().settings.collection_timeout;
+        let store = self.rs.collection_store();
+        if let Some(o) = self.state.init_collection(coll, key) {
+            let into = &mut o.coll;
+            store.load(&o.id, epoch_secs(), timeout, |n, v| into.push(n, v));
+        }
+    }
+
+    /// `expirevar:ip.name=SECONDS`: the stored variable goes after that
+    /// long (for this transaction, it stays).
+    fn expire_var(&mut self, name: &MacroString, seconds: &MacroString) {
+        let scratch = &mut self.cache.scratch;
+        let (n, v) = (&mut scratch.name, &mut scratch.value);
+        n.clear();
+        v.clear();
+        let vars = Vars {
+            i: &self.inputs,
+            s: &self.state,
+        };
+        vars.expand_into(name, n);
+        vars.expand_into(seconds, v);
+        let Some(dot) = n.iter().position(|&b| b == b'.') else {
+            return;
+        };
+        let Some(coll) = std::str::from_utf8(&n[..dot])
+            .ok()
+            .and_then(V::lookup)
+            .filter(|c| c.is_persistent())
+        else {
+            return;
+        };
+        let secs = u64::try_from(operator::atoll(v)).unwrap_or(0);
+        if let Some(o) = self.state.opened_mut(coll) {
+            let var = &mut n[dot + 1..];
+            var.make_ascii_lowercase();
+            self.rs
+                .collection_store()
+                .expire(&o.id, var, secs, epoch_secs());
         }
     }
 
@@ -1357,4 +1421,31 @@ fn rules_out(
     stats.memo_hits += u64::from(len);
     stats.prefilter_skips += u64::from(len);
     true
+}
+
+/// `setvar` on a collection of the transaction.
+fn local_setvar(coll: &mut Collection, op: &SetVarOp, name: &[u8], value: &[u8]) {
+    match op {
+        SetVarOp::Set(_) => coll.set(name, value),
+        SetVarOp::Delete => coll.remove(name),
+        SetVarOp::Add(_) | SetVarOp::Sub(_) => {
+            // An absent variable counts as 0 (and an empty one too).
+            let cur = coll.value_mut(name);
+            let delta = operator::atoll(value);
+            let n = if matches!(op, SetVarOp::Add(_)) {
+                operator::atoll(cur).saturating_add(delta)
+            } else {
+                operator::atoll(cur).saturating_sub(delta)
+            };
+            cur.clear();
+            push_i64(cur, n);
+        }
+    }
+}
+
+/// Seconds since the epoch: the persistent store's clock.
+fn epoch_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }

@@ -13,7 +13,7 @@ pub(super) struct RuleState<'r> {
     pub tx: Collection,
     /// Collections opened by `initcol` (`persistent[..persistent_len]`; the
     /// rest are pooled).
-    pub persistent: Vec<(V, Collection)>,
+    pub persistent: Vec<Opened>,
     pub persistent_len: usize,
     pub env: Collection,
     /// `SESSIONID`, set by `setsid`.
@@ -56,7 +56,7 @@ pub(super) struct RuleState<'r> {
 #[derive(Default)]
 pub(super) struct StateBuffers {
     tx: Collection,
-    persistent: Vec<(V, Collection)>,
+    persistent: Vec<Opened>,
     env: Collection,
     session_id: Vec<u8>,
     user_id: Vec<u8>,
@@ -238,10 +238,7 @@ impl<'r> RuleState<'r> {
     pub(super) fn writable(&mut self, var: V) -> Option<&mut Collection> {
         match var {
             V::Tx => Some(&mut self.tx),
-            other => self.persistent[..self.persistent_len]
-                .iter_mut()
-                .find(|(v, _)| *v == other)
-                .map(|(_, c)| c),
+            other => self.opened_mut(other).map(|o| &mut o.coll),
         }
     }
 
@@ -249,22 +246,46 @@ impl<'r> RuleState<'r> {
     pub(super) fn persistent(&self, var: V) -> Option<&Collection> {
         self.persistent[..self.persistent_len]
             .iter()
-            .find(|(v, _)| *v == var)
-            .map(|(_, c)| c)
+            .find(|o| o.var == var)
+            .map(|o| &o.coll)
     }
 
-    /// `initcol`: the collection exists (empty) for the rest of the
-    /// transaction; persistence across transactions is not implemented.
-    pub(super) fn init_collection(&mut self, collection: V) {
+    /// The persistent collection `var` and its record id, if opened.
+    pub(super) fn opened_mut(&mut self, var: V) -> Option<&mut Opened> {
+        self.persistent[..self.persistent_len]
+            .iter_mut()
+            .find(|o| o.var == var)
+    }
+
+    /// `initcol` (or `setsid`...): opens `collection`, empty, under record
+    /// `key` (the caller reads the record into it), unless it is open
+    /// already (the first key stays, as in ModSecurity v2).
+    pub(super) fn init_collection(&mut self, collection: V, key: &[u8]) -> Option<&mut Opened> {
         if self.persistent(collection).is_some() {
-            return;
+            return None;
         }
         if self.persistent_len == self.persistent.len() {
-            self.persistent.push((collection, Collection::default()));
+            self.persistent.push(Opened {
+                var: collection,
+                coll: Collection::default(),
+                id: Vec::new(),
+            });
         }
         let slot = &mut self.persistent[self.persistent_len];
-        slot.0 = collection;
-        slot.1.clear();
+        slot.var = collection;
+        slot.coll.clear();
+        crate::store::record_id(collection, key, &mut slot.id);
         self.persistent_len += 1;
+        Some(slot)
     }
+}
+
+/// A persistent collection a transaction opened.
+pub(super) struct Opened {
+    pub var: V,
+    /// Its variables: read from the store when opened, then kept in step
+    /// with it by every write.
+    pub coll: Collection,
+    /// Its record in the store (see `store::record_id`).
+    pub id: Vec<u8>,
 }

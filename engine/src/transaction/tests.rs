@@ -1253,3 +1253,73 @@ fn whole_value_captures_come_from_the_cache_unchanged() {
     };
     assert_eq!(naive.tx_var("seen_x-name"), Some(&b"x-name"[..]));
 }
+
+#[test]
+fn persistent_collections_carry_from_one_transaction_to_the_next() {
+    // A brute-force rule in ModSecurity's classic shape: count requests per
+    // client in IP, block from the fourth, and flag the client for a while.
+    let rs = ruleset(
+        "SecRuleEngine On\n\
+         SecAction \"id:1,phase:1,pass,nolog,initcol:ip=%{REQUEST_HEADERS.X-Client}\"\n\
+         SecAction \"id:2,phase:1,pass,nolog,setvar:ip.hits=+1\"\n\
+         SecAction \"id:5,phase:1,pass,nolog,initcol:global=global\"\n\
+         SecAction \"id:6,phase:1,pass,nolog,setvar:global.seen=+1\"\n\
+         SecRule IP:blocked \"@eq 1\" \"id:4,phase:1,pass,log\"\n\
+         SecRule IP:hits \"@gt 3\" \"id:3,phase:1,deny,status:429,setvar:ip.blocked=1,expirevar:ip.blocked=60\"\n\
+",
+    );
+    let status = |client: &str| {
+        let tx = get(&rs, "/", &[("X-Client", client)]);
+        (tx.intervention().map(|i| i.status), ids(&tx).contains(&4))
+    };
+    for _ in 0..3 {
+        assert_eq!(status("a"), (None, false));
+    }
+    assert_eq!(status("a"), (Some(429), false));
+    // Another key is another record.
+    assert_eq!(status("b"), (None, false));
+    // The flag 3 set is read by 4 on the next requests.
+    assert_eq!(status("a"), (Some(429), true));
+    assert_eq!(status("a"), (Some(429), true));
+    let mut global = Vec::new();
+    crate::store::record_id(
+        waf_compiler::names::Variable::Global,
+        b"global",
+        &mut global,
+    );
+    let mut seen = Vec::new();
+    rs.collection_store().load(
+        &global,
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        3600,
+        |n, v| seen.push((n.to_vec(), v.to_vec())),
+    );
+    assert_eq!(seen, [(b"seen".to_vec(), b"7".to_vec())]);
+    // A ruleset built with another's store sees its records (a reload).
+    let next = ruleset(
+        "SecRuleEngine On\n\
+         SecAction \"id:1,phase:1,pass,nolog,initcol:ip=%{REQUEST_HEADERS.X-Client}\"\n\
+         SecRule IP:hits \"@ge 6\" \"id:9,phase:1,deny,status:403\"\n",
+    )
+    .with_collection_store(rs.collection_store().clone());
+    let tx = get(&next, "/", &[("X-Client", "a")]);
+    assert_eq!(tx.intervention().map(|i| i.status), Some(403));
+    let tx = get(&next, "/", &[("X-Client", "b")]);
+    assert_eq!(tx.intervention().map(|i| i.status), None);
+}
+
+#[test]
+fn a_persistent_collection_not_opened_is_not_written() {
+    let rs = ruleset(
+        "SecRuleEngine On\n\
+         SecAction \"id:1,phase:1,pass,nolog,setvar:ip.hits=+1\"\n\
+         SecAction \"id:2,phase:1,pass,nolog,initcol:ip=x\"\n\
+         SecRule IP:hits \"@ge 1\" \"id:3,phase:1,deny\"\n",
+    );
+    for _ in 0..3 {
+        assert!(get(&rs, "/", &[]).intervention().is_none());
+    }
+    assert_eq!(rs.collection_store().records(), 0);
+}

@@ -1,0 +1,480 @@
+//! The store of persistent collections: what `initcol`, `setsid`, `setuid`
+//! and `setrsc` open (`IP`, `SESSION`, `USER`, `GLOBAL`, `RESOURCE`) kept
+//! from one transaction to the next.
+//!
+//! As in ModSecurity v3's in-memory backend, the store lives in the process
+//! and every thread shares it; a host that reloads its rules hands the old
+//! ruleset's store to the new one ([`crate::Ruleset::with_collection_store`])
+//! so that counters survive the reload. A *record* is one collection under
+//! one key (`IP` under `10.0.0.1_<agent hash>`); its variables are read into
+//! the transaction when the collection is opened, and each `setvar` on it
+//! is applied to the record at once, under the record's lock: two requests
+//! incrementing the same counter both count (a transaction's copy is
+//! replaced by the record's result).
+//!
+//! Keys come from requests (addresses, cookies), so the store is bounded
+//! and hashes them with a random key:
+//! - a record not written for `SecCollectionTimeout` seconds (default 3600)
+//!   is gone, and so is a variable past its `expirevar`;
+//! - the store holds at most [`StoreLimits::max_bytes`] of keys, names and
+//!   values: past that, the least recently written of a few records sampled
+//!   in the same shard is evicted (as Redis approximates LRU); a single
+//!   record may not grow past a shard's share of the budget (the writes
+//!   that would make it do are refused, and counted).
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use waf_compiler::names::Variable as V;
+
+/// Number of independently locked parts of the store.
+const SHARDS: usize = 16;
+
+/// Records looked at to choose one to evict.
+const EVICTION_SAMPLE: usize = 8;
+
+/// Bytes counted for a variable besides its name and value, and for a
+/// record besides its key: the allocations' headers, roughly.
+const VAR_OVERHEAD: usize = 48;
+const RECORD_OVERHEAD: usize = 96;
+
+/// How much the store may hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoreLimits {
+    /// Keys, names and values of every record, plus a fixed overhead per
+    /// record and per variable.
+    pub max_bytes: usize,
+}
+
+impl Default for StoreLimits {
+    /// 64 MiB.
+    fn default() -> StoreLimits {
+        StoreLimits {
+            max_bytes: 64 << 20,
+        }
+    }
+}
+
+/// The persistent collections of a process (see the module documentation).
+pub struct CollectionStore {
+    shards: Box<[Mutex<Shard>]>,
+    hasher: RandomState,
+    limits: StoreLimits,
+    evicted: AtomicU64,
+    refused: AtomicU64,
+}
+
+impl std::fmt::Debug for CollectionStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CollectionStore")
+            .field("records", &self.records())
+            .field("bytes", &self.bytes())
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+impl Default for CollectionStore {
+    fn default() -> CollectionStore {
+        CollectionStore::new(StoreLimits::default())
+    }
+}
+
+#[derive(Default)]
+struct Shard {
+    /// Record id (see [`record_id`]) → record.
+    records: HashMap<Box<[u8]>, Record>,
+    bytes: usize,
+}
+
+struct Record {
+    vars: Vec<StoredVar>,
+    /// Epoch seconds of the last write.
+    updated: u64,
+    bytes: usize,
+}
+
+struct StoredVar {
+    /// Lowercased, as `setvar` writes it.
+    name: Box<[u8]>,
+    value: Vec<u8>,
+    /// Epoch seconds after which it is gone (`expirevar`); 0: never.
+    expires: u64,
+}
+
+impl StoredVar {
+    fn live(&self, now: u64) -> bool {
+        self.expires == 0 || now < self.expires
+    }
+}
+
+/// A write to a persistent variable.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum StoreOp<'a> {
+    Set(&'a [u8]),
+    Add(i64),
+    Sub(i64),
+    Delete,
+}
+
+/// Writes the id of record `key` of collection `coll` into `out` (cleared
+/// first): the collection's name, a NUL, then the key.
+pub(crate) fn record_id(coll: V, key: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(coll.name().as_bytes());
+    out.push(0);
+    out.extend_from_slice(key);
+}
+
+impl CollectionStore {
+    /// An empty store.
+    pub fn new(limits: StoreLimits) -> CollectionStore {
+        CollectionStore {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            hasher: RandomState::new(),
+            limits,
+            evicted: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+        }
+    }
+
+    /// Records held (expired ones included until they are next touched or
+    /// evicted).
+    pub fn records(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.lock().map_or(0, |s| s.records.len()))
+            .sum()
+    }
+
+    /// Bytes counted against [`StoreLimits::max_bytes`].
+    pub fn bytes(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.lock().map_or(0, |s| s.bytes))
+            .sum()
+    }
+
+    /// Records evicted to stay within the limit, since the start.
+    pub fn evicted(&self) -> u64 {
+        self.evicted.load(Ordering::Relaxed)
+    }
+
+    /// Writes refused because their record would have outgrown its share
+    /// of the limit, since the start.
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+
+    fn shard(&self, id: &[u8]) -> &Mutex<Shard> {
+        let h = self.hasher.hash_one(id);
+        &self.shards[(h as usize) % SHARDS]
+    }
+
+    fn shard_budget(&self) -> usize {
+        self.limits.max_bytes / SHARDS
+    }
+
+    /// Calls `f` with each live variable of record `id` (name, value), at
+    /// `now` (epoch seconds); a record idle for `timeout` seconds is
+    /// dropped instead.
+    pub(crate) fn load(&self, id: &[u8], now: u64, timeout: u64, mut f: impl FnMut(&[u8], &[u8])) {
+        let Ok(mut shard) = self.shard(id).lock() else {
+            return;
+        };
+        let Some(r) = shard.records.get(id) else {
+            return;
+        };
+        if stale(r, now, timeout) {
+            shard.remove(id);
+            return;
+        }
+        for v in r.vars.iter().filter(|v| v.live(now)) {
+            f(&v.name, &v.value);
+        }
+    }
+
+    /// Applies `op` to variable `name` of record `id` (created if need
+    /// be) at `now`, and writes the variable's new value into `out`
+    /// (cleared first; left empty by `Delete`). False when the write was
+    /// refused (the record would outgrow its share of the limit).
+    pub(crate) fn apply(
+        &self,
+        id: &[u8],
+        name: &[u8],
+        op: StoreOp<'_>,
+        now: u64,
+        timeout: u64,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        out.clear();
+        let budget = self.shard_budget();
+        let Ok(mut guard) = self.shard(id).lock() else {
+            return false;
+        };
+        let shard = &mut *guard;
+        if shard
+            .records
+            .get(id)
+            .is_some_and(|r| stale(r, now, timeout))
+        {
+            shard.remove(id);
+        }
+        if !shard.records.contains_key(id) {
+            if matches!(op, StoreOp::Delete) {
+                return true;
+            }
+            let bytes = RECORD_OVERHEAD + id.len();
+            shard.records.insert(
+                id.into(),
+                Record {
+                    vars: Vec::new(),
+                    updated: now,
+                    bytes,
+                },
+            );
+            shard.bytes += bytes;
+        }
+        let Some(r) = shard.records.get_mut(id) else {
+            return false;
+        };
+        r.vars.retain(|v| v.live(now));
+        let at = r
+            .vars
+            .iter()
+            .position(|v| v.name.eq_ignore_ascii_case(name));
+        let current: &[u8] = at.map_or(b"", |i| &r.vars[i].value);
+        match op {
+            StoreOp::Set(v) => out.extend_from_slice(v),
+            StoreOp::Add(d) | StoreOp::Sub(d) => {
+                let cur = crate::operator::atoll(current);
+                let n = match op {
+                    StoreOp::Add(_) => cur.saturating_add(d),
+                    _ => cur.saturating_sub(d),
+                };
+                out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+            }
+            StoreOp::Delete => {}
+        }
+        let old = at.map_or(0, |i| var_bytes(&r.vars[i].name, &r.vars[i].value));
+        let new = match op {
+            StoreOp::Delete => 0,
+            _ => var_bytes(name, out),
+        };
+        if new > old && r.bytes + new - old > budget {
+            self.refused.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        match (op, at) {
+            (StoreOp::Delete, Some(i)) => {
+                r.vars.remove(i);
+            }
+            (StoreOp::Delete, None) => {}
+            (_, Some(i)) => {
+                let v = &mut r.vars[i].value;
+                v.clear();
+                v.extend_from_slice(out);
+            }
+            (_, None) => r.vars.push(StoredVar {
+                name: name.to_ascii_lowercase().into(),
+                value: out.clone(),
+                expires: 0,
+            }),
+        }
+        r.updated = now;
+        r.bytes = r.bytes + new - old;
+        shard.bytes = shard.bytes + new - old;
+        self.evict(shard, id, now, timeout, budget);
+        true
+    }
+
+    /// `expirevar`: variable `name` of record `id` is gone `seconds` after
+    /// `now` (if it exists).
+    pub(crate) fn expire(&self, id: &[u8], name: &[u8], seconds: u64, now: u64) {
+        let Ok(mut shard) = self.shard(id).lock() else {
+            return;
+        };
+        if let Some(r) = shard.records.get_mut(id) {
+            if let Some(v) = r
+                .vars
+                .iter_mut()
+                .find(|v| v.live(now) && v.name.eq_ignore_ascii_case(name))
+            {
+                v.expires = now.saturating_add(seconds);
+            }
+        }
+    }
+
+    /// Evicts records of `shard` other than `keep` until it is within its
+    /// budget: idle ones first, else the least recently written of a few.
+    fn evict(&self, shard: &mut Shard, keep: &[u8], now: u64, timeout: u64, budget: usize) {
+        while shard.bytes > budget {
+            let victim = shard
+                .records
+                .iter()
+                .filter(|(k, _)| &***k != keep)
+                .take(EVICTION_SAMPLE)
+                .min_by_key(|(_, r)| {
+                    if stale(r, now, timeout) {
+                        0
+                    } else {
+                        r.updated.max(1)
+                    }
+                })
+                .map(|(k, _)| k.clone());
+            let Some(k) = victim else {
+                return;
+            };
+            shard.remove(&k);
+            self.evicted.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Shard {
+    fn remove(&mut self, id: &[u8]) {
+        if let Some(r) = self.records.remove(id) {
+            self.bytes -= r.bytes;
+        }
+    }
+}
+
+/// Not written for `timeout` seconds.
+fn stale(r: &Record, now: u64, timeout: u64) -> bool {
+    now >= r.updated.saturating_add(timeout)
+}
+
+fn var_bytes(name: &[u8], value: &[u8]) -> usize {
+    VAR_OVERHEAD + name.len() + value.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(key: &str) -> Vec<u8> {
+        let mut out = Vec::new();
+        record_id(V::Ip, key.as_bytes(), &mut out);
+        out
+    }
+
+    fn read(s: &CollectionStore, key: &str, now: u64) -> Vec<(String, String)> {
+        let mut vars = Vec::new();
+        s.load(&id(key), now, 3600, |n, v| {
+            vars.push((
+                String::from_utf8_lossy(n).into_owned(),
+                String::from_utf8_lossy(v).into_owned(),
+            ))
+        });
+        vars
+    }
+
+    fn apply(s: &CollectionStore, key: &str, name: &str, op: StoreOp<'_>, now: u64) -> String {
+        let mut out = Vec::new();
+        assert!(s.apply(&id(key), name.as_bytes(), op, now, 3600, &mut out));
+        String::from_utf8(out).expect("utf-8")
+    }
+
+    #[test]
+    fn writes_persist_per_record_and_count_from_zero() {
+        let s = CollectionStore::default();
+        assert_eq!(apply(&s, "a", "hits", StoreOp::Add(1), 100), "1");
+        assert_eq!(apply(&s, "a", "HITS", StoreOp::Add(2), 101), "3");
+        assert_eq!(apply(&s, "a", "hits", StoreOp::Sub(5), 102), "-2");
+        assert_eq!(apply(&s, "a", "flag", StoreOp::Set(b"on"), 102), "on");
+        assert_eq!(apply(&s, "b", "hits", StoreOp::Add(1), 102), "1");
+        assert_eq!(
+            read(&s, "a", 103),
+            [("hits".into(), "-2".into()), ("flag".into(), "on".into())]
+        );
+        assert_eq!(apply(&s, "a", "flag", StoreOp::Delete, 104), "");
+        assert_eq!(read(&s, "a", 105), [("hits".to_string(), "-2".to_string())]);
+        // A collection is part of the id: GLOBAL under "a" is another record.
+        let mut g = Vec::new();
+        record_id(V::Global, b"a", &mut g);
+        let mut seen = 0;
+        s.load(&g, 105, 3600, |_, _| seen += 1);
+        assert_eq!(seen, 0);
+        assert_eq!(s.records(), 2);
+    }
+
+    #[test]
+    fn idle_records_and_expired_variables_are_gone() {
+        let s = CollectionStore::default();
+        apply(&s, "a", "hits", StoreOp::Add(1), 1000);
+        apply(&s, "a", "blocked", StoreOp::Set(b"1"), 1000);
+        s.expire(&id("a"), b"blocked", 60, 1000);
+        assert_eq!(read(&s, "a", 1059).len(), 2);
+        assert_eq!(read(&s, "a", 1060), [("hits".to_string(), "1".to_string())]);
+        // An expired variable counts from nothing again.
+        assert_eq!(apply(&s, "a", "blocked", StoreOp::Add(1), 1061), "1");
+        // Idle for the timeout (3600 s since the last write): gone.
+        assert_eq!(read(&s, "a", 1061 + 3599).len(), 2);
+        assert!(read(&s, "a", 1061 + 3600).is_empty());
+        assert_eq!((s.records(), s.bytes()), (0, 0));
+        // So is its counter, whatever the write.
+        apply(&s, "a", "hits", StoreOp::Add(1), 5000);
+        assert_eq!(apply(&s, "a", "hits", StoreOp::Add(1), 9000), "1");
+    }
+
+    #[test]
+    fn the_limit_holds_against_many_keys_and_one_growing_record() {
+        let s = CollectionStore::new(StoreLimits {
+            max_bytes: 64 << 10,
+        });
+        for i in 0..10_000u64 {
+            apply(
+                &s,
+                &format!("10.0.{}.{}", i / 256, i % 256),
+                "hits",
+                StoreOp::Add(1),
+                i,
+            );
+        }
+        assert!(s.bytes() <= 64 << 10, "{} bytes", s.bytes());
+        assert!(s.evicted() > 9_000, "{} evicted", s.evicted());
+        // The most recent records are the ones kept, mostly.
+        assert_eq!(read(&s, "10.0.39.15", 10_000).len(), 1);
+        // One record cannot take more than its shard's share.
+        let big = vec![b'x'; 1000];
+        let mut refused = 0;
+        for i in 0..100 {
+            let mut out = Vec::new();
+            let name = format!("v{i}");
+            if !s.apply(
+                &id("big"),
+                name.as_bytes(),
+                StoreOp::Set(&big),
+                20_000,
+                3600,
+                &mut out,
+            ) {
+                refused += 1;
+            }
+        }
+        assert!(refused > 90, "{refused} refused");
+        assert_eq!(s.refused(), refused);
+        assert!(s.bytes() <= 64 << 10);
+    }
+
+    #[test]
+    fn concurrent_increments_all_count() {
+        let s = std::sync::Arc::new(CollectionStore::default());
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let s = s.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..1000 {
+                        let mut out = Vec::new();
+                        s.apply(&id("a"), b"n", StoreOp::Add(1), 1, 3600, &mut out);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("thread");
+        }
+        assert_eq!(read(&s, "a", 2), [("n".to_string(), "4000".to_string())]);
+    }
+}
