@@ -511,6 +511,17 @@ impl Metrics {
             "Times the memory freed by a reload (or by the start's compilation) was given back to the system.",
             crate::memory::trims(),
         );
+        let store = crate::rules::collection_store();
+        counter(
+            "waf_collection_evictions_total",
+            "Persistent-collection records evicted to keep the store within its memory limit.",
+            store.evicted(),
+        );
+        counter(
+            "waf_collection_refused_writes_total",
+            "Writes to a persistent collection refused: their record would have outgrown its share of the limit.",
+            store.refused(),
+        );
         counter(
             "waf_upstream_errors_total",
             "Requests the upstream did not answer (502/504).",
@@ -641,6 +652,12 @@ impl Metrics {
             s,
             "# HELP waf_tunnels_open Tunnels (protocol switches) open; counted in waf_connections_open too.\n# TYPE waf_tunnels_open gauge\nwaf_tunnels_open {}",
             self.tunnels_open()
+        );
+        let _ = writeln!(
+            s,
+            "# HELP waf_collection_records Records of persistent collections (IP, SESSION, ...) held.\n# TYPE waf_collection_records gauge\nwaf_collection_records {}\n# HELP waf_collection_bytes Bytes the persistent collections hold, as counted against their limit.\n# TYPE waf_collection_bytes gauge\nwaf_collection_bytes {}",
+            store.records(),
+            store.bytes()
         );
         let _ = writeln!(
             s,

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use waf_compiler::files::Files;
 use waf_compiler::CompileError;
-use waf_engine::Ruleset;
+use waf_engine::{CollectionStore, Ruleset};
 
 /// Where the rules come from, so that a reload can read them again.
 #[derive(Clone, Debug)]
@@ -34,7 +34,10 @@ impl RuleSource {
             ..Ruleset::compile_options()
         };
         let compiled = match self {
-            RuleSource::Default => return (Ruleset::default_rules(), Inputs::default()),
+            RuleSource::Default => {
+                let rs = Ruleset::default_rules().map(with_shared_store);
+                return (rs, Inputs::default());
+            }
             RuleSource::Files(paths) => waf_compiler::compile_files(paths, &opts),
             RuleSource::Text { name, text } => waf_compiler::compile_str(name, text, &opts),
         };
@@ -56,8 +59,25 @@ impl RuleSource {
                 globs: vec![],
             });
         }
-        (Ruleset::from_compiled(compiled), inputs)
+        (
+            Ruleset::from_compiled(compiled).map(with_shared_store),
+            inputs,
+        )
     }
+}
+
+/// The persistent collections (`initcol`, `setsid`, ...) of this process.
+/// Every ruleset compiled here uses it, those of reloads and of every site
+/// too: counters and flags survive reloads, and the sites of a manifest
+/// see the same `IP` collection (as libmodsecurity's in-memory backend,
+/// one per process).
+pub fn collection_store() -> &'static Arc<CollectionStore> {
+    static STORE: std::sync::OnceLock<Arc<CollectionStore>> = std::sync::OnceLock::new();
+    STORE.get_or_init(Default::default)
+}
+
+fn with_shared_store(rs: Ruleset) -> Ruleset {
+    rs.with_collection_store(collection_store().clone())
 }
 
 /// The current ruleset and where it came from. Readers take an `Arc` of the

@@ -479,6 +479,47 @@ async fn reload_swaps_rules_and_keeps_them_on_error() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Persistent collections (`initcol`) carry from one request to the next,
+/// and across a reload: the process keeps one store for every ruleset.
+#[tokio::test]
+async fn persistent_collections_count_across_requests_and_reloads() {
+    let dir = scratch("persist");
+    let file = dir.join("rules.conf");
+    let rules = |limit: u32| {
+        format!(
+            "SecRuleEngine On\n\
+             SecAction \"id:1,phase:1,pass,nolog,initcol:ip=%{{REMOTE_ADDR}}_%{{ARGS.k}}\"\n\
+             SecAction \"id:2,phase:1,pass,nolog,setvar:ip.hits=+1\"\n\
+             SecRule IP:hits \"@gt {limit}\" \"id:3,phase:1,deny,status:429,log\"\n"
+        )
+    };
+    std::fs::write(&file, rules(3)).expect("write");
+    let s = setup(RuleSource::Files(vec![file.clone()]), None).await;
+    let addr = s.server.addr();
+    // A key of this test's own: the store is the process's, shared with
+    // the other tests' servers.
+    let uri = format!("/?k=persist-{}", std::process::id());
+    let status = |uri: String| async move { send(addr, "GET", &uri, "").await.expect("r").0 };
+    for _ in 0..3 {
+        assert_eq!(status(uri.clone()).await, StatusCode::OK);
+    }
+    assert_eq!(status(uri.clone()).await, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(status(format!("{uri}-other")).await, StatusCode::OK);
+    // Four hits so far; the reloaded rules allow four (a new store would
+    // count this one as the first).
+    std::fs::write(&file, rules(4)).expect("write");
+    s.server.reload().expect("the new rules compile");
+    assert_eq!(status(uri.clone()).await, StatusCode::TOO_MANY_REQUESTS);
+    let text = s.server.metrics().render(Default::default());
+    let records: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("waf_collection_records "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no waf_collection_records in {text}"));
+    assert!(records >= 2.0, "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[tokio::test]
 async fn slow_headers_are_cut_off() {
     let s = setup_with(text_rules(), None, |c| {
