@@ -4,7 +4,8 @@
 Generates small random rule sets from a subset of the SecLang grammar
 (variables with key and regex selectors, exclusions and counts; operators;
 transformation chains; disruptive and flow actions, chains, skip/skipAfter,
-setvar and TX reads, capture, ctl) and random requests (query strings,
+setvar and TX reads, capture, ctl, persistent IP counters read by later
+requests) and random requests (query strings,
 headers, cookies, urlencoded and JSON bodies, with encoded and attack-like
 values), runs both engines on them (`waf eval` and corpus/modsec-diff, a
 small libmodsecurity harness built by corpus/modsec-diff/build.sh), and
@@ -272,6 +273,15 @@ def ruleset(r):
              '"id:9002,phase:1,pass,nolog,ctl:requestBodyProcessor=XML,ctl:forceRequestBodyVariable=On"']
     rid = 100
     markers = []
+    # Persistent collections: both engines keep IP from one request of the
+    # batch to the next (`waf eval` runs them on one ruleset, modsec-diff on
+    # one ModSecurity instance), keyed here by the method so that records
+    # repeat. No logdata on what reads IP: v3 names an IP variable
+    # `IP:<key>::::<name>` in MATCHED_VAR_NAME (docs/conformance.md).
+    persist = r.random() < 0.25
+    if persist:
+        lines.append('SecAction "id:9003,phase:1,pass,nolog,initcol:ip=%{REQUEST_METHOD}"')
+        lines.append('SecRule REQUEST_METHOD "@rx ." "id:9004,phase:1,pass,nolog,setvar:ip.requests=+1"')
     n = r.randint(1, 6)
     phases = [r.choice([1, 2, 2]) for _ in range(n)]
     for i in range(n):
@@ -294,6 +304,9 @@ def ruleset(r):
             acts.append("setvar:tx.score=+%d" % r.randint(1, 5))
         if r.random() < 0.08:
             acts.append("setvar:tx.flag=%s" % r.choice(["1", "abc"]))
+        if persist and r.random() < 0.4:
+            acts.append(r.choice(["setvar:ip.hits=+%d" % r.randint(1, 3), "setvar:ip.hits=-1",
+                                  "setvar:ip.seen=%s" % r.choice(["1", "x"]), "setvar:!ip.seen"]))
         if r.random() < 0.08:
             acts.append("capture")
         if r.random() < 0.06:
@@ -392,6 +405,12 @@ def ruleset(r):
     if r.random() < 0.2:
         rid += 1
         lines.append('SecRule TX:1 "@rx ." "id:%d,phase:2,pass,log"' % rid)
+    if persist:
+        rid += 1
+        lines.append('SecRule IP:%s "@ge %d" "id:%d,phase:2,deny,status:403,log"'
+                     % (r.choice(["hits", "requests"]), r.randint(2, 12), rid))
+        rid += 1
+        lines.append('SecRule &IP:seen "@eq 1" "id:%d,phase:2,pass,log"' % rid)
     return "\n".join(lines) + "\n"
 
 
