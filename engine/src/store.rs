@@ -239,7 +239,19 @@ impl CollectionStore {
         let Some(r) = shard.records.get_mut(id) else {
             return false;
         };
-        r.vars.retain(|v| v.live(now));
+        let before = r.vars.len();
+        let mut expired = 0;
+        r.vars.retain(|v| {
+            let live = v.live(now);
+            if !live {
+                expired += var_bytes(&v.name, &v.value);
+            }
+            live
+        });
+        if r.vars.len() != before {
+            r.bytes -= expired;
+            shard.bytes -= expired;
+        }
         let at = r
             .vars
             .iter()
@@ -407,8 +419,11 @@ mod tests {
         s.expire(&id("a"), b"blocked", 60, 1000);
         assert_eq!(read(&s, "a", 1059).len(), 2);
         assert_eq!(read(&s, "a", 1060), [("hits".to_string(), "1".to_string())]);
-        // An expired variable counts from nothing again.
+        // An expired variable counts from nothing again, and its bytes
+        // were given back.
+        let bytes = s.bytes();
         assert_eq!(apply(&s, "a", "blocked", StoreOp::Add(1), 1061), "1");
+        assert_eq!(s.bytes(), bytes);
         // Idle for the timeout (3600 s since the last write): gone.
         assert_eq!(read(&s, "a", 1061 + 3599).len(), 2);
         assert!(read(&s, "a", 1061 + 3600).is_empty());
