@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Persistent collections under a flood of distinct keys: `waf serve` runs a
+# per-client counter (`initcol:ip=%{REQUEST_HEADERS.X-Client}`,
+# `setvar:ip.hits=+1`, 429 past 50 hits) while wrk sends SECONDS (default
+# 30) of requests, each with a random X-Client (as a botnet, or one client
+# rotating a header, would): far more records than the store's 64 MiB hold.
+# Prints the store's metrics and the proxy's RSS before and after, then
+# checks that one client is still counted (its 51st request is 429).
+#
+#   corpus/serve-collections.sh [SECONDS]
+#
+# Exits 1 if a request failed, the store is over its limit or evicted
+# nothing, the RSS grew by more than MAX_GROWTH_MIB (default 128), or the
+# counter did not block. Needs target/release/waf, wrk, curl. Loopback only;
+# everything is stopped on exit.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=corpus/serve-setup.sh
+. "$here/serve-setup.sh"
+secs="${1:-30}"
+MAX_GROWTH_MIB="${MAX_GROWTH_MIB:-128}"
+need_waf
+command -v wrk >/dev/null || { echo "serve-collections.sh: needs wrk (corpus/serve-load.sh installs it)" >&2; exit 2; }
+
+cat > "$work/rules.conf" <<'RULES'
+SecRuleEngine On
+SecAction "id:1,phase:1,pass,nolog,initcol:ip=%{REQUEST_HEADERS.X-Client}"
+SecAction "id:2,phase:1,pass,nolog,setvar:ip.hits=+1"
+SecRule IP:hits "@gt 50" "id:3,phase:1,deny,status:429,log,msg:'too many requests'"
+RULES
+cat > "$work/random.lua" <<'LUA'
+-- A new X-Client for each request, from a sequence of each thread's own.
+local threads = 0
+function setup(thread)
+  threads = threads + 1
+  thread:set("id", threads)
+end
+function init(args)
+  math.randomseed(os.time() * 1000 + id)
+end
+request = function()
+  return wrk.format("GET", "/", { ["X-Client"] = string.format("c%d-%d", math.random(1, 2^30), math.random(1, 2^30)) })
+end
+LUA
+"$WAF" test backend --listen 127.0.0.1:19410 2>"$work/backend.out" & pids+=($!)
+"$WAF" serve -c "$work/rules.conf" --listen 127.0.0.1:19411 --upstream http://127.0.0.1:19410 \
+  --admin 127.0.0.1:19412 --error-log "$work/waf.log" 2>"$work/serve.out" & pids+=($!); serve_pid=$!
+wait_http http://127.0.0.1:19411/ http://127.0.0.1:19412/healthz
+wait_memory_settled http://127.0.0.1:19412
+rss() { awk '/VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$serve_pid/status"; }
+metric() { curl -s http://127.0.0.1:19412/metrics | awk -v m="$1" '$1 == m {print $2}'; }
+before=$(rss)
+out="$(wrk -t2 -c32 -d"${secs}s" -s "$work/random.lua" http://127.0.0.1:19411/)"
+echo "$out" | grep -E "requests in|Requests/sec|Non-2xx|Socket errors" || true
+after=$(rss)
+records=$(metric waf_collection_records)
+bytes=$(metric waf_collection_bytes)
+evicted=$(metric waf_collection_evictions_total)
+refused=$(metric waf_collection_refused_writes_total)
+echo "store: $records records, $bytes bytes, $evicted evicted, $refused refused writes"
+echo "RSS: $before -> $after MiB"
+# One client, counted through all that: 50 requests pass, the 51st is 429.
+codes=""
+for i in $(seq 1 51); do
+  codes="$codes $(curl -s -o /dev/null -w '%{http_code}' -H 'X-Client: steady' http://127.0.0.1:19411/)"
+done
+last="${codes##* }"
+passed=$(echo "$codes" | tr ' ' '\n' | grep -c '^200$' || true)
+echo "one client: $passed of the first 50 requests passed, the 51st: $last"
+python3 - "$out" "$before" "$after" "$bytes" "$evicted" "$MAX_GROWTH_MIB" "$passed" "$last" <<'PY'
+import sys
+out, before, after, stored, evicted, limit, passed, last = sys.argv[1:]
+fail = []
+if "Non-2xx" in out or "Socket errors" in out:
+    fail.append("requests failed")
+if float(stored) > 64 * 2**20:
+    fail.append("the store holds %s bytes, over 64 MiB" % stored)
+if float(evicted) == 0:
+    fail.append("nothing was evicted: the flood did not reach the limit (run longer)")
+if float(after) - float(before) > float(limit):
+    fail.append("RSS grew by %.1f MiB, over %s" % (float(after) - float(before), limit))
+if passed != "50" or last != "429":
+    fail.append("the counter of one client did not block its 51st request")
+for f in fail:
+    print("serve-collections.sh: " + f, file=sys.stderr)
+sys.exit(1 if fail else 0)
+PY
+echo "persistent collections: bounded under a flood of keys, and still counting"
