@@ -3,11 +3,13 @@
 # per-client counter (`initcol:ip=%{REQUEST_HEADERS.X-Client}`,
 # `setvar:ip.hits=+1`, 429 past 50 hits) while wrk sends SECONDS (default
 # 30) of requests, each with a random X-Client (as a botnet, or one client
-# rotating a header, would): far more records than the store's 64 MiB hold.
+# rotating a header, would): far more records than the store's 64 MiB (COLLECTION_MEMORY) hold.
 # Prints the store's metrics and the proxy's RSS before and after, then
 # checks that one client is still counted (its 51st request is 429).
 #
 #   corpus/serve-collections.sh [SECONDS]
+#
+# COLLECTION_MEMORY (MiB, default 64) is passed as --collection-memory.
 #
 # Exits 1 if a request failed, the store is over its limit or evicted
 # nothing, the RSS grew by more than MAX_GROWTH_MIB (default 128), or the
@@ -19,6 +21,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$here/serve-setup.sh"
 secs="${1:-30}"
 MAX_GROWTH_MIB="${MAX_GROWTH_MIB:-128}"
+COLLECTION_MEMORY="${COLLECTION_MEMORY:-64}"
 need_waf
 command -v wrk >/dev/null || { echo "serve-collections.sh: needs wrk (corpus/serve-load.sh installs it)" >&2; exit 2; }
 
@@ -44,7 +47,8 @@ end
 LUA
 "$WAF" test backend --listen 127.0.0.1:19410 2>"$work/backend.out" & pids+=($!)
 "$WAF" serve -c "$work/rules.conf" --listen 127.0.0.1:19411 --upstream http://127.0.0.1:19410 \
-  --admin 127.0.0.1:19412 --error-log "$work/waf.log" 2>"$work/serve.out" & pids+=($!); serve_pid=$!
+  --admin 127.0.0.1:19412 --error-log "$work/waf.log" --collection-memory "$COLLECTION_MEMORY" \
+  2>"$work/serve.out" & pids+=($!); serve_pid=$!
 wait_http http://127.0.0.1:19411/ http://127.0.0.1:19412/healthz
 wait_memory_settled http://127.0.0.1:19412
 rss() { awk '/VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$serve_pid/status"; }
@@ -67,14 +71,14 @@ done
 last="${codes##* }"
 passed=$(echo "$codes" | tr ' ' '\n' | grep -c '^200$' || true)
 echo "one client: $passed of the first 50 requests passed, the 51st: $last"
-python3 - "$out" "$before" "$after" "$bytes" "$evicted" "$MAX_GROWTH_MIB" "$passed" "$last" <<'PY'
+python3 - "$out" "$before" "$after" "$bytes" "$evicted" "$MAX_GROWTH_MIB" "$passed" "$last" "$COLLECTION_MEMORY" <<'PY'
 import sys
-out, before, after, stored, evicted, limit, passed, last = sys.argv[1:]
+out, before, after, stored, evicted, limit, passed, last, mib = sys.argv[1:]
 fail = []
 if "Non-2xx" in out or "Socket errors" in out:
     fail.append("requests failed")
-if float(stored) > 64 * 2**20:
-    fail.append("the store holds %s bytes, over 64 MiB" % stored)
+if float(stored) > int(mib) * 2**20:
+    fail.append("the store holds %s bytes, over %s MiB" % (stored, mib))
 if float(evicted) == 0:
     fail.append("nothing was evicted: the flood did not reach the limit (run longer)")
 if float(after) - float(before) > float(limit):

@@ -108,6 +108,11 @@ pub struct Args {
     /// about 2 KiB a value with CRS when full) [default: 16384].
     #[arg(long, value_name = "VALUES", value_parser = crate::input::positive)]
     pub value_cache: Option<usize>,
+    /// MiB the persistent collections (`initcol`: per-client counters,
+    /// flags) may hold; past it the least recently written records are
+    /// evicted [default: 64].
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub collection_memory: Option<u64>,
     /// TLS certificate chain (PEM); with --tls-key.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -219,6 +224,9 @@ pub fn run(args: Args) -> CmdResult {
     if let Some(n) = args.value_cache {
         config.value_cache = n;
     }
+    if let Some(mib) = args.collection_memory {
+        config.collection_memory = (mib as usize) << 20;
+    }
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(c), Some(k)) => Some(waf_serve::tls::load(c, k).map_err(CliError::usage)?),
         _ => None,
@@ -268,6 +276,7 @@ fn run_manifest(path: &Path, args: &Args) -> CmdResult {
         ("--proxy-protocol", args.proxy_protocol),
         ("--workers", args.workers.is_some()),
         ("--value-cache", args.value_cache.is_some()),
+        ("--collection-memory", args.collection_memory.is_some()),
         ("--trusted-proxy", !args.trusted_proxies.is_empty()),
         ("--request-id-header", args.request_id_header.is_some()),
     ];

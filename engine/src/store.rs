@@ -24,7 +24,7 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use waf_compiler::names::Variable as V;
 
@@ -65,7 +65,8 @@ impl Default for StoreLimits {
 pub struct CollectionStore {
     shards: Box<[Mutex<Shard>]>,
     hasher: RandomState,
-    limits: StoreLimits,
+    /// [`StoreLimits::max_bytes`], changeable while the store is in use.
+    max_bytes: AtomicUsize,
     evicted: AtomicU64,
     refused: AtomicU64,
 }
@@ -75,7 +76,7 @@ impl std::fmt::Debug for CollectionStore {
         f.debug_struct("CollectionStore")
             .field("records", &self.records())
             .field("bytes", &self.bytes())
-            .field("limits", &self.limits)
+            .field("limits", &self.limits())
             .finish()
     }
 }
@@ -138,10 +139,24 @@ impl CollectionStore {
         CollectionStore {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
             hasher: RandomState::new(),
-            limits,
+            max_bytes: AtomicUsize::new(limits.max_bytes),
             evicted: AtomicU64::new(0),
             refused: AtomicU64::new(0),
         }
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> StoreLimits {
+        StoreLimits {
+            max_bytes: self.max_bytes.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Changes the limits of a store in use (a host's configuration
+    /// reloaded): a smaller limit is reached as records are written, each
+    /// write evicting until its shard is within its share.
+    pub fn set_limits(&self, limits: StoreLimits) {
+        self.max_bytes.store(limits.max_bytes, Ordering::Relaxed);
     }
 
     /// Records held (expired ones included until they are next touched or
@@ -178,7 +193,7 @@ impl CollectionStore {
     }
 
     fn shard_budget(&self) -> usize {
-        self.limits.max_bytes / SHARDS
+        self.max_bytes.load(Ordering::Relaxed) / SHARDS
     }
 
     /// Calls `f` with each live variable of record `id` (name, value), at
@@ -478,6 +493,25 @@ mod tests {
         assert!(refused > 90, "{refused} refused");
         assert_eq!(s.refused(), refused);
         assert!(s.bytes() <= 64 << 10);
+    }
+
+    #[test]
+    fn a_smaller_limit_is_reached_as_records_are_written() {
+        let s = CollectionStore::default();
+        for i in 0..2_000 {
+            apply(&s, &format!("k{i}"), "hits", StoreOp::Add(1), 1);
+        }
+        let full = s.bytes();
+        assert!(full > 64 << 10, "{full}");
+        s.set_limits(StoreLimits {
+            max_bytes: 64 << 10,
+        });
+        assert_eq!(s.limits().max_bytes, 64 << 10);
+        assert_eq!(s.bytes(), full, "nothing is evicted until a write");
+        for i in 0..200 {
+            apply(&s, &format!("new{i}"), "hits", StoreOp::Add(1), 2);
+        }
+        assert!(s.bytes() <= 64 << 10, "{}", s.bytes());
     }
 
     #[test]

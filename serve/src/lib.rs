@@ -148,6 +148,11 @@ pub struct Config {
     /// (user agents, cookies, paths) is transformed, scanned and tested
     /// once while it fits; about 2 KiB a value with CRS when full.
     pub value_cache: usize,
+    /// Bytes the persistent collections (`initcol`...) may hold, for the
+    /// whole process (`StoreLimits::max_bytes`; 64 MiB by default). Applied
+    /// when a server starts and on every reload: a smaller value is reached
+    /// as records are written.
+    pub collection_memory: usize,
     /// Bind the listeners (and the admin address) with `SO_REUSEPORT`, so
     /// that a second process can listen on the same addresses while this
     /// one runs: a new binary or configuration takes over without a moment
@@ -199,6 +204,7 @@ impl Config {
             profile: false,
             workers: None,
             value_cache: waf_engine::EvalOptions::DEFAULT_XCACHE_RECORDS,
+            collection_memory: waf_engine::StoreLimits::default().max_bytes,
             reuse_port: false,
             request_id_header: None,
         }

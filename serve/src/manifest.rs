@@ -54,6 +54,9 @@ struct File {
     workers: Option<usize>,
     #[serde(default)]
     value_cache: Option<usize>,
+    /// MiB.
+    #[serde(default)]
+    collection_memory: Option<usize>,
     #[serde(default)]
     trusted_proxies: Vec<String>,
     #[serde(default)]
@@ -558,6 +561,17 @@ impl Manifest {
                 ));
             }
             config.value_cache = n;
+        }
+        if let Some(mib) = file.collection_memory {
+            config.collection_memory = match mib.checked_mul(1 << 20) {
+                Some(b) if mib > 0 => b,
+                _ => return Err(invalid(
+                    "collection_memory",
+                    format!(
+                        "{mib}: give the MiB the persistent collections may hold (64 by default)"
+                    ),
+                )),
+            };
         }
         // Every timeout but the shutdown's must leave time for something:
         // 0 s would fail every connection, request or tunnel at once.

@@ -116,6 +116,7 @@ impl State {
         access: Option<ErrorLog>,
         metrics: Arc<Metrics>,
     ) -> State {
+        apply_process_settings(&config);
         State {
             config: Arc::new(ArcSwap::from_pointee(config)),
             upstream_tls,
@@ -168,6 +169,7 @@ impl State {
     /// Puts `config` in force for what starts from now on (connections,
     /// requests, upstream connections, tunnels).
     pub(crate) fn set_config(&self, config: Config) {
+        apply_process_settings(&config);
         self.config.store(Arc::new(config));
     }
 
@@ -1915,4 +1917,13 @@ where
         }
         std::pin::Pin::new(&mut self.rest).poll_frame(cx)
     }
+}
+
+/// The settings that belong to the process rather than to a server: the
+/// persistent-collection store's size (shared by every ruleset compiled
+/// here, see `rules::collection_store`).
+fn apply_process_settings(config: &Config) {
+    crate::rules::collection_store().set_limits(waf_engine::StoreLimits {
+        max_bytes: config.collection_memory,
+    });
 }

@@ -9,6 +9,7 @@
 //!   limits, `on_error`, `time_budget_ms`, `trusted_proxies`) take effect
 //!   for every connection, request, upstream connection and tunnel that
 //!   starts after the reload; those in flight keep what they started with;
+//!   `collection_memory` for the next writes to the persistent collections;
 //! - the settings that shape the process (the listeners, their TLS files'
 //!   paths and `proxy_protocol`, the admin address, the log files,
 //!   `upstream_ca`, `workers`, `value_cache`, `watch_interval`, `profile`,
@@ -129,6 +130,7 @@ pub(crate) fn apply(
     live!(time_budget, "time_budget_ms");
     live!(trusted_proxies, "trusted_proxies");
     live!(request_id_header, "request_id_header");
+    live!(collection_memory, "collection_memory");
     let mut notes = Vec::new();
     if !applied.is_empty() {
         notes.push(format!("settings applied: {}", applied.join(", ")));
@@ -188,7 +190,9 @@ mod tests {
         c.on_error = OnError::Open;
         c.time_budget = Some(Duration::from_millis(5));
         c.trusted_proxies = crate::TrustedProxies::parse(&["10.0.0.0/8"]).unwrap_or_default();
+        c.collection_memory = 8 << 20;
         let (next, notes) = apply(&running, &started, &manifest(c.clone()));
+        assert_eq!(next.collection_memory, 8 << 20);
         assert_eq!(next.upstream_timeout, Duration::from_secs(3));
         assert_eq!(next.max_request_body, 1024);
         assert_eq!(next.on_error, OnError::Open);
@@ -196,7 +200,7 @@ mod tests {
         assert_eq!(next.trusted_proxies, c.trusted_proxies);
         assert_eq!(
             notes,
-            ["settings applied: timeouts.upstream, max_request_body, on_error, time_budget_ms, trusted_proxies"]
+            ["settings applied: timeouts.upstream, max_request_body, on_error, time_budget_ms, trusted_proxies, collection_memory"]
         );
     }
 
