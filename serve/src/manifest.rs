@@ -563,15 +563,12 @@ impl Manifest {
             config.value_cache = n;
         }
         if let Some(mib) = file.collection_memory {
-            config.collection_memory = match mib.checked_mul(1 << 20) {
-                Some(b) if mib > 0 => b,
-                _ => return Err(invalid(
-                    "collection_memory",
-                    format!(
-                        "{mib}: give the MiB the persistent collections may hold (64 by default)"
-                    ),
-                )),
+            let bytes = mib.checked_mul(1 << 20).filter(|_| mib > 0);
+            let Some(bytes) = bytes else {
+                let why = "give the MiB the persistent collections may hold (64 by default)";
+                return Err(invalid("collection_memory", format!("{mib}: {why}")));
             };
+            config.collection_memory = bytes;
         }
         // Every timeout but the shutdown's must leave time for something:
         // 0 s would fail every connection, request or tunnel at once.
