@@ -3,7 +3,7 @@
 use super::fmt::{push_i64, push_lossy, push_name};
 use super::memo::{Inst, Origin};
 use super::state::{Allow, RuleSel};
-use super::vars::{for_each_stable, origin_key, selector_matches, Vars};
+use super::vars::{epoch_secs, for_each_stable, origin_key, selector_matches, Vars};
 use super::xcache::{self, OpResult};
 use super::Transaction;
 use crate::body::Processor;
@@ -1188,14 +1188,10 @@ impl<'r> Transaction<'r> {
             },
             SetVarOp::Delete => b"",
         };
-        // ModSecurity ignores setvar on a collection that initcol did not open.
-        let Some(coll) = self.state.writable(sv.collection) else {
-            return;
-        };
         if sv.collection != V::Tx {
             // A persistent variable: written to the store, whose result (a
             // counter other requests may have moved) becomes the value. A
-            // write the store refuses (see `store`) stays local.
+            // write the store refuses (see `store`) stays local, below.
             let op = match &sv.op {
                 SetVarOp::Set(_) => StoreOp::Set(value),
                 SetVarOp::Add(_) => StoreOp::Add(operator::atoll(value)),
@@ -1214,11 +1210,11 @@ impl<'r> Transaction<'r> {
                     return;
                 }
             }
-            let Some(coll) = self.state.writable(sv.collection) else {
-                return;
-            };
-            return local_setvar(coll, &sv.op, name, value);
         }
+        // ModSecurity ignores setvar on a collection that initcol did not open.
+        let Some(coll) = self.state.writable(sv.collection) else {
+            return;
+        };
         local_setvar(coll, &sv.op, name, value);
     }
 
@@ -1441,11 +1437,4 @@ fn local_setvar(coll: &mut Collection, op: &SetVarOp, name: &[u8], value: &[u8])
             push_i64(cur, n);
         }
     }
-}
-
-/// Seconds since the epoch: the persistent store's clock.
-fn epoch_secs() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }

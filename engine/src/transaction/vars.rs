@@ -285,13 +285,7 @@ impl Vars<'_, '_> {
             true
         };
         let mp = self.i.body_result.multipart.as_ref();
-        let now = || {
-            let secs = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_secs();
-            civil(secs)
-        };
+        let now = || civil(epoch_secs());
         let mpflag = |f: fn(&crate::body::multipart::MultipartFlags) -> bool, out: &mut Vec<u8>| {
             mp.is_some_and(|m| flag(f(m), out))
         };
@@ -448,13 +442,7 @@ impl Vars<'_, '_> {
                 .headers
                 .get(b"authorization")
                 .is_some_and(|a| bytes(a.split(|&c| c == b' ').next().unwrap_or(a), out)),
-            V::TimeEpoch => num(
-                SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .unwrap_or_default()
-                    .as_secs(),
-                out,
-            ),
+            V::TimeEpoch => num(epoch_secs(), out),
             V::Time => {
                 let t = now();
                 let _ = write!(out, "{:02}:{:02}:{:02}", t.3, t.4, t.5);
@@ -574,4 +562,13 @@ fn is_anchored(var: V) -> bool {
             | UrlencodedError
             | UserId
     )
+}
+
+/// Seconds since the epoch: `TIME_EPOCH`, the `TIME*` variables, and the
+/// persistent collections' clock.
+pub(super) fn epoch_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs()
 }
