@@ -978,6 +978,21 @@ impl<'r> Transaction<'r> {
         .expand_into(m, value);
     }
 
+    /// `name=value` actions (`setenv`, `expirevar`): both macro-expanded,
+    /// into `scratch.name` and `scratch.value`.
+    fn expand_pair_to_scratch(&mut self, name: &MacroString, value: &MacroString) {
+        let scratch = &mut self.cache.scratch;
+        let (n, v) = (&mut scratch.name, &mut scratch.value);
+        n.clear();
+        v.clear();
+        let vars = Vars {
+            i: &self.inputs,
+            s: &self.state,
+        };
+        vars.expand_into(name, n);
+        vars.expand_into(value, v);
+    }
+
     fn after_match_actions(&mut self, link: &'r Link) {
         for a in &link.actions {
             match a {
@@ -987,17 +1002,9 @@ impl<'r> Transaction<'r> {
                     self.open_collection(*collection);
                 }
                 LinkAction::SetEnv { name, value } => {
-                    let scratch = &mut self.cache.scratch;
-                    let (n, v) = (&mut scratch.name, &mut scratch.value);
-                    n.clear();
-                    v.clear();
-                    let vars = Vars {
-                        i: &self.inputs,
-                        s: &self.state,
-                    };
-                    vars.expand_into(name, n);
-                    vars.expand_into(value, v);
-                    self.state.env.set(n, v);
+                    self.expand_pair_to_scratch(name, value);
+                    let scratch = &self.cache.scratch;
+                    self.state.env.set(&scratch.name, &scratch.value);
                 }
                 // v3: the id becomes SESSIONID/USERID and opens the
                 // SESSION/USER/RESOURCE collection under that key.
@@ -1233,16 +1240,9 @@ impl<'r> Transaction<'r> {
     /// `expirevar:ip.name=SECONDS`: the stored variable goes after that
     /// long (for this transaction, it stays).
     fn expire_var(&mut self, name: &MacroString, seconds: &MacroString) {
+        self.expand_pair_to_scratch(name, seconds);
         let scratch = &mut self.cache.scratch;
-        let (n, v) = (&mut scratch.name, &mut scratch.value);
-        n.clear();
-        v.clear();
-        let vars = Vars {
-            i: &self.inputs,
-            s: &self.state,
-        };
-        vars.expand_into(name, n);
-        vars.expand_into(seconds, v);
+        let (n, v) = (&mut scratch.name, &scratch.value);
         let Some(dot) = n.iter().position(|&b| b == b'.') else {
             return;
         };
