@@ -13,7 +13,8 @@
 #
 # Exits 1 if a request failed, the store is over its limit or evicted
 # nothing, the RSS grew by more than MAX_GROWTH_MIB (default 128), or the
-# counter did not block. Needs target/release/waf, wrk, curl. Loopback only;
+# counter did not block. Needs target/release/waf, curl and Debian's wrk
+# (installed with apt-get when missing and running as root). Loopback only;
 # everything is stopped on exit.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -23,7 +24,7 @@ secs="${1:-30}"
 MAX_GROWTH_MIB="${MAX_GROWTH_MIB:-128}"
 COLLECTION_MEMORY="${COLLECTION_MEMORY:-64}"
 need_waf
-command -v wrk >/dev/null || { echo "serve-collections.sh: needs wrk (corpus/serve-load.sh installs it)" >&2; exit 2; }
+command -v wrk >/dev/null || need_debian wrk
 
 cat > "$work/rules.conf" <<'RULES'
 SecRuleEngine On
@@ -51,8 +52,8 @@ LUA
   2>"$work/serve.out" & pids+=($!); serve_pid=$!
 wait_http http://127.0.0.1:19411/ http://127.0.0.1:19412/healthz
 wait_memory_settled http://127.0.0.1:19412
-rss() { awk '/VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$serve_pid/status"; }
-metric() { curl -s http://127.0.0.1:19412/metrics | awk -v m="$1" '$1 == m {print $2}'; }
+rss() { rss_mib "$serve_pid"; }
+metric() { admin_metric http://127.0.0.1:19412 "$1"; }
 before=$(rss)
 out="$(wrk -t2 -c32 -d"${secs}s" -s "$work/random.lua" http://127.0.0.1:19411/)"
 echo "$out" | grep -E "requests in|Requests/sec|Non-2xx|Socket errors" || true

@@ -38,7 +38,7 @@ YAML
 "$WAF" serve --config "$work/waf.yaml" 2>"$work/serve.out" & pids+=($!); serve_pid=$!
 wait_http http://127.0.0.1:19401/ http://127.0.0.1:19402/healthz
 wait_memory_settled http://127.0.0.1:19402
-rss() { awk '/VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$serve_pid/status"; }
+rss() { rss_mib "$serve_pid"; }
 curl -s -o /dev/null "http://127.0.0.1:19401/?warm=1"
 # The rules' dense DFAs are built in the background once the proxy answers
 # (about half a second for CRS): "before" is the proxy after that.

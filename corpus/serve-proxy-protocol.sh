@@ -111,6 +111,6 @@ check "access log: requests from HAProxy's own address" 0 \
 check "error log: the connection without a header, once" 1 \
   "$(grep -c 'PROXY protocol header refused' "$work/error.log" || true)"
 check "metrics: refused PROXY headers" 1 \
-  "$(curl -s http://127.0.0.1:19749/metrics | awk '$1 == "waf_proxy_protocol_failures_total" {print $2}')"
+  "$(admin_metric http://127.0.0.1:19749 waf_proxy_protocol_failures_total)"
 [ "$failed" = 0 ] || { echo "logs: $work"; exit 1; }
 echo "waf serve behind HAProxy's PROXY protocol (v1, v2, TLS passed through) + CRS PL1: all checks passed"

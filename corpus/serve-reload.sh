@@ -36,9 +36,9 @@ benign_requests
 wait_http http://127.0.0.1:19300/ http://127.0.0.1:19301/ http://127.0.0.1:19302/
 wait_memory_settled http://127.0.0.1:19302
 
-rss() { awk '/VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$serve_pid/status"; }
-reloads() { curl -s http://127.0.0.1:19302/metrics | awk '$1 == "waf_reloads_total" {print $2}'; }
-failures() { curl -s http://127.0.0.1:19302/metrics | awk '$1 == "waf_reload_failures_total" {print $2}'; }
+rss() { rss_mib "$serve_pid"; }
+reloads() { admin_metric http://127.0.0.1:19302 waf_reloads_total; }
+failures() { admin_metric http://127.0.0.1:19302 waf_reload_failures_total; }
 
 # Load for the whole run; wrk prints its totals when interrupted.
 wrk -t1 -c16 -d3600s -s "$work/requests.lua" http://127.0.0.1:19301 > "$work/wrk.out" 2>&1 & wrk_pid=$!; pids+=($wrk_pid)

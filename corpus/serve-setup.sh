@@ -66,6 +66,17 @@ wait_http() {
   done
 }
 
+# rss_mib PID: the process's resident memory (VmRSS), in MiB.
+rss_mib() {
+  awk '/VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$1/status"
+}
+
+# admin_metric ADMIN NAME: the value of metric NAME (a sample without
+# labels) on ADMIN's /metrics (http://host:port), empty when absent.
+admin_metric() {
+  curl -s "$1/metrics" | awk -v m="$2" '$1 == m {print $2}'
+}
+
 # wait_memory_settled ADMIN: waits (up to 30 s) for the proxy's first
 # memory trim after its start (`waf_memory_trims_total` on ADMIN's
 # /metrics, serve/src/memory.rs): it lowers the RSS, so a measurement of
@@ -73,7 +84,7 @@ wait_http() {
 wait_memory_settled() {
   local n
   for _ in $(seq 1 300); do
-    n=$(curl -s "$1/metrics" | awk '$1 == "waf_memory_trims_total" {print $2}')
+    n=$(admin_metric "$1" waf_memory_trims_total)
     if [ "${n:-0}" -ge 1 ] 2>/dev/null; then return 0; fi
     sleep 0.1
   done
