@@ -359,6 +359,18 @@ pub fn stoi(s: &[u8]) -> i64 {
     }
 }
 
+/// `setvar`'s `=+delta` (`add`) or `=-delta` on a variable holding
+/// `current`, read as [`atoll`] (absent or empty: 0); saturating. The
+/// transaction's `TX` and the persistent store both count this way.
+pub(crate) fn setvar_arith(current: &[u8], delta: i64, add: bool) -> i64 {
+    let cur = atoll(current);
+    if add {
+        cur.saturating_add(delta)
+    } else {
+        cur.saturating_sub(delta)
+    }
+}
+
 /// The conversion of v3's `@gt`, `@ge`, `@lt`, `@le` (`atoll`) and of
 /// `setvar` arithmetic: leading blanks, an optional sign, digits; 0 when
 /// there is no digit; saturating (as glibc's `strtoll`).

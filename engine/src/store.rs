@@ -261,7 +261,6 @@ impl CollectionStore {
         let Some(r) = shard.records.get_mut(id) else {
             return false;
         };
-        let before = r.vars.len();
         let mut expired = 0;
         r.vars.retain(|v| {
             let live = v.live(now);
@@ -270,10 +269,8 @@ impl CollectionStore {
             }
             live
         });
-        if r.vars.len() != before {
-            r.bytes -= expired;
-            shard.bytes -= expired;
-        }
+        r.bytes -= expired;
+        shard.bytes -= expired;
         let at = r
             .vars
             .iter()
@@ -282,11 +279,8 @@ impl CollectionStore {
         match op {
             StoreOp::Set(v) => out.extend_from_slice(v),
             StoreOp::Add(d) | StoreOp::Sub(d) => {
-                let cur = crate::operator::atoll(current);
-                let n = match op {
-                    StoreOp::Add(_) => cur.saturating_add(d),
-                    _ => cur.saturating_sub(d),
-                };
+                let add = matches!(op, StoreOp::Add(_));
+                let n = crate::operator::setvar_arith(current, d, add);
                 out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
             }
             StoreOp::Delete => {}

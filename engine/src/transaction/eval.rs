@@ -1425,14 +1425,9 @@ fn local_setvar(coll: &mut Collection, op: &SetVarOp, name: &[u8], value: &[u8])
         SetVarOp::Set(_) => coll.set(name, value),
         SetVarOp::Delete => coll.remove(name),
         SetVarOp::Add(_) | SetVarOp::Sub(_) => {
-            // An absent variable counts as 0 (and an empty one too).
             let cur = coll.value_mut(name);
-            let delta = operator::atoll(value);
-            let n = if matches!(op, SetVarOp::Add(_)) {
-                operator::atoll(cur).saturating_add(delta)
-            } else {
-                operator::atoll(cur).saturating_sub(delta)
-            };
+            let add = matches!(op, SetVarOp::Add(_));
+            let n = operator::setvar_arith(cur, operator::atoll(value), add);
             cur.clear();
             push_i64(cur, n);
         }
