@@ -257,8 +257,14 @@ impl Ruleset {
     /// to the new one, so that counters and flags survive the reload (and
     /// may share one store between the rulesets of several sites).
     pub fn with_collection_store(mut self, store: std::sync::Arc<CollectionStore>) -> Ruleset {
-        self.store = store;
+        self.set_collection_store(store);
         self
+    }
+
+    /// [`Ruleset::with_collection_store`] on a ruleset already built (one
+    /// behind an `Arc` no transaction holds yet, as the C ABI keeps them).
+    pub fn set_collection_store(&mut self, store: std::sync::Arc<CollectionStore>) {
+        self.store = store;
     }
 
     /// Sets the evaluation options of the transactions [`Ruleset::transaction`]

@@ -2,7 +2,8 @@
  * waf: the C ABI of the waf engine (a ModSecurity-compatible WAF).
  *
  * Ownership: a waf_ruleset is created by waf_ruleset_from_file/_string and
- * freed by waf_ruleset_free; it is read-only and may be shared by threads.
+ * freed by waf_ruleset_free; it is read-only and may be shared by threads
+ * (waf_ruleset_share_collections changes one before its first transaction).
  * A waf_transaction is created by waf_transaction_new, used by one thread at
  * a time, and freed by waf_transaction_free; it keeps its ruleset alive.
  * Strings the library returns through `char **` are freed with
@@ -31,6 +32,19 @@ typedef struct waf_transaction waf_transaction;
 
 // What an entry point returns: `WAF_OK` (0) or a negative error.
 typedef int waf_status;
+
+// What the persistent-collection store of a ruleset holds and has done
+// (what `waf serve` exports as `waf_collection_*` metrics).
+typedef struct waf_collection_stats_t {
+  // Records (a collection under one key) held.
+  uint64_t records;
+  // Bytes counted against the limit.
+  uint64_t bytes;
+  // Records evicted to stay within the limit, since the store started.
+  uint64_t evictions;
+  // Writes refused (a record that would outgrow its share of the limit).
+  uint64_t refused_writes;
+} waf_collection_stats_t;
 
 // Receives log lines: `data` as given to `waf_transaction_set_log`, and a
 // NUL-terminated line valid during the call only. Called from the phase
@@ -92,6 +106,10 @@ typedef struct waf_matched_rule_t {
 // The library failed internally (a bug); the transaction should be freed.
 #define WAF_ERR_PANIC -4
 
+// The ruleset is in use (a transaction on it is alive): the call needs it
+// before its first transaction.
+#define WAF_ERR_BUSY -5
+
 // Compiles the rules in the file at `path` (and what it includes).
 // On success `*out` is the ruleset (free it with `waf_ruleset_free`); when
 // the rules do not compile, returns `WAF_ERR_COMPILE` and, if
@@ -122,6 +140,43 @@ waf_status waf_ruleset_from_string(const char *name,
 // # Safety
 // `rs` NULL or from `waf_ruleset_from_*`, not freed before.
 void waf_ruleset_free(struct waf_ruleset *rs);
+
+// Makes `rs` use the persistent collections (`initcol`, `setsid`,
+// `setuid`, `setrsc`) of `from`: a host that reloads compiles the new
+// rules, hands them the running ruleset's store with this call, then
+// starts its transactions on the new ruleset, and per-client counters and
+// blocks survive the reload (as in `waf serve`). Rulesets of several sites
+// may share one store the same way. The store is shared, not copied: it
+// lives as long as a ruleset using it, and its memory limit is the one
+// last set on any of them (`waf_ruleset_set_collection_memory`).
+//
+// Call it before the first `waf_transaction_new` on `rs`: returns
+// `WAF_ERR_BUSY` while a transaction on `rs` is alive (its rules would
+// see two stores).
+//
+// # Safety
+// `rs` NULL or a live ruleset no other thread uses during the call;
+// `from` NULL or a live ruleset.
+waf_status waf_ruleset_share_collections(struct waf_ruleset *rs, const struct waf_ruleset *from);
+
+// Sets how much memory the persistent collections of `rs` (and of the
+// rulesets sharing its store) may hold, in bytes of keys, names and values
+// plus a fixed overhead per record and per variable: 64 MiB until set.
+// Past it, writes evict the least recently written records; a smaller
+// limit than the store holds is reached as records are written. 0 keeps
+// nothing (each write is refused, counted in `refused_writes`). Safe while
+// transactions run.
+//
+// # Safety
+// `rs` NULL or a live ruleset.
+waf_status waf_ruleset_set_collection_memory(const struct waf_ruleset *rs, size_t bytes);
+
+// Fills `*out` with the figures of the store `rs` uses.
+//
+// # Safety
+// `rs` NULL or a live ruleset; `out` NULL or writable.
+waf_status waf_ruleset_collection_stats(const struct waf_ruleset *rs,
+                                        struct waf_collection_stats_t *out);
 
 // Frees a string the library returned (NULL is ignored).
 //

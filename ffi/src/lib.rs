@@ -42,6 +42,9 @@ pub const WAF_ERR_UTF8: WafStatus = -2;
 pub const WAF_ERR_COMPILE: WafStatus = -3;
 /// The library failed internally (a bug); the transaction should be freed.
 pub const WAF_ERR_PANIC: WafStatus = -4;
+/// The ruleset is in use (a transaction on it is alive): the call needs it
+/// before its first transaction.
+pub const WAF_ERR_BUSY: WafStatus = -5;
 
 /// A compiled ruleset, shared by threads (opaque).
 pub struct WafRuleset {
@@ -303,6 +306,112 @@ pub unsafe extern "C" fn waf_ruleset_free(rs: *mut WafRuleset) {
         // SAFETY: from Box::into_raw in `deliver`, freed once.
         let _ = catch_unwind(AssertUnwindSafe(|| drop(unsafe { Box::from_raw(rs) })));
     }
+}
+
+/// Makes `rs` use the persistent collections (`initcol`, `setsid`,
+/// `setuid`, `setrsc`) of `from`: a host that reloads compiles the new
+/// rules, hands them the running ruleset's store with this call, then
+/// starts its transactions on the new ruleset, and per-client counters and
+/// blocks survive the reload (as in `waf serve`). Rulesets of several sites
+/// may share one store the same way. The store is shared, not copied: it
+/// lives as long as a ruleset using it, and its memory limit is the one
+/// last set on any of them (`waf_ruleset_set_collection_memory`).
+///
+/// Call it before the first `waf_transaction_new` on `rs`: returns
+/// `WAF_ERR_BUSY` while a transaction on `rs` is alive (its rules would
+/// see two stores).
+///
+/// # Safety
+/// `rs` NULL or a live ruleset no other thread uses during the call;
+/// `from` NULL or a live ruleset.
+#[no_mangle]
+pub unsafe extern "C" fn waf_ruleset_share_collections(
+    rs: *mut WafRuleset,
+    from: *const WafRuleset,
+) -> WafStatus {
+    if rs.is_null() || from.is_null() {
+        return WAF_ERR_NULL;
+    }
+    guard(|| {
+        // SAFETY: non-NULL and live per the contract.
+        let store = unsafe { &*from }.rs.collection_store().clone();
+        // SAFETY: non-NULL, live and not used elsewhere during the call.
+        let rs = unsafe { &mut *rs };
+        match Arc::get_mut(&mut rs.rs) {
+            Some(ruleset) => {
+                ruleset.set_collection_store(store);
+                WAF_OK
+            }
+            None => WAF_ERR_BUSY,
+        }
+    })
+}
+
+/// Sets how much memory the persistent collections of `rs` (and of the
+/// rulesets sharing its store) may hold, in bytes of keys, names and values
+/// plus a fixed overhead per record and per variable: 64 MiB until set.
+/// Past it, writes evict the least recently written records; a smaller
+/// limit than the store holds is reached as records are written. 0 keeps
+/// nothing (each write is refused, counted in `refused_writes`). Safe while
+/// transactions run.
+///
+/// # Safety
+/// `rs` NULL or a live ruleset.
+#[no_mangle]
+pub unsafe extern "C" fn waf_ruleset_set_collection_memory(
+    rs: *const WafRuleset,
+    bytes: usize,
+) -> WafStatus {
+    if rs.is_null() {
+        return WAF_ERR_NULL;
+    }
+    guard(|| {
+        // SAFETY: non-NULL and live per the contract.
+        let store = unsafe { &*rs }.rs.collection_store();
+        store.set_limits(waf_engine::StoreLimits { max_bytes: bytes });
+        WAF_OK
+    })
+}
+
+/// What the persistent-collection store of a ruleset holds and has done
+/// (what `waf serve` exports as `waf_collection_*` metrics).
+#[repr(C)]
+pub struct WafCollectionStats {
+    /// Records (a collection under one key) held.
+    pub records: u64,
+    /// Bytes counted against the limit.
+    pub bytes: u64,
+    /// Records evicted to stay within the limit, since the store started.
+    pub evictions: u64,
+    /// Writes refused (a record that would outgrow its share of the limit).
+    pub refused_writes: u64,
+}
+
+/// Fills `*out` with the figures of the store `rs` uses.
+///
+/// # Safety
+/// `rs` NULL or a live ruleset; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn waf_ruleset_collection_stats(
+    rs: *const WafRuleset,
+    out: *mut WafCollectionStats,
+) -> WafStatus {
+    if rs.is_null() || out.is_null() {
+        return WAF_ERR_NULL;
+    }
+    guard(|| {
+        // SAFETY: non-NULL and live per the contract.
+        let store = unsafe { &*rs }.rs.collection_store();
+        let stats = WafCollectionStats {
+            records: store.records() as u64,
+            bytes: store.bytes() as u64,
+            evictions: store.evicted(),
+            refused_writes: store.refused(),
+        };
+        // SAFETY: non-NULL and writable per the contract.
+        unsafe { out.write(stats) };
+        WAF_OK
+    })
 }
 
 /// Frees a string the library returned (NULL is ignored).

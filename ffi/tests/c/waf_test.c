@@ -1,7 +1,8 @@
 /* The C ABI from C: rules from a string (and broken rules' diagnostics), a
  * ruleset shared by threads, transactions fed phase by phase with bodies in
  * chunks, interventions in phases 1, 2 and 4, matched rules, the log
- * callback, compressed request bodies, and NULL arguments. Built and run by ffi/tests/c_abi.rs under
+ * callback, compressed request bodies, persistent collections handed over
+ * a reload, and NULL arguments. Built and run by ffi/tests/c_abi.rs under
  * AddressSanitizer (leaks included). Prints "ok" and exits 0 when all hold. */
 #include "waf.h"
 #include <pthread.h>
@@ -132,6 +133,73 @@ static void compressed_bodies(const waf_ruleset *rs) {
     CHECK(compressed_body(rs, "identity", (const uint8_t *)"b=fine", 6) == 0);
 }
 
+/* Persistent collections: a per-client counter kept in the ruleset's
+ * store, handed to the ruleset of a reload, with its figures and limit. */
+static const char COUNTING[] =
+    "SecRuleEngine On\n"
+    "SecAction \"id:10,phase:1,pass,nolog,initcol:ip=%{REMOTE_ADDR}\"\n"
+    "SecAction \"id:12,phase:1,pass,nolog,setvar:ip.hits=+1\"\n"
+    "SecRule IP:hits \"@gt %{tx.allowed}\" \"id:11,phase:1,deny,status:429,log\"\n";
+
+static int counted_request(const waf_ruleset *rs) {
+    waf_transaction *tx = start(rs, "/", "GET");
+    CHECK(waf_process_request_headers(tx) == WAF_OK);
+    waf_intervention_t it;
+    int status = waf_intervention(tx, &it) == 1 ? it.status : 200;
+    waf_transaction_free(tx);
+    return status;
+}
+
+static waf_ruleset *counting_rules(int allowed) {
+    char text[512];
+    snprintf(text, sizeof text, "SecAction \"id:9,phase:1,pass,nolog,setvar:tx.allowed=%d\"\n%s", allowed, COUNTING);
+    waf_ruleset *rs = NULL;
+    CHECK(waf_ruleset_from_string("counting.conf", (const uint8_t *)text, strlen(text), &rs, NULL) == WAF_OK);
+    return rs;
+}
+
+static void persistent_collections(void) {
+    waf_ruleset *old = counting_rules(3);
+    for (int i = 0; i < 3; i++) CHECK(counted_request(old) == 200);
+    CHECK(counted_request(old) == 429);
+    waf_collection_stats_t st;
+    CHECK(waf_ruleset_collection_stats(old, &st) == WAF_OK);
+    CHECK(st.records == 1 && st.bytes > 0 && st.evictions == 0 && st.refused_writes == 0);
+    CHECK(waf_ruleset_collection_stats(old, NULL) == WAF_ERR_NULL);
+
+    /* A reload to rules allowing 5: with the old store, the client's 4
+     * requests count, so its sixth is refused; without it, it starts anew. */
+    waf_ruleset *fresh = counting_rules(5);
+    waf_ruleset *reloaded = counting_rules(5);
+    waf_transaction *busy = waf_transaction_new(reloaded);
+    CHECK(waf_ruleset_share_collections(reloaded, old) == WAF_ERR_BUSY);
+    waf_transaction_free(busy);
+    CHECK(waf_ruleset_share_collections(reloaded, old) == WAF_OK);
+    CHECK(waf_ruleset_share_collections(NULL, old) == WAF_ERR_NULL);
+    CHECK(waf_ruleset_share_collections(reloaded, NULL) == WAF_ERR_NULL);
+    waf_ruleset_free(old); /* the store lives on in `reloaded` */
+    CHECK(counted_request(reloaded) == 200);
+    CHECK(counted_request(reloaded) == 429);
+    for (int i = 0; i < 5; i++) CHECK(counted_request(fresh) == 200);
+    CHECK(counted_request(fresh) == 429);
+
+    /* A limit of 0 keeps nothing: the write is refused, the request
+     * counts from zero in its own transaction. */
+    CHECK(waf_ruleset_set_collection_memory(reloaded, 0) == WAF_OK);
+    CHECK(waf_ruleset_set_collection_memory(NULL, 0) == WAF_ERR_NULL);
+    CHECK(waf_ruleset_collection_stats(reloaded, &st) == WAF_OK);
+    uint64_t refused = st.refused_writes;
+    waf_transaction *tx = waf_transaction_new(reloaded);
+    CHECK(waf_process_connection(tx, "198.51.100.7", 40000, "127.0.0.1", 80) == WAF_OK);
+    CHECK(waf_process_uri(tx, (const uint8_t *)"/", 1, (const uint8_t *)"GET", 3, (const uint8_t *)"HTTP/1.1", 8) == WAF_OK);
+    CHECK(waf_process_request_headers(tx) == WAF_OK);
+    waf_transaction_free(tx);
+    CHECK(waf_ruleset_collection_stats(reloaded, &st) == WAF_OK);
+    CHECK(st.refused_writes > refused);
+    waf_ruleset_free(reloaded);
+    waf_ruleset_free(fresh);
+}
+
 static void *worker(void *rs) {
     for (int i = 0; i < 50; i++) benign_and_blocked((const waf_ruleset *)rs);
     return NULL;
@@ -172,6 +240,7 @@ int main(void) {
     }
 
     compressed_bodies(rs);
+    persistent_collections();
 
     /* One ruleset, two threads. */
     pthread_t a, b;
