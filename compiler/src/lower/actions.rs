@@ -94,7 +94,75 @@ pub(super) fn head_meta(head: &RuleAst) -> HeadMeta {
     }
 }
 
+/// The persistent collection an action that opens one opens: `initcol`'s
+/// (`initcol:ip=...`), `setsid`'s, `setuid`'s, `setrsc`'s; lowercase.
+fn opened_collection(a: &ActionAst) -> Option<String> {
+    let value = a.value.as_ref().map(|v| v.value.as_str());
+    match A::lookup(&a.name)? {
+        A::InitCol => {
+            let (coll, _) = value?.split_once('=')?;
+            Some(coll.trim().to_ascii_lowercase())
+        }
+        A::SetSid => Some("session".into()),
+        A::SetUid => Some("user".into()),
+        A::SetRsc => Some("resource".into()),
+        _ => None,
+    }
+}
+
+/// The collection a `setvar` writes (`setvar:'!ip.hits'` → `ip`), lowercase.
+fn setvar_collection(a: &ActionAst) -> Option<String> {
+    if A::lookup(&a.name)? != A::SetVar {
+        return None;
+    }
+    let v = a
+        .value
+        .as_ref()?
+        .value
+        .trim()
+        .trim_start_matches(['\'', '!']);
+    let (coll, _) = v.split_once('.')?;
+    Some(coll.trim().to_ascii_lowercase())
+}
+
 impl Lowerer<'_> {
+    /// Warns about a `setvar` on a collection the same rule opens: a rule's
+    /// `setvar`s run as it matches, its `initcol` (`setsid`, ...) after, as
+    /// in ModSecurity v3 (v2 ran them in order), so the write goes to the
+    /// collection an earlier rule opened, or nowhere. ModSecurity's issue
+    /// tracker has this as "setvar never increments" (#3278).
+    pub(super) fn setvar_before_open<'x>(&mut self, acts: impl Iterator<Item = &'x ActionAst>) {
+        let acts: Vec<&ActionAst> = acts.collect();
+        let opened: Vec<(String, &ActionAst)> = acts
+            .iter()
+            .filter_map(|a| opened_collection(a).map(|c| (c, *a)))
+            .collect();
+        if opened.is_empty() {
+            return;
+        }
+        for a in &acts {
+            let Some(coll) = setvar_collection(a) else {
+                continue;
+            };
+            let Some((_, open)) = opened.iter().find(|(c, _)| *c == coll) else {
+                continue;
+            };
+            let upper = coll.to_ascii_uppercase();
+            self.error(
+                Diagnostic::warning(
+                    Code::Suspicious,
+                    a.span,
+                    format!("this `setvar` runs before the rule opens {upper}"),
+                )
+                .with_label("runs as the rule matches, before its `initcol`")
+                .with_related(open.span, format!("{upper} is opened here, after the rule's setvars"))
+                .with_hint(format!(
+                    "open {upper} in an earlier rule (ModSecurity v3 and this engine run a rule's setvars before its initcol: unless an earlier rule opened {upper}, the write is lost)"
+                )),
+            );
+        }
+    }
+
     /// Applies the actions of link `n` (0 = the rule itself) to `b`.
     pub(super) fn actions(&mut self, b: &mut RuleBuilder, n: usize, acts: &[&ActionAst]) {
         for a in acts {

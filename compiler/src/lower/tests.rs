@@ -287,6 +287,39 @@ fn setvar_and_ctl_forms() {
 }
 
 #[test]
+fn setvar_on_a_collection_the_same_rule_opens_warns() {
+    // v3 runs a rule's setvars before its initcol: the counter never counts.
+    let d = compile(
+        "SecAction \"id:1,phase:1,pass,nolog,initcol:IP=%{REMOTE_ADDR},setvar:'ip.hits=+1'\"\n",
+    );
+    let w: Vec<_> = d.diagnostics.iter().collect();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert_eq!(w[0].code, Code::Suspicious);
+    assert!(
+        w[0].message.contains("before the rule opens IP"),
+        "{}",
+        w[0].message
+    );
+    assert_eq!(w[0].related.len(), 1);
+    // In a chain link, and for setsid's SESSION, deletion included.
+    assert_eq!(
+        codes(
+            "SecRule ARGS:sid \"@rx .\" \"id:1,phase:2,pass,chain,setsid:%{MATCHED_VAR}\"\n\
+             SecRule ARGS:a \"@rx .\" \"setvar:!session.flag\"\n"
+        ),
+        [Code::Suspicious]
+    );
+    // Opened in an earlier rule, or another collection written: nothing.
+    assert_eq!(
+        codes(
+            "SecAction \"id:1,phase:1,pass,nolog,initcol:ip=%{REMOTE_ADDR}\"\n\
+             SecAction \"id:2,phase:1,pass,nolog,setvar:ip.hits=+1,initcol:global=global,setvar:tx.a=1\"\n"
+        ),
+        []
+    );
+}
+
+#[test]
 fn macros_are_parsed_with_case_insensitive_keys() {
     let p = program("SecRule ARGS \"@rx a\" \"id:1,phase:2,msg:'x %{REQUEST_HEADERS.User-Agent} y %{MATCHED_VAR}'\"\n");
     let msg = p.rules[0].meta.msg.clone().unwrap();
