@@ -12,6 +12,14 @@
 //! ```
 //!
 //! CRS is read from `$WAF_CRS_DIR` or `../../shared/crs` (relative to this crate).
+//!
+//! After CRS, a few rules keep persistent collections under keys, names and
+//! values from the request (`initcol:ip=%{REQUEST_HEADERS.X-Client}`,
+//! `setsid` from an argument, `setvar` with request-made names, deletions,
+//! arithmetic on request values), and a rule reads them back. The fast and
+//! the naive transactions run on two rulesets compiled from the same text,
+//! each with its own store: both stores see the same inputs in the same
+//! order, so the counts they read back agree unless the engines do.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -26,12 +34,31 @@ fn crs_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/crs"))
 }
 
+/// The rules after CRS: persistent collections written from the request.
+const COLLECTIONS: &str = r#"
+SecAction "id:990001,phase:1,pass,nolog,initcol:ip=%{REQUEST_HEADERS.X-Client}"
+SecAction "id:990002,phase:1,pass,nolog,setvar:ip.hits=+1,setvar:'ip.m_%{REQUEST_METHOD}=%{REQUEST_URI}'"
+SecRule ARGS:sid "@rx ^" "id:990003,phase:2,pass,nolog,setsid:%{MATCHED_VAR}"
+SecAction "id:990004,phase:2,pass,nolog,setvar:session.n=+%{ARGS.n},setvar:'session.%{ARGS.name}=%{ARGS.value}'"
+SecRule ARGS:del "@rx ." "id:990005,phase:2,pass,nolog,setvar:'!ip.%{MATCHED_VAR}',setvar:'!session.%{MATCHED_VAR}'"
+SecRule IP|SESSION|&IP|&SESSION "@rx ^-?[0-9]+$" "id:990006,phase:2,pass,log,msg:'%{MATCHED_VAR_NAME}'"
+"#;
+
 fn ruleset() -> &'static Ruleset {
     static RS: OnceLock<Ruleset> = OnceLock::new();
-    RS.get_or_init(|| {
-        let crs = crs_dir();
-        let config = format!(
-            r#"SecRuleEngine On
+    RS.get_or_init(compile)
+}
+
+/// The naive oracle's ruleset: the same rules, its own persistent store.
+fn naive_ruleset() -> &'static Ruleset {
+    static RS: OnceLock<Ruleset> = OnceLock::new();
+    RS.get_or_init(compile)
+}
+
+fn compile() -> Ruleset {
+    let crs = crs_dir();
+    let config = format!(
+        r#"SecRuleEngine On
 SecRequestBodyAccess On
 SecResponseBodyAccess On
 SecResponseBodyMimeType text/plain text/html text/xml application/json
@@ -42,14 +69,13 @@ SecRule REQUEST_HEADERS:Content-Type "^application/json" "id:200001,phase:1,t:no
 SecAction "id:900005,phase:1,nolog,pass,ctl:ruleEngine=DetectionOnly,setvar:tx.blocking_paranoia_level=4,setvar:tx.crs_validate_utf8_encoding=1"
 Include {dir}/crs-setup.conf.example
 Include {dir}/rules/*.conf
-"#,
-            dir = crs.display()
-        );
-        match Ruleset::from_str(&crs.join("fuzz.conf").to_string_lossy(), &config) {
-            Ok(rs) => rs,
-            Err(e) => panic!("CRS does not compile (set WAF_CRS_DIR):\n{e}"),
-        }
-    })
+{COLLECTIONS}"#,
+        dir = crs.display()
+    );
+    match Ruleset::from_str(&crs.join("fuzz.conf").to_string_lossy(), &config) {
+        Ok(rs) => rs,
+        Err(e) => panic!("CRS does not compile (set WAF_CRS_DIR):\n{e}"),
+    }
 }
 
 const CONTENT_TYPES: [Option<&[u8]>; 5] = [
@@ -112,7 +138,7 @@ fuzz_target!(|data: &[u8]| {
         }
         // Differential oracle: the naive interpreter, fresh, must match the
         // same rules on the same values.
-        let mut naive = rs.transaction_with(EvalOptions::naive());
+        let mut naive = naive_ruleset().transaction_with(EvalOptions::naive());
         feed(&mut naive, data);
         let key = |tx: &Transaction<'_>| {
             tx.matched_rules()
