@@ -317,6 +317,39 @@ impl CollectionStore {
         true
     }
 
+    /// Counts an event under `key` in fixed windows of `window` seconds,
+    /// each starting at its first event: the events of the current window,
+    /// this one included, and the seconds the window has left. For limits
+    /// kept outside SecLang (`waf serve`'s `rate_limit` rules): the counters
+    /// share the store's memory bound and eviction with the persistent
+    /// collections. A collection's record id is its name, a NUL and its key:
+    /// give `key` a prefix no collection has. `None` when the store refused
+    /// the count (a limit of 0; a key larger than a shard's share): the
+    /// caller should not limit on it.
+    pub fn count_in_window(&self, key: &[u8], window: u64, now: u64) -> Option<(u64, u64)> {
+        const COUNT: &[u8] = b"n";
+        let window = window.max(1);
+        let mut out = Vec::with_capacity(20);
+        // The record goes once idle for a window: its count would be gone.
+        if !self.apply(key, COUNT, StoreOp::Add(1), now, window, &mut out) {
+            return None;
+        }
+        let n = std::str::from_utf8(&out).ok()?.parse::<u64>().ok()?;
+        let mut shard = self.shard(key).lock().ok()?;
+        let v = shard
+            .records
+            .get_mut(key)?
+            .vars
+            .iter_mut()
+            .find(|v| v.live(now) && &*v.name == COUNT)?;
+        // The window's first event starts it (an expired count was dropped
+        // by the write above, so this one counts 1 in a new window).
+        if v.expires == 0 {
+            v.expires = now.saturating_add(window);
+        }
+        Some((n, v.expires.saturating_sub(now)))
+    }
+
     /// `expirevar`: variable `name` of record `id` is gone `seconds` after
     /// `now` (if it exists).
     pub(crate) fn expire(&self, id: &[u8], name: &[u8], seconds: u64, now: u64) {
@@ -402,6 +435,23 @@ mod tests {
         let mut out = Vec::new();
         assert!(s.apply(&id(key), name.as_bytes(), op, now, 3600, &mut out));
         String::from_utf8(out).expect("utf-8")
+    }
+
+    #[test]
+    fn counts_in_fixed_windows_from_each_window_s_first_event() {
+        let s = CollectionStore::default();
+        assert_eq!(s.count_in_window(b"rate\0a", 60, 1000), Some((1, 60)));
+        assert_eq!(s.count_in_window(b"rate\0a", 60, 1010), Some((2, 50)));
+        assert_eq!(s.count_in_window(b"rate\0b", 60, 1010), Some((1, 60)));
+        assert_eq!(s.count_in_window(b"rate\0a", 60, 1059), Some((3, 1)));
+        // The window is over: a new one starts at this event.
+        assert_eq!(s.count_in_window(b"rate\0a", 60, 1060), Some((1, 60)));
+        assert_eq!(s.count_in_window(b"rate\0a", 60, 1061), Some((2, 59)));
+        // Idle for longer than a window: the record is gone, counts anew.
+        assert_eq!(s.count_in_window(b"rate\0a", 60, 5000), Some((1, 60)));
+        // A store that keeps nothing does not count.
+        s.set_limits(StoreLimits { max_bytes: 0 });
+        assert_eq!(s.count_in_window(b"rate\0c", 60, 5000), None);
     }
 
     #[test]

@@ -196,6 +196,15 @@ struct CustomFile {
     status: Option<u16>,
     #[serde(default)]
     location: Option<String>,
+    /// `rate_limit`: requests allowed per `period`.
+    #[serde(default)]
+    requests: Option<u64>,
+    /// `rate_limit`: the window, in seconds (60 by default).
+    #[serde(default)]
+    period: Option<u64>,
+    /// `rate_limit`: what requests are counted by (`ip.src` by default).
+    #[serde(default)]
+    key: Option<String>,
 }
 
 /// A manifest that could not be used: the file, where in it, and why.
@@ -452,7 +461,26 @@ impl Manifest {
             let mut custom = Vec::new();
             for (j, c) in s.custom.iter().enumerate() {
                 let field = format!("custom[{j}]");
+                let rate_limit = c.action.eq_ignore_ascii_case("rate_limit");
+                if !rate_limit {
+                    let given = [
+                        ("requests", c.requests.is_some()),
+                        ("period", c.period.is_some()),
+                        ("key", c.key.is_some()),
+                    ];
+                    if let Some((name, _)) = given.iter().find(|(_, g)| *g) {
+                        return Err(invalid(
+                            &at(&field),
+                            format!("only `rate_limit` takes `{name}`"),
+                        ));
+                    }
+                }
                 let action = match (c.action.to_ascii_lowercase().as_str(), c.status) {
+                    ("rate_limit", status) => {
+                        let limit = rate_limit_of(c, status)
+                            .map_err(|(sub, m)| invalid(&at(&format!("{field}{sub}")), m))?;
+                        CustomAction::RateLimit(limit)
+                    }
                     ("redirect", status) => {
                         let status = status.unwrap_or(301);
                         if ![301, 302, 303, 307, 308].contains(&status) {
@@ -502,7 +530,7 @@ impl Manifest {
                     (other, _) => {
                         return Err(invalid(
                             &at(&field),
-                            format!("unknown action `{other}`: use block, redirect, allow or log"),
+                            format!("unknown action `{other}`: use block, redirect, allow, log or rate_limit"),
                         ))
                     }
                 };
@@ -652,6 +680,48 @@ fn no_upstream<V>(name: &str, upstreams: &BTreeMap<String, V>) -> String {
         "no upstream named `{name}`; the upstreams are {}",
         known.join(", ")
     )
+}
+
+/// A `rate_limit` custom rule's limit, or the field that is wrong
+/// (`.requests`) and why.
+fn rate_limit_of(
+    c: &CustomFile,
+    status: Option<u16>,
+) -> Result<crate::site::RateLimit, (&'static str, String)> {
+    if c.location.is_some() {
+        return Err(("", "only `redirect` takes a location".into()));
+    }
+    let requests = match c.requests {
+        Some(n) if n > 0 => n,
+        Some(_) => return Err((".requests", "allow at least 1 request per period".into())),
+        None => {
+            return Err((
+                "",
+                "a rate limit needs `requests` (per `period`, 60 s by default)".into(),
+            ))
+        }
+    };
+    let period = match c.period {
+        None => 60,
+        Some(p) if (1..=86_400).contains(&p) => p,
+        Some(p) => return Err((".period", format!("{p}: seconds, 1 to 86400"))),
+    };
+    let key = c.key.as_deref().unwrap_or("ip.src");
+    let key =
+        crate::filter::Key::parse(key).map_err(|e| (".key", format!("`{key}`: {}", e.message)))?;
+    let status = status.unwrap_or(429);
+    if !(400..=599).contains(&status) {
+        return Err((
+            ".status",
+            format!("status {status}: a rate limit answers 4xx or 5xx"),
+        ));
+    }
+    Ok(crate::site::RateLimit {
+        requests,
+        period,
+        key,
+        status,
+    })
 }
 
 /// A health check from the manifest, or the field that is wrong (`.path`)

@@ -980,7 +980,8 @@ async fn handle(
         log_custom(c, "matched");
     });
     let mut allow_all = false;
-    if let Some(c) = custom {
+    if let Some(acting) = custom {
+        let c = acting.rule;
         match &c.action {
             &CustomAction::Redirect(status, ref location) => {
                 access::note(|n| {
@@ -1013,6 +1014,38 @@ async fn handle(
                     tx.unique_id(),
                     site.block_page.as_deref(),
                 ));
+            }
+            CustomAction::RateLimit(limit) => {
+                access::note(|n| {
+                    n.custom_rule = Some(c.name.clone());
+                    n.blocked = true;
+                });
+                state.metrics.custom(&c.name, "rate_limit");
+                state.metrics.intervention(0, limit.status);
+                log_custom(
+                    c,
+                    &format!(
+                        "over {} requests in {} s by {}: {}, retry after {} s",
+                        limit.requests,
+                        limit.period,
+                        limit.key.source(),
+                        limit.status,
+                        acting.retry_after
+                    ),
+                );
+                let status =
+                    StatusCode::from_u16(limit.status).unwrap_or(StatusCode::TOO_MANY_REQUESTS);
+                let mut r = block_response(
+                    status,
+                    "too many requests",
+                    tx.unique_id(),
+                    site.block_page.as_deref(),
+                );
+                r.headers_mut().insert(
+                    hyper::header::RETRY_AFTER,
+                    HeaderValue::from(acting.retry_after),
+                );
+                return Ok(r);
             }
             CustomAction::Allow => {
                 access::note(|n| n.custom_rule = Some(c.name.clone()));

@@ -31,6 +31,54 @@ pub enum CustomAction {
     Allow,
     /// Only write a line to the error log, then go on.
     Log,
+    /// Count the request against a limit per key; over it, answer at once
+    /// (with `Retry-After`), else go on.
+    RateLimit(RateLimit),
+}
+
+/// A `rate_limit` custom rule's limit: at most `requests` per `period`
+/// seconds for each value of `key`, counted in fixed windows that start at
+/// a key's first request (as Cloudflare's rate limiting rules and nginx's
+/// `limit_req` without a burst count requests, in windows or by rate). The
+/// counts live in the process's persistent-collection store
+/// (`rules::collection_store`): bounded with it, kept across reloads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RateLimit {
+    /// Requests allowed in a window.
+    pub requests: u64,
+    /// The window, in seconds.
+    pub period: u64,
+    /// What the requests are counted by (`ip.src` by default).
+    pub key: crate::filter::Key,
+    /// The status of a request over the limit (429 by default).
+    pub status: u16,
+}
+
+impl RateLimit {
+    /// Counts `r` for rule `rule`: `Some(seconds until the window ends)`
+    /// when it is over the limit.
+    pub(crate) fn over(&self, rule: &str, r: &RequestView<'_>) -> Option<u64> {
+        // "rate", a NUL, the rule, a NUL, the key's value: no collection's
+        // record id starts with "rate\0" (see `count_in_window`).
+        let mut id = Vec::with_capacity(rule.len() + 64);
+        id.extend_from_slice(b"rate\0");
+        id.extend_from_slice(rule.as_bytes());
+        id.push(0);
+        self.key.with_value(r, |v| id.extend_from_slice(v));
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let store = crate::rules::collection_store();
+        let (n, left) = store.count_in_window(&id, self.period, now)?;
+        (n > self.requests).then_some(left.max(1))
+    }
+}
+
+/// The custom rule that acts on a request, and for a rate limit, the
+/// seconds until its window ends.
+pub(crate) struct Acting<'s> {
+    pub rule: &'s CustomRule,
+    pub retry_after: u64,
 }
 
 /// A custom rule: the first whose filter matches acts (`log` rules do not
@@ -65,19 +113,34 @@ pub struct Site {
 }
 
 impl Site {
-    /// The first custom rule that blocks or allows the request, after
-    /// calling `logged` for each `log` rule met on the way.
+    /// The first custom rule that acts on the request (a block, redirect
+    /// or allow, or a rate limit the request is over), after calling
+    /// `logged` for each `log` rule met on the way. A rate limit counts
+    /// each request its filter matches.
     pub(crate) fn custom_action<'s>(
         &'s self,
         r: &RequestView<'_>,
         mut logged: impl FnMut(&'s CustomRule),
-    ) -> Option<&'s CustomRule> {
+    ) -> Option<Acting<'s>> {
         for c in &self.custom {
-            if c.when.matches(r) {
-                if c.action == CustomAction::Log {
-                    logged(c);
-                } else {
-                    return Some(c);
+            if !c.when.matches(r) {
+                continue;
+            }
+            match &c.action {
+                CustomAction::Log => logged(c),
+                CustomAction::RateLimit(limit) => {
+                    if let Some(retry_after) = limit.over(&c.name, r) {
+                        return Some(Acting {
+                            rule: c,
+                            retry_after,
+                        });
+                    }
+                }
+                _ => {
+                    return Some(Acting {
+                        rule: c,
+                        retry_after: 0,
+                    })
                 }
             }
         }

@@ -363,6 +363,80 @@ sites:
 }
 
 #[tokio::test]
+async fn a_rate_limit_answers_429_past_its_requests_per_key_and_keeps_counting_across_a_reload() {
+    let dir = scratch("rate-limit");
+    let hits = Arc::new(AtomicUsize::new(0));
+    let up = backend(hits.clone()).await;
+    let (server, log) = serve_manifest(
+        &dir,
+        SHOP_RULES,
+        &format!(
+            r#"listen: 127.0.0.1:0
+upstreams:
+  app: http://{up}
+sites:
+  - name: shop
+    upstream: app
+    rules: [shop.conf]
+    custom:
+      - name: login
+        when: 'http.request.uri.path eq "/login"'
+        action: rate_limit
+        requests: 3
+        period: 60
+        key: http.host
+      - name: seen
+        when: 'http.request.uri.path eq "/login"'
+        action: log
+"#
+        ),
+    )
+    .await;
+    let addr = server.addr();
+    for i in 0..3 {
+        assert_eq!(
+            status(addr, "a.example", "/login").await,
+            StatusCode::OK,
+            "request {i}"
+        );
+    }
+    let (got, headers, _) = send_to_host(addr, "a.example", "GET", "/login", "")
+        .await
+        .expect("fourth request");
+    assert_eq!(got, StatusCode::TOO_MANY_REQUESTS);
+    let retry: u64 = headers
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+        .expect("Retry-After in seconds");
+    assert!((1..=60).contains(&retry), "Retry-After {retry}");
+    // Another key, and a request the filter leaves out, are not limited.
+    assert_eq!(status(addr, "b.example", "/login").await, StatusCode::OK);
+    assert_eq!(status(addr, "a.example", "/other").await, StatusCode::OK);
+    assert_eq!(hits.load(Ordering::SeqCst), 5);
+    log_shows(
+        &log,
+        "custom rule \"shop/login\" over 3 requests in 60 s by http.host: 429, retry after",
+    )
+    .await;
+    let text = server.metrics().render(Default::default());
+    for line in [
+        "waf_custom_rule_actions_total{rule=\"shop/login\",action=\"rate_limit\"} 1",
+        // The rules after a limit see the requests it let through.
+        "waf_custom_rule_actions_total{rule=\"shop/seen\",action=\"log\"} 4",
+    ] {
+        assert!(text.contains(line), "no {line} in:\n{text}");
+    }
+    // The counts are the process's: a reload keeps them.
+    server.reload().expect("reload");
+    assert_eq!(
+        status(addr, "a.example", "/login").await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(hits.load(Ordering::SeqCst), 5);
+}
+
+#[tokio::test]
 async fn weights_share_the_load_and_a_backup_takes_over_when_the_primaries_are_down() {
     let dir = scratch("weights");
     let (hits, addrs) = backends(3).await;
@@ -987,6 +1061,12 @@ fn broken_manifests_say_where_and_why() {
         ("sites:\n  - name: a\n    upstream: app\n    exceptions:\n      - when: ssl\n        remove_ids: [\"9-1\"]\n", "`9-1` is not a rule id or a range"),
         ("sites:\n  - name: a\n    upstream: app\n    custom:\n      - name: c\n        when: ssl\n        action: explode\n", "unknown action `explode`"),
         ("sites:\n  - name: a\n    upstream: app\n    custom:\n      - name: c\n        when: ssl\n        action: block\n        status: 200\n", "a block answers 4xx or 5xx"),
+        ("sites:\n  - name: a\n    upstream: app\n    custom:\n      - name: c\n        when: ssl\n        action: rate_limit\n", "custom[0]: a rate limit needs `requests`"),
+        ("sites:\n  - name: a\n    upstream: app\n    custom:\n      - name: c\n        when: ssl\n        action: rate_limit\n        requests: 0\n", "custom[0].requests: allow at least 1 request per period"),
+        ("sites:\n  - name: a\n    upstream: app\n    custom:\n      - name: c\n        when: ssl\n        action: rate_limit\n        requests: 5\n        period: 0\n", "custom[0].period: 0: seconds, 1 to 86400"),
+        ("sites:\n  - name: a\n    upstream: app\n    custom:\n      - name: c\n        when: ssl\n        action: rate_limit\n        requests: 5\n        key: http.request.uri.path.length\n", "custom[0].key: `http.request.uri.path.length`"),
+        ("sites:\n  - name: a\n    upstream: app\n    custom:\n      - name: c\n        when: ssl\n        action: rate_limit\n        requests: 5\n        status: 200\n", "custom[0].status: status 200: a rate limit answers 4xx or 5xx"),
+        ("sites:\n  - name: a\n    upstream: app\n    custom:\n      - name: c\n        when: ssl\n        action: block\n        requests: 5\n", "only `rate_limit` takes `requests`"),
         ("sites:\n  - name: a\n    upstream: app\n    rules: [broken.conf]\n", "site a: "),
         ("sites:\n  - name: a\n    upstream: app\n    rules: [missing.conf]\n", "site a: "),
         ("sites: []\n", "name at least one site"),
