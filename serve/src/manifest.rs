@@ -205,6 +205,9 @@ struct CustomFile {
     /// `rate_limit`: what requests are counted by (`ip.src` by default).
     #[serde(default)]
     key: Option<String>,
+    /// `rate_limit`: only log the requests over the limit.
+    #[serde(default)]
+    dry_run: Option<bool>,
 }
 
 /// A manifest that could not be used: the file, where in it, and why.
@@ -467,6 +470,7 @@ impl Manifest {
                         ("requests", c.requests.is_some()),
                         ("period", c.period.is_some()),
                         ("key", c.key.is_some()),
+                        ("dry_run", c.dry_run.is_some()),
                     ];
                     if let Some((name, _)) = given.iter().find(|(_, g)| *g) {
                         return Err(invalid(
@@ -721,6 +725,7 @@ fn rate_limit_of(
         period,
         key,
         status,
+        dry_run: c.dry_run.unwrap_or(false),
     })
 }
 

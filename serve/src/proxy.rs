@@ -975,9 +975,15 @@ async fn handle(
             tx.unique_id(),
         ));
     };
-    let custom = site.custom_action(&view, |c| {
-        state.metrics.custom(&c.name, "log");
-        log_custom(c, "matched");
+    let custom = site.custom_action(&view, |c, dry_run| match (&c.action, dry_run) {
+        (CustomAction::RateLimit(limit), Some(retry_after)) => {
+            state.metrics.custom(&c.name, "rate_limit_dry_run");
+            log_custom(c, &limit.over_message(retry_after));
+        }
+        _ => {
+            state.metrics.custom(&c.name, "log");
+            log_custom(c, "matched");
+        }
     });
     let mut allow_all = false;
     if let Some(acting) = custom {
@@ -1022,17 +1028,7 @@ async fn handle(
                 });
                 state.metrics.custom(&c.name, "rate_limit");
                 state.metrics.intervention(0, limit.status);
-                log_custom(
-                    c,
-                    &format!(
-                        "over {} requests in {} s by {}: {}, retry after {} s",
-                        limit.requests,
-                        limit.period,
-                        limit.key.source(),
-                        limit.status,
-                        acting.retry_after
-                    ),
-                );
+                log_custom(c, &limit.over_message(acting.retry_after));
                 let status =
                     StatusCode::from_u16(limit.status).unwrap_or(StatusCode::TOO_MANY_REQUESTS);
                 let mut r = block_response(

@@ -52,6 +52,9 @@ pub struct RateLimit {
     pub key: crate::filter::Key,
     /// The status of a request over the limit (429 by default).
     pub status: u16,
+    /// Only log the requests over the limit (nginx's `limit_req_dry_run`):
+    /// to see what a limit would do before it acts.
+    pub dry_run: bool,
 }
 
 impl RateLimit {
@@ -71,6 +74,22 @@ impl RateLimit {
         let store = crate::rules::collection_store();
         let (n, left) = store.count_in_window(&id, self.period, now)?;
         (n > self.requests).then_some(left.max(1))
+    }
+
+    /// The error log's words for a request over the limit.
+    pub(crate) fn over_message(&self, retry_after: u64) -> String {
+        let (what, dry) = if self.dry_run {
+            ("would answer", " (dry run)")
+        } else {
+            ("answered", "")
+        };
+        format!(
+            "over {} requests in {} s by {}: {what} {}, retry after {retry_after} s{dry}",
+            self.requests,
+            self.period,
+            self.key.source(),
+            self.status,
+        )
     }
 }
 
@@ -115,27 +134,31 @@ pub struct Site {
 impl Site {
     /// The first custom rule that acts on the request (a block, redirect
     /// or allow, or a rate limit the request is over), after calling
-    /// `logged` for each `log` rule met on the way. A rate limit counts
-    /// each request its filter matches.
+    /// `logged` for each rule met on the way that only logs: a `log` rule
+    /// (with `None`), or a rate limit in dry run the request is over (with
+    /// the seconds its window has left). A rate limit counts each request
+    /// its filter matches.
     pub(crate) fn custom_action<'s>(
         &'s self,
         r: &RequestView<'_>,
-        mut logged: impl FnMut(&'s CustomRule),
+        mut logged: impl FnMut(&'s CustomRule, Option<u64>),
     ) -> Option<Acting<'s>> {
         for c in &self.custom {
             if !c.when.matches(r) {
                 continue;
             }
             match &c.action {
-                CustomAction::Log => logged(c),
-                CustomAction::RateLimit(limit) => {
-                    if let Some(retry_after) = limit.over(&c.name, r) {
+                CustomAction::Log => logged(c, None),
+                CustomAction::RateLimit(limit) => match limit.over(&c.name, r) {
+                    Some(retry_after) if limit.dry_run => logged(c, Some(retry_after)),
+                    Some(retry_after) => {
                         return Some(Acting {
                             rule: c,
                             retry_after,
-                        });
+                        })
                     }
-                }
+                    None => {}
+                },
                 _ => {
                     return Some(Acting {
                         rule: c,

@@ -388,6 +388,11 @@ sites:
       - name: seen
         when: 'http.request.uri.path eq "/login"'
         action: log
+      - name: search-trial
+        when: 'http.request.uri.path eq "/search"'
+        action: rate_limit
+        requests: 1
+        dry_run: true
 "#
         ),
     )
@@ -416,14 +421,25 @@ sites:
     assert_eq!(hits.load(Ordering::SeqCst), 5);
     log_shows(
         &log,
-        "custom rule \"shop/login\" over 3 requests in 60 s by http.host: 429, retry after",
+        "custom rule \"shop/login\" over 3 requests in 60 s by http.host: answered 429, retry after",
     )
     .await;
+    // In dry run, a limit only logs what it would do.
+    for _ in 0..2 {
+        assert_eq!(status(addr, "a.example", "/search").await, StatusCode::OK);
+    }
+    log_shows(
+        &log,
+        "custom rule \"shop/search-trial\" over 1 requests in 60 s by ip.src: would answer 429, retry after",
+    )
+    .await;
+    assert!(log.text().contains(" s (dry run) [when"), "{}", log.text());
     let text = server.metrics().render(Default::default());
     for line in [
         "waf_custom_rule_actions_total{rule=\"shop/login\",action=\"rate_limit\"} 1",
         // The rules after a limit see the requests it let through.
         "waf_custom_rule_actions_total{rule=\"shop/seen\",action=\"log\"} 4",
+        "waf_custom_rule_actions_total{rule=\"shop/search-trial\",action=\"rate_limit_dry_run\"} 1",
     ] {
         assert!(text.contains(line), "no {line} in:\n{text}");
     }
@@ -433,7 +449,7 @@ sites:
         status(addr, "a.example", "/login").await,
         StatusCode::TOO_MANY_REQUESTS
     );
-    assert_eq!(hits.load(Ordering::SeqCst), 5);
+    assert_eq!(hits.load(Ordering::SeqCst), 7);
 }
 
 #[tokio::test]
@@ -1067,6 +1083,7 @@ fn broken_manifests_say_where_and_why() {
         ("sites:\n  - name: a\n    upstream: app\n    custom:\n      - name: c\n        when: ssl\n        action: rate_limit\n        requests: 5\n        key: http.request.uri.path.length\n", "custom[0].key: `http.request.uri.path.length`"),
         ("sites:\n  - name: a\n    upstream: app\n    custom:\n      - name: c\n        when: ssl\n        action: rate_limit\n        requests: 5\n        status: 200\n", "custom[0].status: status 200: a rate limit answers 4xx or 5xx"),
         ("sites:\n  - name: a\n    upstream: app\n    custom:\n      - name: c\n        when: ssl\n        action: block\n        requests: 5\n", "only `rate_limit` takes `requests`"),
+        ("sites:\n  - name: a\n    upstream: app\n    custom:\n      - name: c\n        when: ssl\n        action: log\n        dry_run: true\n", "only `rate_limit` takes `dry_run`"),
         ("sites:\n  - name: a\n    upstream: app\n    rules: [broken.conf]\n", "site a: "),
         ("sites:\n  - name: a\n    upstream: app\n    rules: [missing.conf]\n", "site a: "),
         ("sites: []\n", "name at least one site"),
