@@ -452,6 +452,48 @@ sites:
     assert_eq!(hits.load(Ordering::SeqCst), 7);
 }
 
+/// Concurrent requests of one key get exactly the limit through: the
+/// count is one increment under a lock, never read then written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rate_limit_lets_exactly_its_requests_through_under_concurrency() {
+    let dir = scratch("rate-limit-concurrent");
+    let hits = Arc::new(AtomicUsize::new(0));
+    let up = backend(hits.clone()).await;
+    let (server, _log) = serve_manifest(
+        &dir,
+        SHOP_RULES,
+        &format!(
+            "listen: 127.0.0.1:0\nupstreams:\n  app: http://{up}\nsites:\n  - name: shop\n    upstream: app\n    rules: [shop.conf]\n    custom:\n      - name: api\n        when: 'http.request.uri.path eq \"/api\"'\n        action: rate_limit\n        requests: 100\n        period: 600\n"
+        ),
+    )
+    .await;
+    let addr = server.addr();
+    let clients: Vec<_> = (0..8)
+        .map(|_| {
+            tokio::spawn(async move {
+                let mut codes = Vec::new();
+                for _ in 0..25 {
+                    codes.push(status(addr, "shop.example", "/api").await);
+                }
+                codes
+            })
+        })
+        .collect();
+    let mut ok = 0;
+    let mut limited = 0;
+    for c in clients {
+        for code in c.await.expect("client") {
+            match code {
+                StatusCode::OK => ok += 1,
+                StatusCode::TOO_MANY_REQUESTS => limited += 1,
+                other => panic!("unexpected {other}"),
+            }
+        }
+    }
+    assert_eq!((ok, limited), (100, 100));
+    assert_eq!(hits.load(Ordering::SeqCst), 100);
+}
+
 #[tokio::test]
 async fn weights_share_the_load_and_a_backup_takes_over_when_the_primaries_are_down() {
     let dir = scratch("weights");
