@@ -113,6 +113,11 @@ pub struct Args {
     /// evicted [default: 64].
     #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     pub collection_memory: Option<u64>,
+    /// Keep the persistent collections (and `rate_limit` counts) across
+    /// restarts in FILE: read at start, written at shutdown (SIGTERM,
+    /// Ctrl-C) [default: in memory only].
+    #[arg(long, value_name = "FILE")]
+    pub collection_file: Option<PathBuf>,
     /// TLS certificate chain (PEM); with --tls-key.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -227,6 +232,7 @@ pub fn run(args: Args) -> CmdResult {
     if let Some(mib) = args.collection_memory {
         config.collection_memory = (mib as usize) << 20;
     }
+    config.collection_file = args.collection_file.clone();
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(c), Some(k)) => Some(waf_serve::tls::load(c, k).map_err(CliError::usage)?),
         _ => None,
@@ -277,6 +283,7 @@ fn run_manifest(path: &Path, args: &Args) -> CmdResult {
         ("--workers", args.workers.is_some()),
         ("--value-cache", args.value_cache.is_some()),
         ("--collection-memory", args.collection_memory.is_some()),
+        ("--collection-file", args.collection_file.is_some()),
         ("--trusted-proxy", !args.trusted_proxies.is_empty()),
         ("--request-id-header", args.request_id_header.is_some()),
     ];

@@ -677,6 +677,66 @@ fn serve_reloads_when_the_rule_files_change() {
     );
 }
 
+/// `--collection-file`: a client's count, written when the process stops,
+/// is read by the next one, which blocks the client's fourth request; a
+/// damaged file is reported and the process starts anyway.
+#[test]
+fn serve_keeps_persistent_collections_across_a_restart_in_a_file() {
+    use std::time::Duration;
+    let upstream = common::backend(100, Duration::ZERO, "ok\n");
+    let dir = std::env::temp_dir().join(format!("waf-cli-collections-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let rules = dir.join("count.conf");
+    std::fs::write(
+        &rules,
+        "SecRuleEngine On\n\
+         SecAction \"id:1,phase:1,pass,nolog,initcol:ip=%{ARGS.client}\"\n\
+         SecAction \"id:2,phase:1,pass,nolog,setvar:ip.hits=+1\"\n\
+         SecRule IP:hits \"@gt 3\" \"id:3,phase:1,deny,status:429\"\n",
+    )
+    .expect("write");
+    let file = dir.join("collections.bin");
+    let args = [
+        rules.display().to_string(),
+        "--upstream".into(),
+        format!("http://{upstream}"),
+        "--collection-file".into(),
+        file.display().to_string(),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let status_of = |listen: &str, client: &str| -> u16 {
+        common::get(listen, &format!("/?client={client}"))
+            .get(9..12)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0)
+    };
+    let (child, listen) = common::start_serve(&args);
+    let first: Vec<u16> = (0..3).map(|_| status_of(&listen, "a")).collect();
+    let (code, stderr1) = common::stop(child);
+    let (child, listen) = common::start_serve(&args);
+    let after = [status_of(&listen, "a"), status_of(&listen, "b")];
+    let (_, stderr2) = common::stop(child);
+    std::fs::write(&file, b"not a snapshot").expect("write");
+    let (child, listen) = common::start_serve(&args);
+    let damaged = status_of(&listen, "a");
+    let (_, stderr3) = common::stop(child);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(first, [200, 200, 200], "{stderr1}");
+    assert_eq!(code, Some(0), "{stderr1}");
+    assert!(
+        stderr1.contains("persistent collections: no ") && stderr1.contains("records written to"),
+        "{stderr1}"
+    );
+    assert!(
+        stderr2.contains("persistent collections: 1 records read from"),
+        "{stderr2}"
+    );
+    assert_eq!(after, [429, 200], "{stderr2}");
+    assert!(stderr3.contains("not a collections snapshot"), "{stderr3}");
+    assert_eq!(damaged, 200, "{stderr3}");
+}
+
 /// A manifest's files are watched with it: an edit to a site's block page
 /// reloads, and the next block shows the new page.
 #[test]

@@ -350,6 +350,105 @@ impl CollectionStore {
         Some((n, v.expires.saturating_sub(now)))
     }
 
+    /// Writes every record with a live variable to `w`, for
+    /// [`CollectionStore::read_snapshot`] to read back after a restart:
+    /// ids, the time of each record's last write, and each live variable
+    /// with its expiry (epoch seconds, so they mean the same later). The
+    /// number of records written. A shard is copied under its lock and
+    /// written after, so requests wait for no I/O.
+    pub fn write_snapshot(&self, w: &mut impl std::io::Write, now: u64) -> std::io::Result<u64> {
+        w.write_all(SNAPSHOT_MAGIC)?;
+        let mut records = 0;
+        let mut buf = Vec::new();
+        for shard in self.shards.iter() {
+            buf.clear();
+            if let Ok(shard) = shard.lock() {
+                for (id, r) in &shard.records {
+                    let live = r.vars.iter().filter(|v| v.live(now));
+                    let n = live.clone().count();
+                    if n == 0 {
+                        continue;
+                    }
+                    put_field(&mut buf, id);
+                    buf.extend_from_slice(&r.updated.to_le_bytes());
+                    buf.extend_from_slice(&(n as u32).to_le_bytes());
+                    for v in live {
+                        put_field(&mut buf, &v.name);
+                        put_field(&mut buf, &v.value);
+                        buf.extend_from_slice(&v.expires.to_le_bytes());
+                    }
+                    records += 1;
+                }
+            }
+            w.write_all(&buf)?;
+        }
+        Ok(records)
+    }
+
+    /// Reads what [`CollectionStore::write_snapshot`] wrote into this
+    /// store, at `now`: records idle for `timeout` seconds and variables
+    /// past their expiry are left out, and the store's limit holds (the
+    /// records are written as `setvar`s would write them). The number of
+    /// records read; on a file that is not a snapshot, or is damaged or
+    /// cut short, an error saying so (the records before the damage are
+    /// kept). The input is not trusted: lengths are checked before
+    /// anything is allocated for them.
+    pub fn read_snapshot(
+        &self,
+        r: &mut impl std::io::Read,
+        now: u64,
+        timeout: u64,
+    ) -> Result<u64, String> {
+        let mut magic = [0u8; SNAPSHOT_MAGIC.len()];
+        r.read_exact(&mut magic)
+            .map_err(|_| "not a collections snapshot (too short)".to_string())?;
+        if &magic != SNAPSHOT_MAGIC {
+            return Err("not a collections snapshot (no `waf-collections1` header)".into());
+        }
+        let mut records = 0;
+        let mut out = Vec::new();
+        let damaged = |records: u64, what: &str| {
+            format!("damaged or cut short after {records} records: {what}")
+        };
+        loop {
+            let id = match get_field(r) {
+                Ok(Some(id)) => id,
+                Ok(None) => return Ok(records),
+                Err(e) => return Err(damaged(records, &e)),
+            };
+            let updated = get_u64(r).map_err(|e| damaged(records, &e))?;
+            let n = get_u32(r).map_err(|e| damaged(records, &e))?;
+            let mut vars = Vec::new();
+            for _ in 0..n {
+                let name = get_field(r)
+                    .and_then(|f| f.ok_or_else(|| "a variable cut short".to_string()))
+                    .map_err(|e| damaged(records, &e))?;
+                let value = get_field(r)
+                    .and_then(|f| f.ok_or_else(|| "a value cut short".to_string()))
+                    .map_err(|e| damaged(records, &e))?;
+                let expires = get_u64(r).map_err(|e| damaged(records, &e))?;
+                vars.push((name, value, expires));
+            }
+            if now >= updated.saturating_add(timeout) {
+                continue;
+            }
+            for (name, value, expires) in vars {
+                if expires != 0 && now >= expires {
+                    continue;
+                }
+                // As the write it was, at the time it was: the record's
+                // idle time counts from its last write, not from now.
+                let at = updated.min(now);
+                if self.apply(&id, &name, StoreOp::Set(&value), at, timeout, &mut out)
+                    && expires != 0
+                {
+                    self.expire(&id, &name, expires.saturating_sub(at), at);
+                }
+            }
+            records += 1;
+        }
+    }
+
     /// `expirevar`: variable `name` of record `id` is gone `seconds` after
     /// `now` (if it exists).
     pub(crate) fn expire(&self, id: &[u8], name: &[u8], seconds: u64, now: u64) {
@@ -401,6 +500,58 @@ impl Shard {
     }
 }
 
+/// The first bytes of a snapshot (`write_snapshot`): a format name and
+/// version.
+const SNAPSHOT_MAGIC: &[u8; 16] = b"waf-collections1";
+
+/// The longest id, name or value a snapshot may hold: the store keeps none
+/// longer than a shard's share of its limit, and a damaged length must not
+/// make the reader allocate gigabytes.
+const SNAPSHOT_FIELD_MAX: u32 = 64 << 20;
+
+fn put_field(buf: &mut Vec<u8>, b: &[u8]) {
+    buf.extend_from_slice(&(b.len() as u32).to_le_bytes());
+    buf.extend_from_slice(b);
+}
+
+/// A length-prefixed field; `None` at a clean end of input (before its
+/// length).
+fn get_field(r: &mut impl std::io::Read) -> Result<Option<Vec<u8>>, String> {
+    let mut len = [0u8; 4];
+    let mut got = 0;
+    while got < len.len() {
+        match r.read(&mut len[got..]) {
+            Ok(0) if got == 0 => return Ok(None),
+            Ok(0) => return Err("a length cut short".into()),
+            Ok(k) => got += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    let len = u32::from_le_bytes(len);
+    if len > SNAPSHOT_FIELD_MAX {
+        return Err(format!("a field of {len} bytes"));
+    }
+    let mut b = vec![0u8; len as usize];
+    r.read_exact(&mut b)
+        .map_err(|_| "a field cut short".to_string())?;
+    Ok(Some(b))
+}
+
+fn get_u64(r: &mut impl std::io::Read) -> Result<u64, String> {
+    let mut b = [0u8; 8];
+    r.read_exact(&mut b)
+        .map_err(|_| "a time cut short".to_string())?;
+    Ok(u64::from_le_bytes(b))
+}
+
+fn get_u32(r: &mut impl std::io::Read) -> Result<u32, String> {
+    let mut b = [0u8; 4];
+    r.read_exact(&mut b)
+        .map_err(|_| "a count cut short".to_string())?;
+    Ok(u32::from_le_bytes(b))
+}
+
 /// Not written for `timeout` seconds.
 fn stale(r: &Record, now: u64, timeout: u64) -> bool {
     now >= r.updated.saturating_add(timeout)
@@ -435,6 +586,47 @@ mod tests {
         let mut out = Vec::new();
         assert!(s.apply(&id(key), name.as_bytes(), op, now, 3600, &mut out));
         String::from_utf8(out).expect("utf-8")
+    }
+
+    #[test]
+    fn a_snapshot_is_read_back_with_its_expiries_and_damage_is_an_error() {
+        let s = CollectionStore::default();
+        apply(&s, "a", "hits", StoreOp::Add(7), 1000);
+        apply(&s, "a", "blocked", StoreOp::Set(b"1"), 1000);
+        s.expire(&id("a"), b"blocked", 600, 1000);
+        apply(&s, "b", "gone", StoreOp::Set(b"x"), 1000);
+        s.expire(&id("b"), b"gone", 10, 1000);
+        apply(&s, "old", "hits", StoreOp::Add(1), 10);
+        let mut file = Vec::new();
+        // "b" has no live variable at 1100.
+        assert_eq!(s.write_snapshot(&mut file, 1100).expect("write"), 2);
+        let t = CollectionStore::default();
+        // Idle for 1,000 s, "old" is dropped by a reader with that timeout.
+        assert_eq!(t.read_snapshot(&mut &file[..], 1200, 1000), Ok(1));
+        assert_eq!(
+            read(&t, "a", 1200),
+            [("hits".into(), "7".into()), ("blocked".into(), "1".into())]
+        );
+        // The expiry is the one written: gone at 1600.
+        assert_eq!(read(&t, "a", 1600), [("hits".to_string(), "7".to_string())]);
+        assert!(read(&t, "old", 1200).is_empty());
+        // Counting goes on from the value read.
+        assert_eq!(apply(&t, "a", "hits", StoreOp::Add(1), 1201), "8");
+        // Damaged input: an error, what came before kept, nothing panics.
+        let u = CollectionStore::default();
+        let cut = &file[..file.len() - 3];
+        let e = u.read_snapshot(&mut &cut[..], 1200, 3600).expect_err("cut");
+        assert!(e.contains("cut short"), "{e}");
+        assert!(u.read_snapshot(&mut &b"hello"[..], 0, 3600).is_err());
+        assert!(u
+            .read_snapshot(&mut &b"waf-collections2xxxx"[..], 0, 3600)
+            .is_err());
+        let mut huge = SNAPSHOT_MAGIC.to_vec();
+        huge.extend_from_slice(&u32::MAX.to_le_bytes());
+        let e = u.read_snapshot(&mut &huge[..], 0, 3600).expect_err("huge");
+        assert!(e.contains("a field of 4294967295 bytes"), "{e}");
+        // An empty snapshot reads as no records.
+        assert_eq!(u.read_snapshot(&mut &SNAPSHOT_MAGIC[..], 0, 3600), Ok(0));
     }
 
     #[test]

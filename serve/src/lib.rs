@@ -73,6 +73,7 @@ pub use rules::{RuleSource, Rules};
 pub use site::{CustomAction, CustomRule, Exception, Site, Sites};
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -153,6 +154,10 @@ pub struct Config {
     /// when a server starts and on every reload: a smaller value is reached
     /// as records are written.
     pub collection_memory: usize,
+    /// Where the persistent collections (and the `rate_limit` counts) are
+    /// kept across restarts: read when a server starts, written when it
+    /// shuts down (`None`: in memory only).
+    pub collection_file: Option<PathBuf>,
     /// Bind the listeners (and the admin address) with `SO_REUSEPORT`, so
     /// that a second process can listen on the same addresses while this
     /// one runs: a new binary or configuration takes over without a moment
@@ -205,6 +210,7 @@ impl Config {
             workers: None,
             value_cache: waf_engine::EvalOptions::DEFAULT_XCACHE_RECORDS,
             collection_memory: waf_engine::StoreLimits::default().max_bytes,
+            collection_file: None,
             reuse_port: false,
             request_id_header: None,
         }
@@ -568,6 +574,8 @@ impl Server {
         if let Some(t) = self.admin_task {
             t.abort();
         }
+        // After the last request: nothing writes the store any more.
+        self.state.save_collections();
         let mut logs_written = true;
         for log in self.state.logs() {
             logs_written &= log.flush(LOG_FLUSH).await;

@@ -58,6 +58,8 @@ struct File {
     #[serde(default)]
     collection_memory: Option<usize>,
     #[serde(default)]
+    collection_file: Option<PathBuf>,
+    #[serde(default)]
     trusted_proxies: Vec<String>,
     #[serde(default)]
     request_id_header: Option<String>,
@@ -602,6 +604,7 @@ impl Manifest {
             };
             config.collection_memory = bytes;
         }
+        config.collection_file = file.collection_file.as_deref().map(resolve);
         // Every timeout but the shutdown's must leave time for something:
         // 0 s would fail every connection, request or tunnel at once.
         let t = &file.timeouts;

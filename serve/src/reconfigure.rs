@@ -9,7 +9,8 @@
 //!   limits, `on_error`, `time_budget_ms`, `trusted_proxies`) take effect
 //!   for every connection, request, upstream connection and tunnel that
 //!   starts after the reload; those in flight keep what they started with;
-//!   `collection_memory` for the next writes to the persistent collections;
+//!   `collection_memory` for the next writes to the persistent collections,
+//!   `collection_file` for where the shutdown writes them;
 //! - the settings that shape the process (the listeners, their TLS files'
 //!   paths and `proxy_protocol`, the admin address, the log files,
 //!   `upstream_ca`, `workers`, `value_cache`, `watch_interval`, `profile`,
@@ -131,6 +132,7 @@ pub(crate) fn apply(
     live!(trusted_proxies, "trusted_proxies");
     live!(request_id_header, "request_id_header");
     live!(collection_memory, "collection_memory");
+    live!(collection_file, "collection_file");
     let mut notes = Vec::new();
     if !applied.is_empty() {
         notes.push(format!("settings applied: {}", applied.join(", ")));

@@ -68,11 +68,8 @@ impl RateLimit {
         id.extend_from_slice(rule.as_bytes());
         id.push(0);
         self.key.with_value(r, |v| id.extend_from_slice(v));
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
         let store = crate::rules::collection_store();
-        let (n, left) = store.count_in_window(&id, self.period, now)?;
+        let (n, left) = store.count_in_window(&id, self.period, crate::proxy::epoch_secs())?;
         (n > self.requests).then_some(left.max(1))
     }
 
