@@ -41,6 +41,11 @@ pub(super) struct RuleBuilder {
     pub skip: Option<u32>,
     pub skip_after: Option<Text>,
     pub links: Vec<LinkBuilder>,
+    /// Persistent collections the rule opens (`initcol`, `setsid`,
+    /// `setuid`, `setrsc`), and its `setvar`s on persistent collections,
+    /// each with the action's span (see `setvar_before_open`).
+    pub opens: Vec<(names::Variable, Span)>,
+    pub persistent_setvars: Vec<(names::Variable, Span)>,
 }
 
 impl RuleBuilder {
@@ -57,6 +62,8 @@ impl RuleBuilder {
             skip: None,
             skip_after: None,
             links: vec![LinkBuilder::default(); links],
+            opens: Vec::new(),
+            persistent_setvars: Vec::new(),
         }
     }
 }
@@ -94,68 +101,26 @@ pub(super) fn head_meta(head: &RuleAst) -> HeadMeta {
     }
 }
 
-/// The persistent collection an action that opens one opens: `initcol`'s
-/// (`initcol:ip=...`), `setsid`'s, `setuid`'s, `setrsc`'s; lowercase.
-fn opened_collection(a: &ActionAst) -> Option<String> {
-    let value = a.value.as_ref().map(|v| v.value.as_str());
-    match A::lookup(&a.name)? {
-        A::InitCol => {
-            let (coll, _) = value?.split_once('=')?;
-            Some(coll.trim().to_ascii_lowercase())
-        }
-        A::SetSid => Some("session".into()),
-        A::SetUid => Some("user".into()),
-        A::SetRsc => Some("resource".into()),
-        _ => None,
-    }
-}
-
-/// The collection a `setvar` writes (`setvar:'!ip.hits'` → `ip`), lowercase.
-fn setvar_collection(a: &ActionAst) -> Option<String> {
-    if A::lookup(&a.name)? != A::SetVar {
-        return None;
-    }
-    let v = a
-        .value
-        .as_ref()?
-        .value
-        .trim()
-        .trim_start_matches(['\'', '!']);
-    let (coll, _) = v.split_once('.')?;
-    Some(coll.trim().to_ascii_lowercase())
-}
-
 impl Lowerer<'_> {
     /// Warns about a `setvar` on a collection the same rule opens: a rule's
     /// `setvar`s run as it matches, its `initcol` (`setsid`, ...) after, as
     /// in ModSecurity v3 (v2 ran them in order), so the write goes to the
     /// collection an earlier rule opened, or nowhere. ModSecurity's issue
     /// tracker has this as "setvar never increments" (#3278).
-    pub(super) fn setvar_before_open<'x>(&mut self, acts: impl Iterator<Item = &'x ActionAst>) {
-        let acts: Vec<&ActionAst> = acts.collect();
-        let opened: Vec<(String, &ActionAst)> = acts
-            .iter()
-            .filter_map(|a| opened_collection(a).map(|c| (c, *a)))
-            .collect();
-        if opened.is_empty() {
-            return;
-        }
-        for a in &acts {
-            let Some(coll) = setvar_collection(a) else {
+    pub(super) fn setvar_before_open(&mut self, b: &RuleBuilder) {
+        for &(coll, at) in &b.persistent_setvars {
+            let Some(&(_, open)) = b.opens.iter().find(|(c, _)| *c == coll) else {
                 continue;
             };
-            let Some((_, open)) = opened.iter().find(|(c, _)| *c == coll) else {
-                continue;
-            };
-            let upper = coll.to_ascii_uppercase();
+            let upper = coll.name();
             self.error(
                 Diagnostic::warning(
                     Code::Suspicious,
-                    a.span,
+                    at,
                     format!("this `setvar` runs before the rule opens {upper}"),
                 )
                 .with_label("runs as the rule matches, before its `initcol`")
-                .with_related(open.span, format!("{upper} is opened here, after the rule's setvars"))
+                .with_related(open, format!("{upper} is opened here, after the rule's setvars"))
                 .with_hint(format!(
                     "open {upper} in an earlier rule (ModSecurity v3 and this engine run a rule's setvars before its initcol: unless an earlier rule opened {upper}, the write is lost)"
                 )),
@@ -340,6 +305,9 @@ impl Lowerer<'_> {
                 A::SetVar => {
                     if let Some(t) = value {
                         if let Some(sv) = self.setvar(&t.trimmed()) {
+                            if sv.collection.is_persistent() {
+                                b.persistent_setvars.push((sv.collection, a.span));
+                            }
                             b.links[n].actions.push(LinkAction::SetVar(sv));
                         }
                     }
@@ -354,6 +322,7 @@ impl Lowerer<'_> {
                 A::InitCol => {
                     if let Some(t) = value {
                         if let Some((coll, key)) = self.collection_assignment(t, true) {
+                            b.opens.push((coll, a.span));
                             b.links[n].actions.push(LinkAction::InitCol { collection: coll, key });
                         }
                     }
@@ -373,11 +342,13 @@ impl Lowerer<'_> {
                 A::SetUid | A::SetSid | A::SetRsc => {
                     if let Some(t) = value {
                         let m = macro_string(t, self.diags);
-                        b.links[n].actions.push(match kind {
-                            A::SetUid => LinkAction::SetUid(m),
-                            A::SetSid => LinkAction::SetSid(m),
-                            _ => LinkAction::SetRsc(m),
-                        });
+                        let (action, opens) = match kind {
+                            A::SetUid => (LinkAction::SetUid(m), names::Variable::User),
+                            A::SetSid => (LinkAction::SetSid(m), names::Variable::Session),
+                            _ => (LinkAction::SetRsc(m), names::Variable::Resource),
+                        };
+                        b.opens.push((opens, a.span));
+                        b.links[n].actions.push(action);
                     }
                 }
                 // Accepted without effect (`Ignored`), or reported above

@@ -455,11 +455,7 @@ impl<'a> Lowerer<'a> {
             let acts: Vec<&ActionAst> = link.actions.iter().collect();
             self.actions(&mut b, n, &acts);
         }
-        let every_action = head_actions
-            .iter()
-            .copied()
-            .chain(links.iter().skip(1).flat_map(|l| l.actions.iter()));
-        self.setvar_before_open(every_action);
+        self.setvar_before_open(&b);
 
         // id and phase checks (SecRule and SecAction heads).
         let id = match b.id {
