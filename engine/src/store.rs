@@ -21,6 +21,11 @@
 //!   in the same shard is evicted (as Redis approximates LRU); a single
 //!   record may not grow past a shard's share of the budget (the writes
 //!   that would make it do are refused, and counted).
+//!
+//! A host may also count its own events in it under the same bound
+//! ([`CollectionStore::count_in_window`]: `waf serve`'s rate limits), and
+//! keep it across restarts ([`CollectionStore::write_snapshot`],
+//! [`CollectionStore::read_snapshot`]).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
@@ -416,8 +421,10 @@ impl CollectionStore {
                 Ok(None) => return Ok(records),
                 Err(e) => return Err(damaged(records, &e)),
             };
-            let updated = get_u64(r).map_err(|e| damaged(records, &e))?;
-            let n = get_u32(r).map_err(|e| damaged(records, &e))?;
+            let updated = get_array(r, "a time").map_err(|e| damaged(records, &e))?;
+            let updated = u64::from_le_bytes(updated);
+            let n = get_array(r, "a count").map_err(|e| damaged(records, &e))?;
+            let n = u32::from_le_bytes(n);
             let mut vars = Vec::new();
             for _ in 0..n {
                 let name = get_field(r)
@@ -426,7 +433,8 @@ impl CollectionStore {
                 let value = get_field(r)
                     .and_then(|f| f.ok_or_else(|| "a value cut short".to_string()))
                     .map_err(|e| damaged(records, &e))?;
-                let expires = get_u64(r).map_err(|e| damaged(records, &e))?;
+                let expires = get_array(r, "a time").map_err(|e| damaged(records, &e))?;
+                let expires = u64::from_le_bytes(expires);
                 vars.push((name, value, expires));
             }
             if now >= updated.saturating_add(timeout) {
@@ -538,18 +546,12 @@ fn get_field(r: &mut impl std::io::Read) -> Result<Option<Vec<u8>>, String> {
     Ok(Some(b))
 }
 
-fn get_u64(r: &mut impl std::io::Read) -> Result<u64, String> {
-    let mut b = [0u8; 8];
+/// `N` bytes of a fixed-size field (`what`, for the error).
+fn get_array<const N: usize>(r: &mut impl std::io::Read, what: &str) -> Result<[u8; N], String> {
+    let mut b = [0u8; N];
     r.read_exact(&mut b)
-        .map_err(|_| "a time cut short".to_string())?;
-    Ok(u64::from_le_bytes(b))
-}
-
-fn get_u32(r: &mut impl std::io::Read) -> Result<u32, String> {
-    let mut b = [0u8; 4];
-    r.read_exact(&mut b)
-        .map_err(|_| "a count cut short".to_string())?;
-    Ok(u32::from_le_bytes(b))
+        .map_err(|_| format!("{what} cut short"))?;
+    Ok(b)
 }
 
 /// Not written for `timeout` seconds.
