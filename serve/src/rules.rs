@@ -70,7 +70,8 @@ impl RuleSource {
 /// Every ruleset compiled here uses it, those of reloads and of every site
 /// too: counters and flags survive reloads, and the sites of a manifest
 /// see the same `IP` collection (as libmodsecurity's in-memory backend,
-/// one per process).
+/// one per process). The manifest's `rate_limit` rules count in it too, and
+/// `collection_file` keeps it across restarts (`proxy::read_collections`).
 pub fn collection_store() -> &'static Arc<CollectionStore> {
     static STORE: std::sync::OnceLock<Arc<CollectionStore>> = std::sync::OnceLock::new();
     STORE.get_or_init(Default::default)
