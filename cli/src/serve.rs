@@ -115,7 +115,8 @@ pub struct Args {
     pub collection_memory: Option<u64>,
     /// Keep the persistent collections (and `rate_limit` counts) across
     /// restarts in FILE: read at start, written at shutdown (SIGTERM,
-    /// Ctrl-C) [default: in memory only].
+    /// Ctrl-C); with --reuse-port, a process that takes the port over
+    /// merges what the old one writes [default: in memory only].
     #[arg(long, value_name = "FILE")]
     pub collection_file: Option<PathBuf>,
     /// TLS certificate chain (PEM); with --tls-key.

@@ -737,6 +737,112 @@ fn serve_keeps_persistent_collections_across_a_restart_in_a_file() {
     assert_eq!(damaged, 200, "{stderr3}");
 }
 
+/// `--reuse-port` with `--collection-file`: the process that takes the
+/// port over merges what the old one writes as it stops, with what it
+/// counted itself meanwhile replayed on it, so a client's count holds the
+/// requests both processes served.
+#[test]
+fn serve_merges_persistent_collections_across_a_handoff() {
+    use std::io::BufRead;
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+    let upstream = common::backend(100, Duration::ZERO, "ok\n");
+    let dir = std::env::temp_dir().join(format!("waf-cli-handoff-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let rules = dir.join("count.conf");
+    // 3 requests before the handoff and 10 while both processes serve:
+    // the 14th is over the limit only if the counts add up.
+    std::fs::write(
+        &rules,
+        "SecRuleEngine On\n\
+         SecAction \"id:1,phase:1,pass,nolog,initcol:ip=%{ARGS.client}\"\n\
+         SecAction \"id:2,phase:1,pass,nolog,setvar:ip.hits=+1\"\n\
+         SecRule IP:hits \"@gt 13\" \"id:3,phase:1,deny,status:429\"\n",
+    )
+    .expect("write");
+    let file = dir.join("collections.bin");
+    let args = [
+        rules.display().to_string(),
+        "--upstream".into(),
+        format!("http://{upstream}"),
+        "--collection-file".into(),
+        file.display().to_string(),
+        "--reuse-port".into(),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let status_of = |listen: &str, client: &str| -> u16 {
+        common::get(listen, &format!("/?client={client}"))
+            .get(9..12)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0)
+    };
+    let (old, listen) = common::start_serve(&args);
+    let before: Vec<u16> = (0..3).map(|_| status_of(&listen, "a")).collect();
+    let mut new = std::process::Command::new(env!("CARGO_BIN_EXE_waf"))
+        .arg("serve")
+        .args(&args)
+        .args(["--listen", &listen])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the new waf serve");
+    let said = Arc::new(Mutex::new(String::new()));
+    let reader = new.stderr.take().map(|e| {
+        let said = said.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(e).lines().map_while(Result::ok) {
+                if let Ok(mut s) = said.lock() {
+                    s.push_str(&line);
+                    s.push('\n');
+                }
+            }
+        })
+    });
+    let wait_for = |text: &str| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !said.lock().is_ok_and(|s| s.contains(text)) {
+            if Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        true
+    };
+    let listening = wait_for("listening on");
+    // New connections go to either process.
+    let during: Vec<u16> = (0..10).map(|_| status_of(&listen, "a")).collect();
+    let other = status_of(&listen, "b");
+    let (code, stderr_old) = common::stop(old);
+    let merged = wait_for("records merged from");
+    let after = [status_of(&listen, "a"), status_of(&listen, "b")];
+    common::signal(&new, "TERM");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !matches!(new.try_wait(), Ok(Some(_))) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = new.kill();
+    let _ = new.wait();
+    if let Some(r) = reader {
+        let _ = r.join();
+    }
+    let stderr_new = said.lock().map(|s| s.clone()).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(before, [200; 3], "{stderr_old}");
+    assert!(listening, "{stderr_new}");
+    assert!(
+        stderr_new.contains("another process listens on"),
+        "{stderr_new}"
+    );
+    assert_eq!(during, [200; 10], "{stderr_old}\n{stderr_new}");
+    assert_eq!(other, 200);
+    assert_eq!(code, Some(0), "{stderr_old}");
+    assert!(stderr_old.contains("records written to"), "{stderr_old}");
+    assert!(merged, "{stderr_new}");
+    assert_eq!(after, [429, 200], "{stderr_old}\n{stderr_new}");
+    assert!(stderr_new.contains("records written to"), "{stderr_new}");
+}
+
 /// A manifest's files are watched with it: an edit to a site's block page
 /// reloads, and the next block shows the new page.
 #[test]

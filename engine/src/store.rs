@@ -25,11 +25,14 @@
 //! A host may also count its own events in it under the same bound
 //! ([`CollectionStore::count_in_window`]: `waf serve`'s rate limits), and
 //! keep it across restarts ([`CollectionStore::write_snapshot`],
-//! [`CollectionStore::read_snapshot`]).
+//! [`CollectionStore::read_snapshot`]), and across a handoff to a new
+//! process that serves while the old one drains
+//! ([`CollectionStore::track_changes`], [`CollectionStore::merge_snapshot`]:
+//! the new process's writes replayed on the old one's last state).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher, RandomState};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use waf_compiler::names::Variable as V;
 
@@ -48,6 +51,9 @@ const EVICTION_SAMPLE: usize = 8;
 /// proxy's RSS by 61 MiB (with 96 and 48 here: by 171 MiB).
 const VAR_OVERHEAD: usize = 112;
 const RECORD_OVERHEAD: usize = 224;
+/// The same for a noted change (a 40-byte slot and its name; the first
+/// of a record also allocates the list).
+const CHANGE_OVERHEAD: usize = 64;
 
 /// How much the store may hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,6 +80,10 @@ pub struct CollectionStore {
     max_bytes: AtomicUsize,
     evicted: AtomicU64,
     refused: AtomicU64,
+    /// Set by [`CollectionStore::track_changes`] until
+    /// [`CollectionStore::merge_snapshot`]: writes are noted in their
+    /// record's `changes`.
+    tracking: AtomicBool,
 }
 
 impl std::fmt::Debug for CollectionStore {
@@ -103,7 +113,67 @@ struct Record {
     vars: Vec<StoredVar>,
     /// Epoch seconds of the last write.
     updated: u64,
+    /// Counted against the limit: the key, the variables and the changes.
     bytes: usize,
+    /// What was written to the record while the store tracked changes
+    /// ([`CollectionStore::track_changes`]), one entry per variable; empty
+    /// otherwise. Boxed: a record's slot in its shard's map stays 8 bytes
+    /// larger, not 24, for what is empty but during a handoff.
+    #[allow(clippy::box_collection)]
+    changes: Option<Box<Vec<Change>>>,
+}
+
+impl Record {
+    fn changes(&self) -> &[Change] {
+        self.changes.as_deref().map_or(&[], |c| &c[..])
+    }
+
+    /// Drops the record's notes: the bytes they were counted for.
+    fn drop_changes(&mut self) -> usize {
+        let noted = changes_bytes(self.changes());
+        self.changes = None;
+        self.bytes -= noted;
+        noted
+    }
+}
+
+/// The writes to one variable since [`CollectionStore::track_changes`],
+/// summed up so that they can be replayed on another state of the record
+/// ([`CollectionStore::merge_snapshot`]).
+struct Change {
+    /// Lowercased.
+    name: Box<[u8]>,
+    kind: ChangeKind,
+    /// The last `expirevar`'s expiry (epoch seconds), if any.
+    expires: Option<u64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ChangeKind {
+    /// Only increments and decrements, summed (0: only an `expirevar`).
+    Added(i64),
+    /// Set to a value (increments after it included): the value is this
+    /// store's, the expiry the other state's unless an `expirevar` set it.
+    Set,
+    /// Deleted, then written again: value and expiry are this store's.
+    Replaced,
+    /// Deleted last.
+    Deleted,
+}
+
+impl ChangeKind {
+    /// The sum of `self` followed by `op`.
+    fn then(self, op: StoreOp<'_>) -> ChangeKind {
+        use ChangeKind::*;
+        match (self, op) {
+            (_, StoreOp::Delete) => Deleted,
+            (Added(x), StoreOp::Add(d)) => Added(x.saturating_add(d)),
+            (Added(x), StoreOp::Sub(d)) => Added(x.saturating_sub(d)),
+            (Added(_) | Set, StoreOp::Set(_)) => Set,
+            (Set, _) => Set,
+            (Replaced | Deleted, _) => Replaced,
+        }
+    }
 }
 
 struct StoredVar {
@@ -123,9 +193,13 @@ impl StoredVar {
 /// A write to a persistent variable.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum StoreOp<'a> {
+    /// `setvar:c.name=value`.
     Set(&'a [u8]),
+    /// `setvar:c.name=+n`.
     Add(i64),
+    /// `setvar:c.name=-n`.
     Sub(i64),
+    /// `setvar:!c.name`.
     Delete,
 }
 
@@ -147,6 +221,7 @@ impl CollectionStore {
             max_bytes: AtomicUsize::new(limits.max_bytes),
             evicted: AtomicU64::new(0),
             refused: AtomicU64::new(0),
+            tracking: AtomicBool::new(false),
         }
     }
 
@@ -246,8 +321,11 @@ impl CollectionStore {
         {
             shard.remove(id);
         }
+        let tracking = self.tracking.load(Ordering::Relaxed);
         if !shard.records.contains_key(id) {
-            if matches!(op, StoreOp::Delete) {
+            // A deletion is noted while tracking: the other state may hold
+            // the variable.
+            if matches!(op, StoreOp::Delete) && !tracking {
                 return true;
             }
             let bytes = RECORD_OVERHEAD + id.len();
@@ -259,6 +337,7 @@ impl CollectionStore {
                     vars: Vec::with_capacity(1),
                     updated: now,
                     bytes,
+                    changes: None,
                 },
             );
             shard.bytes += bytes;
@@ -315,9 +394,14 @@ impl CollectionStore {
                 expires: 0,
             }),
         }
+        let noted = if tracking {
+            note_change(r, name, |k| k.then(op), None)
+        } else {
+            0
+        };
         r.updated = now;
-        r.bytes = r.bytes + new - old;
-        shard.bytes = shard.bytes + new - old;
+        r.bytes = r.bytes + new + noted - old;
+        shard.bytes = shard.bytes + new + noted - old;
         self.evict(shard, id, now, timeout, budget);
         true
     }
@@ -404,41 +488,10 @@ impl CollectionStore {
         now: u64,
         timeout: u64,
     ) -> Result<u64, String> {
-        let mut magic = [0u8; SNAPSHOT_MAGIC.len()];
-        r.read_exact(&mut magic)
-            .map_err(|_| "not a collections snapshot (too short)".to_string())?;
-        if &magic != SNAPSHOT_MAGIC {
-            return Err("not a collections snapshot (no `waf-collections1` header)".into());
-        }
-        let mut records = 0;
         let mut out = Vec::new();
-        let damaged = |records: u64, what: &str| {
-            format!("damaged or cut short after {records} records: {what}")
-        };
-        loop {
-            let id = match get_field(r) {
-                Ok(Some(id)) => id,
-                Ok(None) => return Ok(records),
-                Err(e) => return Err(damaged(records, &e)),
-            };
-            let updated = get_array(r, "a time").map_err(|e| damaged(records, &e))?;
-            let updated = u64::from_le_bytes(updated);
-            let n = get_array(r, "a count").map_err(|e| damaged(records, &e))?;
-            let n = u32::from_le_bytes(n);
-            let mut vars = Vec::new();
-            for _ in 0..n {
-                let name = get_field(r)
-                    .and_then(|f| f.ok_or_else(|| "a variable cut short".to_string()))
-                    .map_err(|e| damaged(records, &e))?;
-                let value = get_field(r)
-                    .and_then(|f| f.ok_or_else(|| "a value cut short".to_string()))
-                    .map_err(|e| damaged(records, &e))?;
-                let expires = get_array(r, "a time").map_err(|e| damaged(records, &e))?;
-                let expires = u64::from_le_bytes(expires);
-                vars.push((name, value, expires));
-            }
+        read_records(r, |id, updated, vars| {
             if now >= updated.saturating_add(timeout) {
-                continue;
+                return false;
             }
             for (name, value, expires) in vars {
                 if expires != 0 && now >= expires {
@@ -453,25 +506,234 @@ impl CollectionStore {
                     self.expire(&id, &name, expires.saturating_sub(at), at);
                 }
             }
-            records += 1;
-        }
+            true
+        })
     }
 
     /// `expirevar`: variable `name` of record `id` is gone `seconds` after
     /// `now` (if it exists).
     pub(crate) fn expire(&self, id: &[u8], name: &[u8], seconds: u64, now: u64) {
-        let Ok(mut shard) = self.shard(id).lock() else {
+        let Ok(mut guard) = self.shard(id).lock() else {
             return;
         };
-        if let Some(r) = shard.records.get_mut(id) {
-            if let Some(v) = r
-                .vars
-                .iter_mut()
-                .find(|v| v.live(now) && v.name.eq_ignore_ascii_case(name))
-            {
-                v.expires = now.saturating_add(seconds);
+        let shard = &mut *guard;
+        let Some(r) = shard.records.get_mut(id) else {
+            return;
+        };
+        let Some(v) = r
+            .vars
+            .iter_mut()
+            .find(|v| v.live(now) && v.name.eq_ignore_ascii_case(name))
+        else {
+            return;
+        };
+        v.expires = now.saturating_add(seconds);
+        if self.tracking.load(Ordering::Relaxed) {
+            let expires = v.expires;
+            let noted = note_change(r, name, |k| k, Some(expires));
+            r.bytes += noted;
+            shard.bytes += noted;
+        }
+    }
+
+    /// Notes every write from now on, for
+    /// [`CollectionStore::merge_snapshot`] to replay them on the snapshot a
+    /// previous process writes when it stops: what a process that took the
+    /// port over from another (`waf serve --reuse-port`) calls as it
+    /// starts serving, the other one still serving until it drains. The
+    /// notes count against the limit (a few dozen bytes per variable
+    /// written).
+    pub fn track_changes(&self) {
+        self.tracking.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether writes are being noted ([`CollectionStore::track_changes`]).
+    pub fn tracks_changes(&self) -> bool {
+        self.tracking.load(Ordering::Relaxed)
+    }
+
+    /// Takes the state in a snapshot another process wrote as it stopped
+    /// (see [`CollectionStore::track_changes`]), with this store's writes
+    /// since `track_changes` replayed on it: a counter both processes
+    /// incremented holds the sum, a variable this process set or deleted
+    /// holds what it holds here, a record or variable this process did not
+    /// write holds what the snapshot says (gone if the snapshot lacks it:
+    /// the other process deleted it, or it expired or was evicted there).
+    /// Then stops noting writes. At `now`; records idle for `timeout`
+    /// seconds and expired variables in the snapshot are left out. The
+    /// number of records read; an error as [`CollectionStore::read_snapshot`]
+    /// gives, in which case the records read before the damage are merged
+    /// and this store's others kept.
+    pub fn merge_snapshot(
+        &self,
+        r: &mut impl std::io::Read,
+        now: u64,
+        timeout: u64,
+    ) -> Result<u64, String> {
+        let mut seen = HashSet::new();
+        let read = read_records(r, |id, updated, vars| {
+            if now >= updated.saturating_add(timeout) {
+                return false;
+            }
+            self.merge_record(&id, updated, vars, now, timeout);
+            seen.insert(id);
+            true
+        });
+        // Records not in the snapshot and not written here since
+        // `track_changes` held only what this process read when it started
+        // (older than the snapshot): gone. Changes are dropped under the
+        // same lock; writes between a shard's pass and the end of tracking
+        // note changes again, dropped by the second pass.
+        for shard in self.shards.iter() {
+            let Ok(mut guard) = shard.lock() else {
+                continue;
+            };
+            let shard = &mut *guard;
+            let mut freed = 0;
+            shard.records.retain(|id, r| {
+                let keep = read.is_err() || !r.changes().is_empty() || seen.contains(&**id);
+                if keep {
+                    freed += r.drop_changes();
+                } else {
+                    freed += r.bytes;
+                }
+                keep
+            });
+            shard.bytes -= freed;
+        }
+        self.stop_tracking();
+        read
+    }
+
+    /// Stops noting writes ([`CollectionStore::track_changes`]) and drops
+    /// the notes, without a merge: what a process that waited for another
+    /// one's snapshot calls when it cannot have it.
+    pub fn stop_tracking(&self) {
+        self.tracking.store(false, Ordering::Relaxed);
+        for shard in self.shards.iter() {
+            let Ok(mut guard) = shard.lock() else {
+                continue;
+            };
+            let shard = &mut *guard;
+            for r in shard.records.values_mut() {
+                shard.bytes -= r.drop_changes();
             }
         }
+    }
+
+    /// Replaces record `id` by the snapshot's state of it (`updated`,
+    /// `vars`), with this store's noted changes to it replayed on that.
+    fn merge_record(
+        &self,
+        id: &[u8],
+        updated: u64,
+        vars: Vec<SnapshotVar>,
+        now: u64,
+        timeout: u64,
+    ) {
+        let budget = self.shard_budget();
+        let Ok(mut guard) = self.shard(id).lock() else {
+            return;
+        };
+        let shard = &mut *guard;
+        let mine = shard
+            .records
+            .get(id)
+            .filter(|r| !stale(r, now, timeout))
+            .map(|r| r.changes().is_empty());
+        let mut merged: Vec<StoredVar> = vars
+            .into_iter()
+            .filter(|(_, _, expires)| *expires == 0 || now < *expires)
+            .map(|(name, value, expires)| StoredVar {
+                name: name.to_ascii_lowercase().into(),
+                value,
+                expires,
+            })
+            .collect();
+        let mut last_write = updated.min(now);
+        if mine == Some(false) {
+            if let Some(r) = shard.records.get(id) {
+                last_write = last_write.max(r.updated);
+                for c in r.changes() {
+                    let theirs = merged.iter().position(|v| *v.name == *c.name);
+                    let here = r.vars.iter().find(|v| v.live(now) && *v.name == *c.name);
+                    let expires = |theirs: Option<&StoredVar>, here: &StoredVar| {
+                        c.expires
+                            .or(theirs.map(|v| v.expires))
+                            .unwrap_or(here.expires)
+                    };
+                    match (c.kind, theirs, here) {
+                        (ChangeKind::Deleted, Some(i), _) => {
+                            merged.remove(i);
+                        }
+                        (ChangeKind::Added(d), Some(i), _) => {
+                            let v = &mut merged[i];
+                            if d != 0 {
+                                let n = crate::operator::setvar_arith(&v.value, d, true);
+                                v.value.clear();
+                                v.value
+                                    .extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+                            }
+                            if let Some(e) = c.expires {
+                                v.expires = e;
+                            }
+                        }
+                        (ChangeKind::Set, Some(i), Some(h)) => {
+                            let expires = expires(Some(&merged[i]), h);
+                            merged[i] = StoredVar {
+                                name: h.name.clone(),
+                                value: h.value.clone(),
+                                expires,
+                            };
+                        }
+                        (ChangeKind::Set | ChangeKind::Replaced, Some(i), None) => {
+                            merged.remove(i);
+                        }
+                        (ChangeKind::Replaced, Some(i), Some(h)) => {
+                            merged[i] = StoredVar {
+                                name: h.name.clone(),
+                                value: h.value.clone(),
+                                expires: h.expires,
+                            };
+                        }
+                        // Not in the snapshot: as written here.
+                        (_, None, Some(h)) if c.kind != ChangeKind::Deleted => {
+                            merged.push(StoredVar {
+                                name: h.name.clone(),
+                                value: h.value.clone(),
+                                expires: expires(None, h),
+                            })
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        shard.remove(id);
+        let mut bytes = RECORD_OVERHEAD + id.len();
+        merged.retain(|v| {
+            let b = var_bytes(&v.name, &v.value);
+            if bytes + b > budget {
+                self.refused.fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
+            bytes += b;
+            true
+        });
+        if merged.is_empty() {
+            return;
+        }
+        shard.records.insert(
+            id.into(),
+            Record {
+                vars: merged,
+                updated: last_write,
+                bytes,
+                changes: None,
+            },
+        );
+        shard.bytes += bytes;
+        self.evict(shard, id, now, timeout, budget);
     }
 
     /// Evicts records of `shard` other than `keep` until it is within its
@@ -516,6 +778,87 @@ const SNAPSHOT_MAGIC: &[u8; 16] = b"waf-collections1";
 /// longer than a shard's share of its limit, and a damaged length must not
 /// make the reader allocate gigabytes.
 const SNAPSHOT_FIELD_MAX: u32 = 64 << 20;
+
+/// A variable as a snapshot holds it: name, value, expiry.
+type SnapshotVar = (Vec<u8>, Vec<u8>, u64);
+
+/// Reads the records of a snapshot, calling `f` with each one's id, last
+/// write time and variables; `f` says whether it took the record. The
+/// number of records taken, or what is wrong with the input.
+fn read_records(
+    r: &mut impl std::io::Read,
+    mut f: impl FnMut(Vec<u8>, u64, Vec<SnapshotVar>) -> bool,
+) -> Result<u64, String> {
+    let mut magic = [0u8; SNAPSHOT_MAGIC.len()];
+    r.read_exact(&mut magic)
+        .map_err(|_| "not a collections snapshot (too short)".to_string())?;
+    if &magic != SNAPSHOT_MAGIC {
+        return Err("not a collections snapshot (no `waf-collections1` header)".into());
+    }
+    let mut records = 0;
+    let damaged =
+        |records: u64, what: &str| format!("damaged or cut short after {records} records: {what}");
+    loop {
+        let id = match get_field(r) {
+            Ok(Some(id)) => id,
+            Ok(None) => return Ok(records),
+            Err(e) => return Err(damaged(records, &e)),
+        };
+        let updated = get_array(r, "a time").map_err(|e| damaged(records, &e))?;
+        let updated = u64::from_le_bytes(updated);
+        let n = get_array(r, "a count").map_err(|e| damaged(records, &e))?;
+        let n = u32::from_le_bytes(n);
+        let mut vars = Vec::new();
+        for _ in 0..n {
+            let name = get_field(r)
+                .and_then(|f| f.ok_or_else(|| "a variable cut short".to_string()))
+                .map_err(|e| damaged(records, &e))?;
+            let value = get_field(r)
+                .and_then(|f| f.ok_or_else(|| "a value cut short".to_string()))
+                .map_err(|e| damaged(records, &e))?;
+            let expires = get_array(r, "a time").map_err(|e| damaged(records, &e))?;
+            vars.push((name, value, u64::from_le_bytes(expires)));
+        }
+        if f(id, updated, vars) {
+            records += 1;
+        }
+    }
+}
+
+/// Notes a write to variable `name` of `r` (see `Change`): its kind made
+/// by `kind` from the one noted before (`Added(0)` if none), and the
+/// `expirevar` expiry if one. The bytes the note added.
+fn note_change(
+    r: &mut Record,
+    name: &[u8],
+    kind: impl FnOnce(ChangeKind) -> ChangeKind,
+    expires: Option<u64>,
+) -> usize {
+    let changes = r.changes.get_or_insert_with(Default::default);
+    if let Some(c) = changes
+        .iter_mut()
+        .find(|c| c.name.eq_ignore_ascii_case(name))
+    {
+        c.kind = kind(c.kind);
+        if c.kind == ChangeKind::Deleted {
+            c.expires = None;
+        }
+        if expires.is_some() {
+            c.expires = expires;
+        }
+        return 0;
+    }
+    changes.push(Change {
+        name: name.to_ascii_lowercase().into(),
+        kind: kind(ChangeKind::Added(0)),
+        expires,
+    });
+    CHANGE_OVERHEAD + name.len()
+}
+
+fn changes_bytes(changes: &[Change]) -> usize {
+    changes.iter().map(|c| CHANGE_OVERHEAD + c.name.len()).sum()
+}
 
 fn put_field(buf: &mut Vec<u8>, b: &[u8]) {
     buf.extend_from_slice(&(b.len() as u32).to_le_bytes());
@@ -629,6 +972,137 @@ mod tests {
         assert!(e.contains("a field of 4294967295 bytes"), "{e}");
         // An empty snapshot reads as no records.
         assert_eq!(u.read_snapshot(&mut &SNAPSHOT_MAGIC[..], 0, 3600), Ok(0));
+    }
+
+    fn sorted(mut vars: Vec<(String, String)>) -> Vec<(String, String)> {
+        vars.sort();
+        vars
+    }
+
+    fn pairs(vars: &[(&str, &str)]) -> Vec<(String, String)> {
+        sorted(
+            vars.iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn a_merge_replays_this_store_s_writes_on_the_snapshot_of_a_process_taken_over() {
+        // What both processes read at their start.
+        let first = CollectionStore::default();
+        apply(&first, "a", "hits", StoreOp::Add(4), 900);
+        apply(&first, "a", "old", StoreOp::Set(b"y"), 900);
+        apply(&first, "evicted-there", "z", StoreOp::Set(b"1"), 900);
+        let mut start = Vec::new();
+        first.write_snapshot(&mut start, 900).expect("write");
+
+        // The old process went on from it, and stopped at 1030.
+        let old = CollectionStore::default();
+        assert_eq!(old.read_snapshot(&mut &start[..], 1000, 3600), Ok(2));
+        apply(&old, "a", "hits", StoreOp::Add(6), 1000);
+        apply(&old, "a", "blocked", StoreOp::Set(b"1"), 1000);
+        old.expire(&id("a"), b"blocked", 600, 1000);
+        apply(&old, "a", "flag", StoreOp::Set(b"x"), 1000);
+        apply(&old, "a", "old", StoreOp::Delete, 1000);
+        apply(&old, "b", "n", StoreOp::Set(b"3"), 1000);
+        apply(&old, "c", "keep", StoreOp::Set(b"k"), 1000);
+        apply(&old, "c", "drop", StoreOp::Set(b"d"), 1000);
+        apply(&old, "d", "n", StoreOp::Add(1), 1000);
+        assert_eq!(old.count_in_window(b"rl", 60, 1000), Some((1, 60)));
+        assert_eq!(old.count_in_window(b"rl", 60, 1001), Some((2, 59)));
+        // Evicted there.
+        apply(&old, "evicted-there", "z", StoreOp::Delete, 1000);
+
+        // The new process read the same start, then took the port over at
+        // 1010 and served beside the old one.
+        let new = CollectionStore::default();
+        assert_eq!(new.read_snapshot(&mut &start[..], 1010, 3600), Ok(2));
+        new.track_changes();
+        assert!(new.tracks_changes());
+        apply(&new, "a", "hits", StoreOp::Add(3), 1010);
+        apply(&new, "a", "hits", StoreOp::Sub(1), 1011);
+        new.expire(&id("a"), b"hits", 100, 1011);
+        apply(&new, "a", "flag", StoreOp::Delete, 1011);
+        apply(&new, "b", "n", StoreOp::Add(5), 1012);
+        apply(&new, "b", "n", StoreOp::Set(b"7"), 1012);
+        apply(&new, "c", "drop", StoreOp::Delete, 1012);
+        apply(&new, "d", "n", StoreOp::Delete, 1012);
+        apply(&new, "d", "n", StoreOp::Add(1), 1012);
+        apply(&new, "e", "k", StoreOp::Add(1), 1012);
+        assert_eq!(new.count_in_window(b"rl", 60, 1012), Some((1, 60)));
+        let mut last = Vec::new();
+        old.write_snapshot(&mut last, 1030).expect("write");
+
+        assert_eq!(new.merge_snapshot(&mut &last[..], 1030, 3600), Ok(5));
+        assert!(!new.tracks_changes());
+        // Increments add up (4 + 6 from the old one, 3 - 1 here) and keep
+        // this one's expirevar; a variable the old one set and this one
+        // did not write is the old one's; one deleted here is gone, and
+        // so is one that the start held and the old one deleted.
+        assert_eq!(
+            sorted(read(&new, "a", 1030)),
+            pairs(&[("blocked", "1"), ("hits", "12")])
+        );
+        assert_eq!(read(&new, "a", 1111), pairs(&[("blocked", "1")]));
+        assert!(read(&new, "a", 1600).is_empty());
+        // Set here: this one's value.
+        assert_eq!(read(&new, "b", 1030), pairs(&[("n", "7")]));
+        // Deleted here, in a record this one did not hold.
+        assert_eq!(read(&new, "c", 1030), pairs(&[("keep", "k")]));
+        // Deleted then counted again here: this one's.
+        assert_eq!(read(&new, "d", 1030), pairs(&[("n", "1")]));
+        // Only here.
+        assert_eq!(read(&new, "e", 1030), pairs(&[("k", "1")]));
+        // Only in the start, gone in the old one.
+        assert!(read(&new, "evicted-there", 1030).is_empty());
+        // The rate counts add up in the old one's window (started at 1000).
+        assert_eq!(new.count_in_window(b"rl", 60, 1031), Some((4, 29)));
+        // The notes are gone and the bytes agree with a fresh copy's.
+        apply(&new, "a", "hits", StoreOp::Add(1), 1032);
+        let mut again = Vec::new();
+        new.write_snapshot(&mut again, 1032).expect("write");
+        let copy = CollectionStore::default();
+        copy.read_snapshot(&mut &again[..], 1032, 3600)
+            .expect("read");
+        assert_eq!(copy.bytes(), new.bytes());
+        assert_eq!(copy.records(), new.records());
+
+        // A damaged snapshot: what came before the damage is merged, this
+        // store's other records kept, and tracking ends.
+        let kept = CollectionStore::default();
+        apply(&kept, "z", "v", StoreOp::Set(b"1"), 1000);
+        kept.track_changes();
+        let cut = &last[..last.len() - 3];
+        assert!(kept.merge_snapshot(&mut &cut[..], 1030, 3600).is_err());
+        assert_eq!(read(&kept, "z", 1030), pairs(&[("v", "1")]));
+        assert!(!kept.tracks_changes());
+    }
+
+    #[test]
+    fn increments_during_a_merge_all_count() {
+        let old = CollectionStore::default();
+        apply(&old, "a", "hits", StoreOp::Add(100), 1000);
+        let mut last = Vec::new();
+        old.write_snapshot(&mut last, 1000).expect("write");
+        let new = std::sync::Arc::new(CollectionStore::default());
+        new.track_changes();
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let new = new.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..2000 {
+                        apply(&new, "a", "hits", StoreOp::Add(1), 1000);
+                    }
+                })
+            })
+            .collect();
+        assert_eq!(new.merge_snapshot(&mut &last[..], 1000, 3600), Ok(1));
+        for t in threads {
+            t.join().expect("thread");
+        }
+        assert_eq!(read(&new, "a", 1000), pairs(&[("hits", "8100")]));
+        assert!(!new.tracks_changes());
     }
 
     #[test]

@@ -34,6 +34,7 @@ mod access;
 mod audit;
 mod block_page;
 mod budget;
+mod collection_file;
 mod connect;
 mod encoding;
 pub mod filter;
@@ -405,6 +406,12 @@ impl Server {
             audit,
             access,
         } = logs;
+        // Looked at before this process binds the address too.
+        let predecessor = listeners.first().map(|l| l.addr).filter(|&a| {
+            config.reuse_port
+                && config.collection_file.is_some()
+                && collection_file::another_listens(a)
+        });
         let mut bound = Vec::with_capacity(listeners.len());
         let mut addrs = Vec::with_capacity(listeners.len());
         for l in listeners {
@@ -461,6 +468,7 @@ impl Server {
             access,
             metrics.clone(),
         ));
+        state.read_collections(predecessor);
         state.start_health_checks();
         let tasks = match workers {
             Some(n) => {

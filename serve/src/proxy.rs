@@ -117,9 +117,6 @@ impl State {
         metrics: Arc<Metrics>,
     ) -> State {
         apply_process_settings(&config);
-        if let Some(path) = &config.collection_file {
-            log.write(read_collections(path));
-        }
         State {
             config: Arc::new(ArcSwap::from_pointee(config)),
             upstream_tls,
@@ -176,12 +173,33 @@ impl State {
         self.config.store(Arc::new(config));
     }
 
+    /// Reads the persistent collections from `collection_file`, if any (as
+    /// the server starts, before it serves); when `predecessor` says that
+    /// another process listens on this one's address, also merges what
+    /// that one writes there when it stops (see collection_file.rs).
+    pub(crate) fn read_collections(&self, predecessor: Option<std::net::SocketAddr>) {
+        let Some(path) = self.config().collection_file.clone() else {
+            return;
+        };
+        let (line, read) = crate::collection_file::read(&path);
+        self.log.write(line);
+        if let Some(addr) = predecessor {
+            tokio::spawn(crate::collection_file::merge_when_written(
+                path,
+                read,
+                addr,
+                self.log.clone(),
+                self.shutdown.subscribe(),
+            ));
+        }
+    }
+
     /// Writes the persistent collections to the running configuration's
     /// `collection_file`, if any (at shutdown, once no request runs), and
     /// says so in the error log.
     pub(crate) fn save_collections(&self) {
         if let Some(path) = &self.config().collection_file {
-            self.log.write(write_collections(path));
+            self.log.write(crate::collection_file::write(path));
         }
     }
 
@@ -1957,72 +1975,6 @@ where
             }
         }
         std::pin::Pin::new(&mut self.rest).poll_frame(cx)
-    }
-}
-
-/// Reads the persistent collections a previous process wrote to `path`
-/// into the process's store: the error log's line about it. A missing file
-/// is a first start; a damaged one keeps what was read before the damage.
-fn read_collections(path: &std::path::Path) -> String {
-    let file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return format!(
-                "waf serve: persistent collections: no {} yet, starting empty",
-                path.display()
-            )
-        }
-        Err(e) => {
-            return format!(
-                "waf serve: persistent collections: cannot read {}: {e}; starting empty",
-                path.display()
-            )
-        }
-    };
-    let now = epoch_secs();
-    // Idle records are dropped by each ruleset's own SecCollectionTimeout
-    // when next read; here only what has expired is left out.
-    let store = crate::rules::collection_store();
-    match store.read_snapshot(&mut std::io::BufReader::new(file), now, u64::MAX) {
-        Ok(n) => format!(
-            "waf serve: persistent collections: {n} records read from {}",
-            path.display()
-        ),
-        Err(e) => format!(
-            "waf serve: persistent collections: {}: {e}; {} records kept",
-            path.display(),
-            store.records()
-        ),
-    }
-}
-
-/// Writes the process's persistent collections to `path` (a new file
-/// renamed over the old, so a crash while writing leaves the last one):
-/// the error log's line about it.
-fn write_collections(path: &std::path::Path) -> String {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = std::path::PathBuf::from(tmp);
-    let written = (|| -> std::io::Result<u64> {
-        let mut w = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
-        let n = crate::rules::collection_store().write_snapshot(&mut w, epoch_secs())?;
-        let file = w.into_inner().map_err(|e| e.into_error())?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        Ok(n)
-    })();
-    match written {
-        Ok(n) => format!(
-            "waf serve: persistent collections: {n} records written to {}",
-            path.display()
-        ),
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            format!(
-                "waf serve: persistent collections: cannot write {}: {e}",
-                path.display()
-            )
-        }
     }
 }
 

@@ -71,7 +71,7 @@ impl RuleSource {
 /// too: counters and flags survive reloads, and the sites of a manifest
 /// see the same `IP` collection (as libmodsecurity's in-memory backend,
 /// one per process). The manifest's `rate_limit` rules count in it too, and
-/// `collection_file` keeps it across restarts (`proxy::read_collections`).
+/// `collection_file` keeps it across restarts and handoffs (collection_file.rs).
 pub fn collection_store() -> &'static Arc<CollectionStore> {
     static STORE: std::sync::OnceLock<Arc<CollectionStore>> = std::sync::OnceLock::new();
     STORE.get_or_init(Default::default)
