@@ -119,6 +119,12 @@ pub struct Args {
     /// merges what the old one writes [default: in memory only].
     #[arg(long, value_name = "FILE")]
     pub collection_file: Option<PathBuf>,
+    /// Share the persistent collections (and `rate_limit` counts) with the
+    /// other instances given the same Redis (redis://[user:password@]host[:port][/db]):
+    /// each instance sends its writes and brings back the shared state
+    /// every 100 ms, off the request path.
+    #[arg(long, value_name = "URL", conflicts_with = "collection_file")]
+    pub collection_redis: Option<String>,
     /// TLS certificate chain (PEM); with --tls-key.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -234,6 +240,10 @@ pub fn run(args: Args) -> CmdResult {
         config.collection_memory = (mib as usize) << 20;
     }
     config.collection_file = args.collection_file.clone();
+    if let Some(url) = &args.collection_redis {
+        waf_serve::shared_collections::check_url(url).map_err(CliError::usage)?;
+        config.collection_redis = Some(url.clone());
+    }
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(c), Some(k)) => Some(waf_serve::tls::load(c, k).map_err(CliError::usage)?),
         _ => None,
@@ -285,6 +295,7 @@ fn run_manifest(path: &Path, args: &Args) -> CmdResult {
         ("--value-cache", args.value_cache.is_some()),
         ("--collection-memory", args.collection_memory.is_some()),
         ("--collection-file", args.collection_file.is_some()),
+        ("--collection-redis", args.collection_redis.is_some()),
         ("--trusted-proxy", !args.trusted_proxies.is_empty()),
         ("--request-id-header", args.request_id_header.is_some()),
     ];

@@ -843,6 +843,94 @@ fn serve_merges_persistent_collections_across_a_handoff() {
     assert!(stderr_new.contains("records written to"), "{stderr_new}");
 }
 
+/// `--collection-redis`: two instances sharing a Redis (started here, on
+/// loopback) count a client together and see each other's blocks, and an
+/// instance whose Redis went away goes on serving.
+#[test]
+fn serve_shares_persistent_collections_between_instances_through_redis() {
+    use std::time::{Duration, Instant};
+    let Some(redis) = common::redis_server() else {
+        return;
+    };
+    let upstream = common::backend(200, Duration::ZERO, "ok\n");
+    let dir = std::env::temp_dir().join(format!("waf-cli-redis-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let rules = dir.join("count.conf");
+    std::fs::write(
+        &rules,
+        "SecRuleEngine On\n\
+         SecAction \"id:1,phase:1,pass,nolog,initcol:ip=%{ARGS.client}\"\n\
+         SecRule ARGS:ban \"@streq 1\" \"id:2,phase:1,deny,status:403,setvar:ip.banned=1,expirevar:ip.banned=60\"\n\
+         SecRule IP:banned \"@eq 1\" \"id:3,phase:1,deny,status:403\"\n\
+         SecAction \"id:4,phase:1,pass,nolog,setvar:ip.hits=+1\"\n\
+         SecRule IP:hits \"@gt 5\" \"id:5,phase:1,deny,status:429\"\n",
+    )
+    .expect("write");
+    let args = [
+        rules.display().to_string(),
+        "--upstream".into(),
+        format!("http://{upstream}"),
+        "--collection-redis".into(),
+        format!("redis://{}", redis.addr),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let status_of = |listen: &str, query: &str| -> u16 {
+        common::get(listen, &format!("/?{query}"))
+            .get(9..12)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0)
+    };
+    let (one, at_one) = common::start_serve(&args);
+    let (two, at_two) = common::start_serve(&args);
+    let exchange = || std::thread::sleep(Duration::from_millis(400));
+    // 3 + 2 requests: under the limit on each instance and together.
+    let mut counted: Vec<u16> = (0..3).map(|_| status_of(&at_one, "client=a")).collect();
+    counted.extend((0..2).map(|_| status_of(&at_two, "client=a")));
+    exchange();
+    // The 6th, on either instance, is over it.
+    let over = [
+        status_of(&at_two, "client=a"),
+        status_of(&at_one, "client=a"),
+    ];
+    // A client banned by one instance is refused by the other once both
+    // have exchanged (two intervals of 100 ms at most, then a request).
+    let banned = status_of(&at_one, "client=c&ban=1");
+    let start = Instant::now();
+    let refused = loop {
+        if status_of(&at_two, "client=c") == 403 {
+            break Some(start.elapsed());
+        }
+        if start.elapsed() > Duration::from_secs(5) {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Redis gone: both go on serving, each counting on its own.
+    drop(redis);
+    exchange();
+    let without = [
+        status_of(&at_one, "client=d"),
+        status_of(&at_two, "client=d"),
+    ];
+    exchange();
+    let (_, stderr_one) = common::stop(one);
+    let (_, stderr_two) = common::stop(two);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(counted, [200; 5], "{stderr_one}\n{stderr_two}");
+    assert_eq!(over, [429, 429], "{stderr_one}\n{stderr_two}");
+    assert_eq!(banned, 403);
+    assert!(
+        refused.is_some_and(|t| t < Duration::from_secs(1)),
+        "{refused:?}\n{stderr_two}"
+    );
+    assert_eq!(without, [200, 200]);
+    assert!(
+        stderr_one.contains("each instance counts on its own until it answers"),
+        "{stderr_one}"
+    );
+}
+
 /// A manifest's files are watched with it: an edit to a site's block page
 /// reloads, and the next block shows the new page.
 #[test]

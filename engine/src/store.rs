@@ -84,6 +84,10 @@ pub struct CollectionStore {
     /// [`CollectionStore::merge_snapshot`]: writes are noted in their
     /// record's `changes`.
     tracking: AtomicBool,
+    /// Set by [`CollectionStore::share`]: reads mark their record (or, for
+    /// a record not held, its id in its shard's `wanted`) for the next
+    /// [`CollectionStore::take_changes`].
+    shared: AtomicBool,
 }
 
 impl std::fmt::Debug for CollectionStore {
@@ -107,7 +111,19 @@ struct Shard {
     /// Record id (see [`record_id`]) → record.
     records: HashMap<Box<[u8]>, Record>,
     bytes: usize,
+    /// Ids read while not held, in a shared store: fetched by the next
+    /// [`CollectionStore::take_changes`]. At most [`WANTED_MAX`].
+    wanted: HashSet<Box<[u8]>>,
 }
+
+/// Seconds after its last write during which a record of a shared store is
+/// brought back at every exchange, read or not (see `merge_record`).
+const SHARED_RECENT: u64 = 10;
+
+/// Ids a shard remembers as read but not held, in a shared store, between
+/// two [`CollectionStore::take_changes`]: a flood of new keys costs no
+/// more.
+const WANTED_MAX: usize = 4096;
 
 struct Record {
     vars: Vec<StoredVar>,
@@ -174,6 +190,54 @@ impl ChangeKind {
             (Replaced | Deleted, _) => Replaced,
         }
     }
+
+    /// The sum of `self` followed by `later`.
+    fn compose(self, later: ChangeKind) -> ChangeKind {
+        use ChangeKind::*;
+        match (self, later) {
+            (_, Deleted) => Deleted,
+            (_, Replaced) => Replaced,
+            (Added(x), Added(y)) => Added(x.saturating_add(y)),
+            (Added(_) | Set, Set) | (Set, Added(_)) => Set,
+            (Replaced | Deleted, Set | Added(_)) => Replaced,
+        }
+    }
+}
+
+/// The writes to one record of a shared store, to apply to its shared
+/// state (see [`CollectionStore::take_changes`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordDelta {
+    /// The record's id: the collection's name, a NUL, the key.
+    pub id: Vec<u8>,
+    /// In order; none for a record only read.
+    pub ops: Vec<DeltaOp>,
+}
+
+/// One write of a [`RecordDelta`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeltaOp {
+    /// The variable's name, lowercased.
+    pub name: Vec<u8>,
+    /// What is done to it.
+    pub kind: DeltaKind,
+}
+
+/// What a [`DeltaOp`] does to its variable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DeltaKind {
+    /// Adds to the integer the value starts with (0 when none, or when
+    /// the variable is not there).
+    Add(i64),
+    /// Sets the value.
+    Set(Vec<u8>),
+    /// Deletes the variable (and its expiry).
+    Delete,
+    /// The variable expires at this time (epoch seconds), if it is there.
+    Expire(u64),
+    /// The same, unless it has an expiry already: a window started by
+    /// another copy stays.
+    ExpireIfUnset(u64),
 }
 
 struct StoredVar {
@@ -222,6 +286,7 @@ impl CollectionStore {
             evicted: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             tracking: AtomicBool::new(false),
+            shared: AtomicBool::new(false),
         }
     }
 
@@ -280,15 +345,28 @@ impl CollectionStore {
     /// `now` (epoch seconds); a record idle for `timeout` seconds is
     /// dropped instead.
     pub(crate) fn load(&self, id: &[u8], now: u64, timeout: u64, mut f: impl FnMut(&[u8], &[u8])) {
-        let Ok(mut shard) = self.shard(id).lock() else {
+        let Ok(mut guard) = self.shard(id).lock() else {
             return;
         };
-        let Some(r) = shard.records.get(id) else {
-            return;
-        };
-        if stale(r, now, timeout) {
+        let shard = &mut *guard;
+        let shared = self.shared.load(Ordering::Relaxed);
+        let held = shard
+            .records
+            .get(id)
+            .is_some_and(|r| !stale(r, now, timeout));
+        if !held {
             shard.remove(id);
+            if shared && shard.wanted.len() < WANTED_MAX && !shard.wanted.contains(id) {
+                shard.wanted.insert(id.into());
+            }
             return;
+        }
+        let Some(r) = shard.records.get_mut(id) else {
+            return;
+        };
+        if shared && r.changes.is_none() {
+            // Read: refreshed by the next exchange with the shared store.
+            r.changes = Some(Box::default());
         }
         for v in r.vars.iter().filter(|v| v.live(now)) {
             f(&v.name, &v.value);
@@ -575,7 +653,7 @@ impl CollectionStore {
             if now >= updated.saturating_add(timeout) {
                 return false;
             }
-            self.merge_record(&id, updated, vars, now, timeout);
+            self.merge_record(&id, Some(updated), vars, now, timeout, false);
             seen.insert(id);
             true
         });
@@ -609,6 +687,10 @@ impl CollectionStore {
     /// the notes, without a merge: what a process that waited for another
     /// one's snapshot calls when it cannot have it.
     pub fn stop_tracking(&self) {
+        if self.shared.load(Ordering::Relaxed) {
+            // A shared store notes its writes for as long as it runs.
+            return;
+        }
         self.tracking.store(false, Ordering::Relaxed);
         for shard in self.shards.iter() {
             let Ok(mut guard) = shard.lock() else {
@@ -621,15 +703,173 @@ impl CollectionStore {
         }
     }
 
+    /// Makes this store one of several copies of a shared one (`waf serve`
+    /// instances sharing Redis): from now on every write is noted and
+    /// every read marks its record, so that a host can send the writes
+    /// ([`CollectionStore::take_changes`]) and bring back the shared state
+    /// of what was read or written ([`CollectionStore::merge_remote`]) at
+    /// its own pace, off the request path. Requests read and write this
+    /// copy only, never wait for the shared one.
+    pub fn share(&self) {
+        self.shared.store(true, Ordering::Relaxed);
+        self.tracking.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether [`CollectionStore::share`] was called.
+    pub fn is_shared(&self) -> bool {
+        self.shared.load(Ordering::Relaxed)
+    }
+
+    /// In a shared store ([`CollectionStore::share`]): every record written
+    /// or read since the last call, with the writes to replay on its
+    /// shared state (none for a record only read, or read but not held
+    /// here, which is to be fetched), at `now`. The notes are dropped; give
+    /// the deltas back with [`CollectionStore::restore_changes`] if they
+    /// could not be sent.
+    pub fn take_changes(&self, now: u64) -> Vec<RecordDelta> {
+        let mut out = Vec::new();
+        for shard in self.shards.iter() {
+            let Ok(mut guard) = shard.lock() else {
+                continue;
+            };
+            let shard = &mut *guard;
+            for id in shard.wanted.drain() {
+                if !shard.records.contains_key(&id) {
+                    out.push(RecordDelta {
+                        id: id.into(),
+                        ops: Vec::new(),
+                    });
+                }
+            }
+            for (id, r) in shard.records.iter_mut() {
+                let Some(notes) = r.changes.take() else {
+                    continue;
+                };
+                let noted = changes_bytes(&notes);
+                r.bytes -= noted;
+                shard.bytes -= noted;
+                let mut ops = Vec::new();
+                for c in notes.iter() {
+                    let here = r.vars.iter().find(|v| v.live(now) && *v.name == *c.name);
+                    let op = |kind| DeltaOp {
+                        name: c.name.to_vec(),
+                        kind,
+                    };
+                    // The expiry to send: an `expirevar`'s, else the one
+                    // this copy holds unless the shared one has its own (a
+                    // rate window's start).
+                    let expiry = |ops: &mut Vec<DeltaOp>, here: &StoredVar| match c.expires {
+                        Some(at) => ops.push(op(DeltaKind::Expire(at))),
+                        None if here.expires != 0 => {
+                            ops.push(op(DeltaKind::ExpireIfUnset(here.expires)))
+                        }
+                        None => {}
+                    };
+                    match (c.kind, here) {
+                        (ChangeKind::Added(by), Some(h)) => {
+                            if by != 0 {
+                                ops.push(op(DeltaKind::Add(by)));
+                            }
+                            expiry(&mut ops, h);
+                        }
+                        (ChangeKind::Set, Some(h)) => {
+                            ops.push(op(DeltaKind::Set(h.value.clone())));
+                            expiry(&mut ops, h);
+                        }
+                        (ChangeKind::Replaced, _) | (ChangeKind::Deleted, _) => {
+                            ops.push(op(DeltaKind::Delete));
+                            if let (ChangeKind::Replaced, Some(h)) = (c.kind, here) {
+                                ops.push(op(DeltaKind::Set(h.value.clone())));
+                                if h.expires != 0 {
+                                    ops.push(op(DeltaKind::Expire(h.expires)));
+                                }
+                            }
+                        }
+                        // Expired here since: so it is there.
+                        (ChangeKind::Added(_) | ChangeKind::Set, None) => {}
+                    }
+                }
+                out.push(RecordDelta {
+                    id: id.to_vec(),
+                    ops,
+                });
+            }
+        }
+        out
+    }
+
+    /// Gives back the writes of a [`CollectionStore::take_changes`] that
+    /// could not be sent, to be sent with the next ones (as if noted before
+    /// them). A record evicted meanwhile loses them.
+    pub fn restore_changes(&self, delta: RecordDelta) {
+        let mut restored: Vec<Change> = Vec::new();
+        for DeltaOp { name, kind } in &delta.ops {
+            match kind {
+                DeltaKind::Add(by) => {
+                    note(&mut restored, name, |k| k.then(StoreOp::Add(*by)), None);
+                }
+                DeltaKind::Set(value) => {
+                    note(&mut restored, name, |k| k.then(StoreOp::Set(value)), None);
+                }
+                DeltaKind::Delete => {
+                    note(&mut restored, name, |k| k.then(StoreOp::Delete), None);
+                }
+                DeltaKind::Expire(at) => {
+                    note(&mut restored, name, |k| k, Some(*at));
+                }
+                // Sent again from the variable's own expiry.
+                DeltaKind::ExpireIfUnset(_) => {}
+            }
+        }
+        let Ok(mut guard) = self.shard(&delta.id).lock() else {
+            return;
+        };
+        let shard = &mut *guard;
+        let Some(r) = shard.records.get_mut(&delta.id[..]) else {
+            return;
+        };
+        let before = changes_bytes(r.changes());
+        for later in r.changes.take().map(|b| *b).unwrap_or_default() {
+            match restored.iter_mut().find(|c| c.name == later.name) {
+                Some(c) => {
+                    c.kind = c.kind.compose(later.kind);
+                    c.expires = match later.kind {
+                        ChangeKind::Deleted | ChangeKind::Replaced => later.expires,
+                        _ => later.expires.or(c.expires),
+                    };
+                }
+                None => restored.push(later),
+            }
+        }
+        let after = changes_bytes(&restored);
+        r.changes = Some(Box::new(restored));
+        r.bytes = r.bytes + after - before;
+        shard.bytes = shard.bytes + after - before;
+    }
+
+    /// In a shared store: takes `vars`, the shared state of record `id`
+    /// brought back after the writes of a [`CollectionStore::take_changes`]
+    /// were applied to it, with this copy's writes since that call replayed
+    /// on it (and still to be sent), at `now`.
+    pub fn merge_remote(&self, id: &[u8], vars: Vec<(Vec<u8>, Vec<u8>, u64)>, now: u64) {
+        self.merge_record(id, None, vars, now, u64::MAX, true);
+    }
+
     /// Replaces record `id` by the snapshot's state of it (`updated`,
-    /// `vars`), with this store's noted changes to it replayed on that.
+    /// `vars`), with this store's noted changes to it replayed on that;
+    /// the notes stay with the record if `keep_notes` (they are still to be
+    /// sent to a shared store), else they are dropped. The record's last
+    /// write is the later of `updated` (`None`: now, when the record is not
+    /// held here) and the one held here.
+    #[allow(clippy::too_many_arguments)]
     fn merge_record(
         &self,
         id: &[u8],
-        updated: u64,
+        updated: Option<u64>,
         vars: Vec<SnapshotVar>,
         now: u64,
         timeout: u64,
+        keep_notes: bool,
     ) {
         let budget = self.shard_budget();
         let Ok(mut guard) = self.shard(id).lock() else {
@@ -650,10 +890,15 @@ impl CollectionStore {
                 expires,
             })
             .collect();
-        let mut last_write = updated.min(now);
+        let held = shard.records.get(id).map(|r| r.updated);
+        let last_write = match (updated, held) {
+            (Some(u), Some(h)) => u.min(now).max(h),
+            (Some(u), None) => u.min(now),
+            (None, Some(h)) => h,
+            (None, None) => now,
+        };
         if mine == Some(false) {
             if let Some(r) = shard.records.get(id) {
-                last_write = last_write.max(r.updated);
                 for c in r.changes() {
                     let theirs = merged.iter().position(|v| *v.name == *c.name);
                     let here = r.vars.iter().find(|v| v.live(now) && *v.name == *c.name);
@@ -709,6 +954,16 @@ impl CollectionStore {
                 }
             }
         }
+        let mut notes = match shard.records.get_mut(id) {
+            Some(r) if keep_notes => r.changes.take(),
+            _ => None,
+        };
+        // A record written lately is likely to be written again soon:
+        // fetched at every exchange for a while, so that this copy's count
+        // is never more than an exchange behind the others'.
+        if keep_notes && notes.is_none() && now < last_write.saturating_add(SHARED_RECENT) {
+            notes = Some(Box::default());
+        }
         shard.remove(id);
         let mut bytes = RECORD_OVERHEAD + id.len();
         merged.retain(|v| {
@@ -720,16 +975,19 @@ impl CollectionStore {
             bytes += b;
             true
         });
-        if merged.is_empty() {
+        if merged.is_empty() && notes.as_ref().is_none_or(|n| n.is_empty()) {
+            // Nothing here or there: a notes-only mark has nothing to
+            // fetch that a later read would not ask for again.
             return;
         }
+        bytes += notes.as_deref().map_or(0, |n| changes_bytes(n));
         shard.records.insert(
             id.into(),
             Record {
                 vars: merged,
                 updated: last_write,
                 bytes,
-                changes: None,
+                changes: notes,
             },
         );
         shard.bytes += bytes;
@@ -834,7 +1092,21 @@ fn note_change(
     kind: impl FnOnce(ChangeKind) -> ChangeKind,
     expires: Option<u64>,
 ) -> usize {
-    let changes = r.changes.get_or_insert_with(Default::default);
+    note(
+        r.changes.get_or_insert_with(Default::default),
+        name,
+        kind,
+        expires,
+    )
+}
+
+/// [`note_change`] on a list of notes.
+fn note(
+    changes: &mut Vec<Change>,
+    name: &[u8],
+    kind: impl FnOnce(ChangeKind) -> ChangeKind,
+    expires: Option<u64>,
+) -> usize {
     if let Some(c) = changes
         .iter_mut()
         .find(|c| c.name.eq_ignore_ascii_case(name))
@@ -1103,6 +1375,126 @@ mod tests {
         }
         assert_eq!(read(&new, "a", 1000), pairs(&[("hits", "8100")]));
         assert!(!new.tracks_changes());
+    }
+
+    /// The shared state as `waf serve`'s Redis script keeps it: variable →
+    /// (value, expiry), each delta applied in order after expired
+    /// variables are dropped.
+    #[derive(Default)]
+    struct Shared(HashMap<Vec<u8>, SharedRecord>);
+
+    /// Variable → (value, expiry).
+    type SharedRecord = HashMap<Vec<u8>, (Vec<u8>, u64)>;
+
+    impl Shared {
+        fn exchange(&mut self, s: &CollectionStore, now: u64) {
+            for d in s.take_changes(now) {
+                let rec = self.0.entry(d.id.clone()).or_default();
+                rec.retain(|_, (_, x)| *x == 0 || now < *x);
+                for DeltaOp { name, kind } in d.ops {
+                    match kind {
+                        DeltaKind::Add(by) => {
+                            let cur = rec.get(&name).map_or(&b""[..], |(v, _)| &v[..]);
+                            let n = crate::operator::setvar_arith(cur, by, true).to_string();
+                            let x = rec.get(&name).map_or(0, |v| v.1);
+                            rec.insert(name, (n.into_bytes(), x));
+                        }
+                        DeltaKind::Set(v) => {
+                            let x = rec.get(&name).map_or(0, |v| v.1);
+                            rec.insert(name, (v, x));
+                        }
+                        DeltaKind::Delete => {
+                            rec.remove(&name);
+                        }
+                        DeltaKind::Expire(at) => {
+                            if let Some(v) = rec.get_mut(&name) {
+                                v.1 = at;
+                            }
+                        }
+                        DeltaKind::ExpireIfUnset(at) => {
+                            if let Some(v) = rec.get_mut(&name).filter(|v| v.1 == 0) {
+                                v.1 = at;
+                            }
+                        }
+                    }
+                }
+                let vars = rec
+                    .iter()
+                    .map(|(n, (v, x))| (n.clone(), v.clone(), *x))
+                    .collect();
+                s.merge_remote(&d.id, vars, now);
+            }
+        }
+    }
+
+    #[test]
+    fn copies_of_a_shared_store_add_up_their_counts_and_see_each_other_s_writes() {
+        let mut shared = Shared::default();
+        let (one, two) = (CollectionStore::default(), CollectionStore::default());
+        one.share();
+        two.share();
+        for _ in 0..3 {
+            apply(&one, "a", "hits", StoreOp::Add(1), 1000);
+        }
+        for _ in 0..2 {
+            apply(&two, "a", "hits", StoreOp::Add(1), 1000);
+        }
+        // Neither waits for the other: each counts its own until exchanged.
+        assert_eq!(read(&one, "a", 1000), pairs(&[("hits", "3")]));
+        shared.exchange(&one, 1001);
+        shared.exchange(&two, 1001);
+        assert_eq!(read(&two, "a", 1001), pairs(&[("hits", "5")]));
+        // A request to `one` reads "a": fetched again at its next exchange.
+        assert_eq!(read(&one, "a", 1001), pairs(&[("hits", "3")]));
+        apply(&two, "a", "blocked", StoreOp::Set(b"1"), 1002);
+        two.expire(&id("a"), b"blocked", 60, 1002);
+        shared.exchange(&two, 1002);
+        shared.exchange(&one, 1002);
+        assert_eq!(
+            sorted(read(&one, "a", 1002)),
+            pairs(&[("blocked", "1"), ("hits", "5")])
+        );
+        assert_eq!(read(&one, "a", 1062), pairs(&[("hits", "5")]));
+        // A record `one` never held, read there: fetched.
+        apply(&two, "b", "x", StoreOp::Set(b"y"), 1003);
+        shared.exchange(&two, 1003);
+        assert!(read(&one, "b", 1003).is_empty());
+        shared.exchange(&one, 1003);
+        assert_eq!(read(&one, "b", 1004), pairs(&[("x", "y")]));
+        // A deletion goes over; writes made between taking the changes and
+        // merging the shared state stay and go with the next exchange.
+        apply(&one, "b", "x", StoreOp::Delete, 1005);
+        let taken = one.take_changes(1005);
+        apply(&one, "a", "hits", StoreOp::Add(10), 1005);
+        for d in taken {
+            one.restore_changes(d);
+        }
+        shared.exchange(&one, 1006);
+        // Requests to `two` read both (what it held until now): refreshed
+        // by its next exchange.
+        assert_eq!(read(&two, "b", 1006), pairs(&[("x", "y")]));
+        assert_eq!(read(&two, "a", 1006).len(), 2);
+        shared.exchange(&two, 1007);
+        assert!(read(&two, "b", 1007).is_empty());
+        assert!(read(&two, "a", 1007).contains(&("hits".into(), "15".into())));
+        // Rate windows: the first copy's start holds for both.
+        assert_eq!(one.count_in_window(b"rl", 60, 2000), Some((1, 60)));
+        shared.exchange(&one, 2000);
+        assert_eq!(two.count_in_window(b"rl", 60, 2030), Some((1, 60)));
+        shared.exchange(&two, 2030);
+        assert_eq!(two.count_in_window(b"rl", 60, 2031), Some((3, 29)));
+        // The notes are gone after an exchange: the bytes agree with a
+        // fresh copy's.
+        shared.exchange(&two, 2032);
+        let mut file = Vec::new();
+        two.write_snapshot(&mut file, 2032).expect("write");
+        let copy = CollectionStore::default();
+        copy.read_snapshot(&mut &file[..], 2032, 3600)
+            .expect("read");
+        assert_eq!(copy.bytes(), two.bytes());
+        // A shared store keeps noting.
+        two.stop_tracking();
+        assert!(two.tracks_changes());
     }
 
     #[test]

@@ -55,6 +55,7 @@ pub mod redirect;
 mod request_id;
 mod rules;
 mod send_timeout;
+pub mod shared_collections;
 mod site;
 pub mod spoa;
 pub mod tls;
@@ -159,6 +160,12 @@ pub struct Config {
     /// kept across restarts: read when a server starts, written when it
     /// shuts down (`None`: in memory only).
     pub collection_file: Option<PathBuf>,
+    /// A Redis server (`redis://[user:password@]host[:port][/db]`) through
+    /// which several instances share their persistent collections (and
+    /// `rate_limit` counts), each exchanging its writes every 100 ms off
+    /// the request path (see shared_collections.rs). Set when a server
+    /// starts; excludes `collection_file`.
+    pub collection_redis: Option<String>,
     /// Bind the listeners (and the admin address) with `SO_REUSEPORT`, so
     /// that a second process can listen on the same addresses while this
     /// one runs: a new binary or configuration takes over without a moment
@@ -212,6 +219,7 @@ impl Config {
             value_cache: waf_engine::EvalOptions::DEFAULT_XCACHE_RECORDS,
             collection_memory: waf_engine::StoreLimits::default().max_bytes,
             collection_file: None,
+            collection_redis: None,
             reuse_port: false,
             request_id_header: None,
         }
@@ -261,6 +269,9 @@ pub enum ServeError {
     Listen(std::io::Error),
     /// The async runtime could not start.
     Runtime(std::io::Error),
+    /// The persistent collections' settings are wrong (`collection_redis`
+    /// is not a Redis URL).
+    Collections(String),
 }
 
 impl std::fmt::Display for ServeError {
@@ -269,6 +280,7 @@ impl std::fmt::Display for ServeError {
             ServeError::Upstream(m) => write!(f, "bad upstream: {m}"),
             ServeError::Listen(e) => write!(f, "cannot listen: {e}"),
             ServeError::Runtime(e) => write!(f, "cannot start the runtime: {e}"),
+            ServeError::Collections(m) => write!(f, "persistent collections: {m}"),
         }
     }
 }
@@ -410,6 +422,7 @@ impl Server {
         let predecessor = listeners.first().map(|l| l.addr).filter(|&a| {
             config.reuse_port
                 && config.collection_file.is_some()
+                && config.collection_redis.is_none()
                 && collection_file::another_listens(a)
         });
         let mut bound = Vec::with_capacity(listeners.len());
@@ -456,6 +469,13 @@ impl Server {
             }
             None => (None, None),
         };
+        let shared = match &config.collection_redis {
+            Some(url) => Some(Arc::new(
+                shared_collections::Shared::new(url, log.clone())
+                    .map_err(ServeError::Collections)?,
+            )),
+            None => None,
+        };
         let workers = config.worker_threads();
         let upstream_tls =
             connect::tls_connectors(config.upstream_ca.as_deref()).map_err(ServeError::Upstream)?;
@@ -469,6 +489,9 @@ impl Server {
             metrics.clone(),
         ));
         state.read_collections(predecessor);
+        if let Some(shared) = shared {
+            state.share_collections(shared);
+        }
         state.start_health_checks();
         let tasks = match workers {
             Some(n) => {

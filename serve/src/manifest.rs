@@ -60,6 +60,8 @@ struct File {
     #[serde(default)]
     collection_file: Option<PathBuf>,
     #[serde(default)]
+    collection_redis: Option<String>,
+    #[serde(default)]
     trusted_proxies: Vec<String>,
     #[serde(default)]
     request_id_header: Option<String>,
@@ -605,6 +607,18 @@ impl Manifest {
             config.collection_memory = bytes;
         }
         config.collection_file = file.collection_file.as_deref().map(resolve);
+        if let Some(url) = &file.collection_redis {
+            if config.collection_file.is_some() {
+                return Err(invalid(
+                    "collection_redis",
+                    "excludes collection_file: Redis keeps the collections across restarts".into(),
+                ));
+            }
+            if let Err(e) = crate::shared_collections::check_url(url) {
+                return Err(invalid("collection_redis", e));
+            }
+            config.collection_redis = Some(url.clone());
+        }
         // Every timeout but the shutdown's must leave time for something:
         // 0 s would fail every connection, request or tunnel at once.
         let t = &file.timeouts;

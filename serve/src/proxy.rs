@@ -104,6 +104,12 @@ pub(crate) struct State {
     shutdown: tokio::sync::watch::Sender<bool>,
     /// Runs the upstreams' health checks (set when the server starts).
     checker: std::sync::OnceLock<crate::health::Checker>,
+    /// The link to the Redis that shares the persistent collections, if
+    /// any (set when the server starts), and what stops its exchanges.
+    shared: std::sync::OnceLock<(
+        Arc<crate::shared_collections::Shared>,
+        Arc<std::sync::atomic::AtomicBool>,
+    )>,
 }
 
 impl State {
@@ -127,6 +133,7 @@ impl State {
             metrics,
             shutdown: tokio::sync::watch::Sender::new(false),
             checker: std::sync::OnceLock::new(),
+            shared: std::sync::OnceLock::new(),
         }
     }
 
@@ -194,10 +201,42 @@ impl State {
         }
     }
 
+    /// Shares the persistent collections through `shared` from now on: its
+    /// exchanges run every 100 ms until the shutdown, which makes a last
+    /// one (`save_collections`).
+    pub(crate) fn share_collections(
+        self: &Arc<Self>,
+        shared: Arc<crate::shared_collections::Shared>,
+    ) {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let state = Arc::downgrade(self);
+        shared.spawn(stop.clone(), move || {
+            state
+                .upgrade()
+                .map_or(DEFAULT_COLLECTION_TIMEOUT, |s| s.collection_timeout())
+        });
+        let _ = self.shared.set((shared, stop));
+    }
+
+    /// The longest `SecCollectionTimeout` of the running rules: how long a
+    /// record shared through Redis lives there without a write.
+    fn collection_timeout(&self) -> u64 {
+        self.sites
+            .load()
+            .rulesets()
+            .map(|rs| rs.program().settings.collection_timeout)
+            .max()
+            .unwrap_or(DEFAULT_COLLECTION_TIMEOUT)
+    }
+
     /// Writes the persistent collections to the running configuration's
     /// `collection_file`, if any (at shutdown, once no request runs), and
     /// says so in the error log.
     pub(crate) fn save_collections(&self) {
+        if let Some((shared, stop)) = self.shared.get() {
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            shared.exchange(self.collection_timeout());
+        }
         if let Some(path) = &self.config().collection_file {
             self.log.write(crate::collection_file::write(path));
         }
@@ -1977,6 +2016,9 @@ where
         std::pin::Pin::new(&mut self.rest).poll_frame(cx)
     }
 }
+
+/// `SecCollectionTimeout`'s default.
+const DEFAULT_COLLECTION_TIMEOUT: u64 = 3600;
 
 /// Seconds since the Unix epoch (the store's clock).
 pub(crate) fn epoch_secs() -> u64 {

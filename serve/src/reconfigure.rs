@@ -44,6 +44,7 @@ pub struct FixedSettings {
     watch_interval: Option<Duration>,
     profile: bool,
     reuse_port: bool,
+    collection_redis: Option<String>,
 }
 
 impl FixedSettings {
@@ -64,6 +65,7 @@ impl FixedSettings {
             watch_interval: c.watch_interval,
             profile: c.profile,
             reuse_port: c.reuse_port,
+            collection_redis: c.collection_redis.clone(),
         }
     }
 
@@ -94,6 +96,10 @@ impl FixedSettings {
         );
         check("profile", self.profile != fresh.profile);
         check("reuse_port", self.reuse_port != fresh.reuse_port);
+        check(
+            "collection_redis",
+            self.collection_redis != fresh.collection_redis,
+        );
         names
     }
 }

@@ -1145,6 +1145,8 @@ fn broken_manifests_say_where_and_why() {
         ("sites:\n  - name: a\n    upstream: app\n    block_page: nowhere.html\n", "sites[0] (a).block_page: "),
         ("value_cache: 0\nsites:\n  - name: a\n    upstream: app\n", "value_cache: 0: give the number of values each worker's cache holds (16384 by default)"),
         ("collection_memory: 0\nsites:\n  - name: a\n    upstream: app\n", "collection_memory: 0: give the MiB the persistent collections may hold (64 by default)"),
+        ("collection_redis: http://127.0.0.1:6379\nsites:\n  - name: a\n    upstream: app\n", "collection_redis: http://127.0.0.1:6379: "),
+        ("collection_redis: redis://u:secret@127.0.0.1:6379\ncollection_file: c.bin\nsites:\n  - name: a\n    upstream: app\n", "collection_redis: excludes collection_file"),
         ("request_id_header: Host\nsites:\n  - name: a\n    upstream: app\n", "request_id_header: `Host` carries something else"),
         ("sites:\n  - name: a\n    upstream: app\n    custom:\n      - name: c\n        when: ssl\n        action: redirect\n", "a redirect needs `location`"),
         ("sites:\n  - name: a\n    upstream: app\n    custom:\n      - name: c\n        when: ssl\n        action: redirect\n        status: 200\n        location: https://x/\n", "status 200: a redirect answers 301, 302, 303, 307 or 308"),
@@ -1202,12 +1204,16 @@ fn broken_manifests_say_where_and_why() {
     let p = dir.join("good.yaml");
     std::fs::write(
         &p,
-        format!("{base}value_cache: 50000\ncollection_memory: 16\nsites:\n  - name: a\n    upstream: app\n    rules: [ok.conf]\n"),
+        format!("{base}value_cache: 50000\ncollection_memory: 16\ncollection_redis: redis://127.0.0.1:6390/2\nsites:\n  - name: a\n    upstream: app\n    rules: [ok.conf]\n"),
     )
     .expect("write");
     let m = Manifest::load(&p).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(m.config.value_cache, 50_000);
     assert_eq!(m.config.collection_memory, 16 << 20);
+    assert_eq!(
+        m.config.collection_redis.as_deref(),
+        Some("redis://127.0.0.1:6390/2")
+    );
 }
 
 #[tokio::test]

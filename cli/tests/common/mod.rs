@@ -142,3 +142,56 @@ pub fn get(listen: &str, target: &str) -> String {
     let _ = c.read_to_string(&mut answer);
     answer
 }
+
+/// A `redis-server` of its own on a free loopback port (no persistence),
+/// killed when dropped; `None` when `redis-server` is not installed
+/// (`apt-get install redis-server`), unless `WAF_REQUIRE_REDIS` is set
+/// (`.ci/run` installs it), which makes that a failure.
+#[allow(dead_code)]
+pub fn redis_server() -> Option<Redis> {
+    use std::time::{Duration, Instant};
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let child = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    let child = match child {
+        Ok(c) => c,
+        Err(e) => {
+            assert!(
+                std::env::var_os("WAF_REQUIRE_REDIS").is_none(),
+                "redis-server: {e} (WAF_REQUIRE_REDIS is set)"
+            );
+            eprintln!("skipped: redis-server: {e} (apt-get install redis-server)");
+            return None;
+        }
+    };
+    let addr = format!("127.0.0.1:{port}");
+    let redis = Redis { child, addr };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(&redis.addr).is_err() {
+        assert!(Instant::now() < deadline, "redis-server did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Some(redis)
+}
+
+/// See [`redis_server`].
+#[allow(dead_code)]
+pub struct Redis {
+    child: std::process::Child,
+    /// `127.0.0.1:PORT`.
+    pub addr: String,
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

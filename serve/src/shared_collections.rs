@@ -1,0 +1,341 @@
+//! `collection_redis`: the persistent collections of several `waf serve`
+//! instances shared through Redis.
+//!
+//! Requests never wait for Redis: each process keeps reading and writing
+//! its own store, which notes every write and marks every record read
+//! (`CollectionStore::share`). Every [`INTERVAL`] a background thread sends
+//! the writes to Redis (one Lua script per record, pipelined: increments
+//! add up there whatever process made them) and brings back the shared
+//! state of each record it wrote or read, on which the writes made since
+//! are replayed (`CollectionStore::merge_remote`). So a counter holds what
+//! every instance counted, give or take one interval, and a client blocked
+//! by one instance (`setvar:ip.blocked=1`) is blocked by the others from
+//! the request after their next exchange. When Redis cannot be reached the
+//! writes are kept and sent once it can; meanwhile each instance goes on
+//! with its own counts.
+//!
+//! In Redis, record `IP` under key `k` is the hash `waf:IP\0k`; variable
+//! `n` is its field `v:n`, and its expiry (`expirevar`, a rate window) the
+//! field `x:n` (epoch seconds; expired fields are dropped by the script).
+//! The hash expires after the longest `SecCollectionTimeout` of the running
+//! rules without a write.
+
+use crate::log::ErrorLog;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use waf_engine::{DeltaKind, RecordDelta};
+
+/// A record's variables as Redis holds them: name, value, expiry (epoch
+/// seconds, 0 for none).
+type Vars = Vec<(Vec<u8>, Vec<u8>, u64)>;
+
+/// How often writes are sent and shared state brought back.
+pub(crate) const INTERVAL: Duration = Duration::from_millis(100);
+
+/// Connecting, and each exchange's reads and writes, give up after this:
+/// a Redis that hangs delays the next exchange, never a request.
+const TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Records per pipelined round trip.
+const BATCH: usize = 512;
+
+/// The prefix of every key this writes.
+const PREFIX: &[u8] = b"waf:";
+
+/// KEYS[1]: the record's hash; ARGV: now, the hash's time to live, then
+/// triples (op, variable, argument): `a` add, `s` set, `d` delete, `x`
+/// expire at, `u` expire at unless an expiry is set. Returns the hash.
+const SCRIPT: &str = r#"
+local key = KEYS[1]
+local now = tonumber(ARGV[1])
+local h = redis.call('HGETALL', key)
+for i = 1, #h, 2 do
+  if string.sub(h[i], 1, 2) == 'x:' and tonumber(h[i + 1]) <= now then
+    redis.call('HDEL', key, h[i], 'v:' .. string.sub(h[i], 3))
+  end
+end
+for i = 3, #ARGV, 3 do
+  local op, v, x, a = ARGV[i], 'v:' .. ARGV[i + 1], 'x:' .. ARGV[i + 1], ARGV[i + 2]
+  if op == 'a' then
+    local cur = redis.call('HGET', key, v)
+    local n = cur and tonumber(string.match(cur, '^%s*([+-]?%d+)')) or 0
+    redis.call('HSET', key, v, string.format('%.0f', n + tonumber(a)))
+  elseif op == 's' then
+    redis.call('HSET', key, v, a)
+  elseif op == 'd' then
+    redis.call('HDEL', key, v, x)
+  elseif redis.call('HEXISTS', key, v) == 1 then
+    if op == 'x' then
+      redis.call('HSET', key, x, a)
+    elseif op == 'u' then
+      redis.call('HSETNX', key, x, a)
+    end
+  end
+end
+if #ARGV > 2 then
+  redis.call('EXPIRE', key, tonumber(ARGV[2]))
+end
+return redis.call('HGETALL', key)
+"#;
+
+/// Whether `url` is a Redis URL this can connect to (nothing is
+/// connected): what is wrong with it if not.
+pub fn check_url(url: &str) -> Result<(), String> {
+    redis::Client::open(url).map(|_| ()).map_err(|e| {
+        format!(
+            "{}: {e}; give redis://[user:password@]host[:port][/db]",
+            redact(url)
+        )
+    })
+}
+
+/// The link to Redis: one connection, made again after an error.
+pub(crate) struct Shared {
+    client: redis::Client,
+    url: String,
+    conn: Mutex<Option<(redis::Connection, String)>>,
+    /// Whether the last exchange failed (its error is logged once, and the
+    /// recovery).
+    failing: AtomicBool,
+    log: ErrorLog,
+}
+
+impl Shared {
+    /// Checks `url` (`redis://[user:password@]host[:port][/db]`) and makes
+    /// the process's store shared; nothing is connected yet.
+    pub(crate) fn new(url: &str, log: ErrorLog) -> Result<Shared, String> {
+        check_url(url).map_err(|e| format!("collection_redis {e}"))?;
+        let client = redis::Client::open(url).map_err(|e| format!("collection_redis {e}"))?;
+        crate::rules::collection_store().share();
+        Ok(Shared {
+            client,
+            url: redact(url),
+            conn: Mutex::new(None),
+            failing: AtomicBool::new(false),
+            log,
+        })
+    }
+
+    /// Runs the exchanges every [`INTERVAL`] on a thread of its own until
+    /// `stop` is set.
+    pub(crate) fn spawn(
+        self: &Arc<Self>,
+        stop: Arc<AtomicBool>,
+        timeout: impl Fn() -> u64 + Send + 'static,
+    ) {
+        let shared = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("waf-collections-redis".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(INTERVAL);
+                    shared.exchange(timeout());
+                }
+            });
+        if let Err(e) = spawned {
+            self.log.write(format!(
+                "waf serve: persistent collections: cannot start the Redis exchange: {e}"
+            ));
+        }
+    }
+
+    /// Sends the writes noted since the last exchange and brings back the
+    /// shared state of what was written or read; on failure keeps the
+    /// writes for the next one. `ttl`: the hashes' time to live.
+    pub(crate) fn exchange(&self, ttl: u64) {
+        let store = crate::rules::collection_store();
+        let now = crate::proxy::epoch_secs();
+        let deltas = store.take_changes(now);
+        if deltas.is_empty() {
+            return;
+        }
+        let mut deltas = deltas.into_iter();
+        loop {
+            let batch: Vec<RecordDelta> = deltas.by_ref().take(BATCH).collect();
+            if batch.is_empty() {
+                break;
+            }
+            match self.send(&batch, now, ttl) {
+                Ok(states) => {
+                    for (d, vars) in batch.iter().zip(states) {
+                        store.merge_remote(&d.id, vars, now);
+                    }
+                }
+                Err(e) => {
+                    for d in batch.into_iter().chain(deltas) {
+                        store.restore_changes(d);
+                    }
+                    if !self.failing.swap(true, Ordering::Relaxed) {
+                        self.log.write(format!(
+                            "waf serve: persistent collections: Redis at {}: {e}; each instance counts on its own until it answers (writes kept)",
+                            self.url
+                        ));
+                    }
+                    return;
+                }
+            }
+        }
+        if self.failing.swap(false, Ordering::Relaxed) {
+            self.log.write(format!(
+                "waf serve: persistent collections: Redis at {} answers again; the writes kept were sent",
+                self.url
+            ));
+        }
+    }
+
+    /// One pipelined round trip (two if Redis lost the script): each
+    /// record's state after its writes.
+    fn send(&self, batch: &[RecordDelta], now: u64, ttl: u64) -> Result<Vec<Vars>, String> {
+        let mut guard = self.conn.lock().map_err(|_| "poisoned".to_string())?;
+        let result = (|| -> redis::RedisResult<Vec<redis::Value>> {
+            if guard.is_none() {
+                let mut c = self.client.get_connection_with_timeout(TIMEOUT)?;
+                c.set_read_timeout(Some(TIMEOUT))?;
+                c.set_write_timeout(Some(TIMEOUT))?;
+                let sha: String = redis::cmd("SCRIPT").arg("LOAD").arg(SCRIPT).query(&mut c)?;
+                *guard = Some((c, sha));
+            }
+            let Some((c, sha)) = guard.as_mut() else {
+                unreachable!("connected above")
+            };
+            match pipeline(batch, sha, now, ttl).query(c) {
+                Err(e) if e.code() == Some("NOSCRIPT") => {
+                    *sha = redis::cmd("SCRIPT").arg("LOAD").arg(SCRIPT).query(c)?;
+                    pipeline(batch, sha, now, ttl).query(c)
+                }
+                other => other,
+            }
+        })();
+        match result {
+            Ok(values) if values.len() == batch.len() => {
+                Ok(values.iter().map(|v| record_state(v, now)).collect())
+            }
+            Ok(values) => {
+                *guard = None;
+                Err(format!(
+                    "{} answers to {} records",
+                    values.len(),
+                    batch.len()
+                ))
+            }
+            Err(e) => {
+                *guard = None;
+                Err(e.to_string())
+            }
+        }
+    }
+}
+
+/// The script's call for each record of `batch`.
+fn pipeline(batch: &[RecordDelta], sha: &str, now: u64, ttl: u64) -> redis::Pipeline {
+    let mut p = redis::pipe();
+    for d in batch {
+        let mut key = PREFIX.to_vec();
+        key.extend_from_slice(&d.id);
+        let cmd = p
+            .cmd("EVALSHA")
+            .arg(sha)
+            .arg(1)
+            .arg(key)
+            .arg(now)
+            .arg(ttl.max(1));
+        for op in &d.ops {
+            let name = &op.name[..];
+            match &op.kind {
+                DeltaKind::Add(by) => cmd.arg("a").arg(name).arg(*by),
+                DeltaKind::Set(v) => cmd.arg("s").arg(name).arg(&v[..]),
+                DeltaKind::Delete => cmd.arg("d").arg(name).arg(""),
+                DeltaKind::Expire(at) => cmd.arg("x").arg(name).arg(*at),
+                DeltaKind::ExpireIfUnset(at) => cmd.arg("u").arg(name).arg(*at),
+            };
+        }
+    }
+    p
+}
+
+/// A hash the script returned (field, value, ...) as the store's
+/// variables: `v:` fields with their `x:` expiry; what is not so is left.
+fn record_state(v: &redis::Value, now: u64) -> Vars {
+    let redis::Value::Array(items) = v else {
+        return Vec::new();
+    };
+    let bytes = |v: &redis::Value| match v {
+        redis::Value::BulkString(b) => Some(b.clone()),
+        redis::Value::SimpleString(s) => Some(s.clone().into_bytes()),
+        redis::Value::Int(i) => Some(i.to_string().into_bytes()),
+        _ => None,
+    };
+    let pairs: Vec<(Vec<u8>, Vec<u8>)> = items
+        .chunks_exact(2)
+        .filter_map(|kv| Some((bytes(&kv[0])?, bytes(&kv[1])?)))
+        .collect();
+    pairs
+        .iter()
+        .filter_map(|(f, value)| {
+            let name = f.strip_prefix(b"v:")?;
+            let expires = pairs
+                .iter()
+                .find(|(g, _)| g.strip_prefix(b"x:") == Some(name))
+                .and_then(|(_, x)| std::str::from_utf8(x).ok()?.parse::<u64>().ok())
+                .unwrap_or(0);
+            (expires == 0 || now < expires).then(|| (name.to_vec(), value.clone(), expires))
+        })
+        .collect()
+}
+
+/// `url` without its password, for the log.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            let user = creds.split(':').next().unwrap_or("");
+            format!("{}{user}:***{}", &url[..s + 3], &url[at..])
+        }
+        _ => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hash_reads_as_variables_with_their_expiries() {
+        let b = |s: &str| redis::Value::BulkString(s.as_bytes().to_vec());
+        let v = redis::Value::Array(vec![
+            b("v:hits"),
+            b("12"),
+            b("v:blocked"),
+            b("1"),
+            b("x:blocked"),
+            b("1600"),
+            b("v:gone"),
+            b("x"),
+            b("x:gone"),
+            b("900"),
+            b("junk"),
+            b("1"),
+        ]);
+        let mut vars = record_state(&v, 1000);
+        vars.sort();
+        assert_eq!(
+            vars,
+            [
+                (b"blocked".to_vec(), b"1".to_vec(), 1600),
+                (b"hits".to_vec(), b"12".to_vec(), 0)
+            ]
+        );
+        assert!(record_state(&redis::Value::Nil, 0).is_empty());
+    }
+
+    #[test]
+    fn passwords_stay_out_of_the_log() {
+        assert_eq!(
+            redact("redis://u:secret@10.0.0.1:6379/2"),
+            "redis://u:***@10.0.0.1:6379/2"
+        );
+        assert_eq!(redact("redis://:secret@h"), "redis://:***@h");
+        assert_eq!(redact("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+    }
+}
