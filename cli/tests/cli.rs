@@ -621,12 +621,7 @@ fn serve_reloads_when_the_rule_files_change() {
         "--watch-interval",
         "0.2",
     ]);
-    let status_of = |word: &str| -> u16 {
-        common::get(&listen, &format!("/?q={word}"))
-            .get(9..12)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0)
-    };
+    let status_of = |word: &str| common::status(&listen, &format!("/?q={word}"));
     // Polls (bounded) until `word` gets `want`.
     let wait_for = |word: &str, want: u16| {
         let deadline = Instant::now() + Duration::from_secs(15);
@@ -705,21 +700,20 @@ fn serve_keeps_persistent_collections_across_a_restart_in_a_file() {
         file.display().to_string(),
     ];
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let status_of = |listen: &str, client: &str| -> u16 {
-        common::get(listen, &format!("/?client={client}"))
-            .get(9..12)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0)
-    };
     let (child, listen) = common::start_serve(&args);
-    let first: Vec<u16> = (0..3).map(|_| status_of(&listen, "a")).collect();
+    let first: Vec<u16> = (0..3)
+        .map(|_| common::status(&listen, "/?client=a"))
+        .collect();
     let (code, stderr1) = common::stop(child);
     let (child, listen) = common::start_serve(&args);
-    let after = [status_of(&listen, "a"), status_of(&listen, "b")];
+    let after = [
+        common::status(&listen, "/?client=a"),
+        common::status(&listen, "/?client=b"),
+    ];
     let (_, stderr2) = common::stop(child);
     std::fs::write(&file, b"not a snapshot").expect("write");
     let (child, listen) = common::start_serve(&args);
-    let damaged = status_of(&listen, "a");
+    let damaged = common::status(&listen, "/?client=a");
     let (_, stderr3) = common::stop(child);
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(first, [200, 200, 200], "{stderr1}");
@@ -771,14 +765,10 @@ fn serve_merges_persistent_collections_across_a_handoff() {
         "--reuse-port".into(),
     ];
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let status_of = |listen: &str, client: &str| -> u16 {
-        common::get(listen, &format!("/?client={client}"))
-            .get(9..12)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0)
-    };
     let (old, listen) = common::start_serve(&args);
-    let before: Vec<u16> = (0..3).map(|_| status_of(&listen, "a")).collect();
+    let before: Vec<u16> = (0..3)
+        .map(|_| common::status(&listen, "/?client=a"))
+        .collect();
     let mut new = std::process::Command::new(env!("CARGO_BIN_EXE_waf"))
         .arg("serve")
         .args(&args)
@@ -811,11 +801,16 @@ fn serve_merges_persistent_collections_across_a_handoff() {
     };
     let listening = wait_for("listening on");
     // New connections go to either process.
-    let during: Vec<u16> = (0..10).map(|_| status_of(&listen, "a")).collect();
-    let other = status_of(&listen, "b");
+    let during: Vec<u16> = (0..10)
+        .map(|_| common::status(&listen, "/?client=a"))
+        .collect();
+    let other = common::status(&listen, "/?client=b");
     let (code, stderr_old) = common::stop(old);
     let merged = wait_for("records merged from");
-    let after = [status_of(&listen, "a"), status_of(&listen, "b")];
+    let after = [
+        common::status(&listen, "/?client=a"),
+        common::status(&listen, "/?client=b"),
+    ];
     common::signal(&new, "TERM");
     let deadline = Instant::now() + Duration::from_secs(10);
     while !matches!(new.try_wait(), Ok(Some(_))) && Instant::now() < deadline {
@@ -875,30 +870,36 @@ fn serve_shares_persistent_collections_between_instances_through_redis() {
         format!("redis://{}", redis.addr),
     ];
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let status_of = |listen: &str, query: &str| -> u16 {
-        common::get(listen, &format!("/?{query}"))
-            .get(9..12)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0)
-    };
-    let (one, at_one) = common::start_serve(&args);
+    let admin = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .to_string();
+    let with_admin: Vec<&str> = args.iter().copied().chain(["--admin", &admin]).collect();
+    let (one, at_one) = common::start_serve(&with_admin);
     let (two, at_two) = common::start_serve(&args);
     let exchange = || std::thread::sleep(Duration::from_millis(400));
+    let metric = |name: &str| -> Option<u64> {
+        let m = common::get(&admin, "/metrics");
+        let line = m.lines().find(|l| l.starts_with(&format!("{name} ")))?;
+        line.split(' ').nth(1)?.parse().ok()
+    };
     // 3 + 2 requests: under the limit on each instance and together.
-    let mut counted: Vec<u16> = (0..3).map(|_| status_of(&at_one, "client=a")).collect();
-    counted.extend((0..2).map(|_| status_of(&at_two, "client=a")));
+    let mut counted: Vec<u16> = (0..3)
+        .map(|_| common::status(&at_one, "/?client=a"))
+        .collect();
+    counted.extend((0..2).map(|_| common::status(&at_two, "/?client=a")));
     exchange();
     // The 6th, on either instance, is over it.
     let over = [
-        status_of(&at_two, "client=a"),
-        status_of(&at_one, "client=a"),
+        common::status(&at_two, "/?client=a"),
+        common::status(&at_one, "/?client=a"),
     ];
     // A client banned by one instance is refused by the other once both
     // have exchanged (two intervals of 100 ms at most, then a request).
-    let banned = status_of(&at_one, "client=c&ban=1");
+    let banned = common::status(&at_one, "/?client=c&ban=1");
     let start = Instant::now();
     let refused = loop {
-        if status_of(&at_two, "client=c") == 403 {
+        if common::status(&at_two, "/?client=c") == 403 {
             break Some(start.elapsed());
         }
         if start.elapsed() > Duration::from_secs(5) {
@@ -906,14 +907,23 @@ fn serve_shares_persistent_collections_between_instances_through_redis() {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
+    let up = [
+        metric("waf_collection_redis_up"),
+        metric("waf_collection_redis_failures_total"),
+    ];
+    let exchanged = metric("waf_collection_redis_exchanges_total");
     // Redis gone: both go on serving, each counting on its own.
     drop(redis);
     exchange();
     let without = [
-        status_of(&at_one, "client=d"),
-        status_of(&at_two, "client=d"),
+        common::status(&at_one, "/?client=d"),
+        common::status(&at_two, "/?client=d"),
     ];
     exchange();
+    let down = [
+        metric("waf_collection_redis_up"),
+        metric("waf_collection_redis_failures_total").map(|n| n.min(1)),
+    ];
     let (_, stderr_one) = common::stop(one);
     let (_, stderr_two) = common::stop(two);
     let _ = std::fs::remove_dir_all(&dir);
@@ -925,6 +935,9 @@ fn serve_shares_persistent_collections_between_instances_through_redis() {
         "{refused:?}\n{stderr_two}"
     );
     assert_eq!(without, [200, 200]);
+    assert_eq!(up, [Some(1), Some(0)]);
+    assert!(exchanged.is_some_and(|n| n > 0), "{exchanged:?}");
+    assert_eq!(down, [Some(0), Some(1)]);
     assert!(
         stderr_one.contains("each instance counts on its own until it answers"),
         "{stderr_one}"

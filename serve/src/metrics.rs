@@ -522,6 +522,23 @@ impl Metrics {
             "Writes to a persistent collection refused: their record would have outgrown its share of the limit.",
             store.refused(),
         );
+        if let Some(redis) = crate::shared_collections::stats() {
+            counter(
+                "waf_collection_redis_exchanges_total",
+                "Exchanges of the persistent collections with Redis that succeeded (collection_redis).",
+                redis.ok.load(Ordering::Relaxed),
+            );
+            counter(
+                "waf_collection_redis_failures_total",
+                "Exchanges with Redis that failed; their writes were kept for the next one.",
+                redis.failed.load(Ordering::Relaxed),
+            );
+            counter(
+                "waf_collection_redis_records_total",
+                "Records sent to Redis or brought back from it by the exchanges that succeeded.",
+                redis.records.load(Ordering::Relaxed),
+            );
+        }
         counter(
             "waf_upstream_errors_total",
             "Requests the upstream did not answer (502/504).",
@@ -659,6 +676,13 @@ impl Metrics {
             store.records(),
             store.bytes()
         );
+        if let Some(redis) = crate::shared_collections::stats() {
+            let _ = writeln!(
+                s,
+                "# HELP waf_collection_redis_up Whether the last exchange with Redis succeeded.\n# TYPE waf_collection_redis_up gauge\nwaf_collection_redis_up {}",
+                u8::from(redis.up.load(Ordering::Relaxed))
+            );
+        }
         let _ = writeln!(
             s,
             "# HELP waf_held_body_bytes Request and response body bytes held in memory until their phase allows them.\n# TYPE waf_held_body_bytes gauge\nwaf_held_body_bytes {}",

@@ -21,10 +21,32 @@
 //! rules without a write.
 
 use crate::log::ErrorLog;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use waf_engine::{DeltaKind, RecordDelta};
+
+/// What `/metrics` shows of the exchanges (`waf_collection_redis_*`),
+/// for the process: `None` until a server shares its collections.
+static STATS: std::sync::OnceLock<Stats> = std::sync::OnceLock::new();
+
+/// The exchanges' counters.
+#[derive(Default)]
+pub(crate) struct Stats {
+    /// Exchanges that sent and brought back everything.
+    pub(crate) ok: AtomicU64,
+    /// Exchanges that failed (their writes kept for the next one).
+    pub(crate) failed: AtomicU64,
+    /// Records sent or brought back by the exchanges that succeeded.
+    pub(crate) records: AtomicU64,
+    /// Whether the last exchange succeeded (1 until one fails).
+    pub(crate) up: AtomicBool,
+}
+
+/// The exchanges' counters, when the collections are shared.
+pub(crate) fn stats() -> Option<&'static Stats> {
+    STATS.get()
+}
 
 /// A record's variables as Redis holds them: name, value, expiry (epoch
 /// seconds, 0 for none).
@@ -108,6 +130,10 @@ impl Shared {
         check_url(url).map_err(|e| format!("collection_redis {e}"))?;
         let client = redis::Client::open(url).map_err(|e| format!("collection_redis {e}"))?;
         crate::rules::collection_store().share();
+        let _ = STATS.set(Stats {
+            up: AtomicBool::new(true),
+            ..Stats::default()
+        });
         Ok(Shared {
             client,
             url: redact(url),
@@ -161,8 +187,15 @@ impl Shared {
                     for (d, vars) in batch.iter().zip(states) {
                         store.merge_remote(&d.id, vars, now);
                     }
+                    if let Some(s) = stats() {
+                        s.records.fetch_add(batch.len() as u64, Ordering::Relaxed);
+                    }
                 }
                 Err(e) => {
+                    if let Some(s) = stats() {
+                        s.failed.fetch_add(1, Ordering::Relaxed);
+                        s.up.store(false, Ordering::Relaxed);
+                    }
                     for d in batch.into_iter().chain(deltas) {
                         store.restore_changes(d);
                     }
@@ -175,6 +208,10 @@ impl Shared {
                     return;
                 }
             }
+        }
+        if let Some(s) = stats() {
+            s.ok.fetch_add(1, Ordering::Relaxed);
+            s.up.store(true, Ordering::Relaxed);
         }
         if self.failing.swap(false, Ordering::Relaxed) {
             self.log.write(format!(

@@ -125,6 +125,15 @@ pub fn stop(mut child: std::process::Child) -> (Option<i32>, String) {
     (code, stderr)
 }
 
+/// The status of [`get`]'s answer (0 if none).
+#[allow(dead_code)]
+pub fn status(listen: &str, target: &str) -> u16 {
+    get(listen, target)
+        .get(9..12)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
 /// `GET target` on a new connection (`Connection: close`): the answer,
 /// empty if there was none in 5 s.
 #[allow(dead_code)]
