@@ -10,6 +10,9 @@
 #   corpus/serve-collections.sh [SECONDS]
 #
 # COLLECTION_MEMORY (MiB, default 64) is passed as --collection-memory.
+# REDIS=1 shares the collections through a redis-server of its own
+# (Debian's, on loopback) with a second instance: the steady client's
+# requests are then spread over both, and the exchanges must all succeed.
 #
 # Exits 1 if a request failed, the store is over its limit or evicted
 # nothing, the RSS grew by more than MAX_GROWTH_MIB (default 128), or the
@@ -23,8 +26,15 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 secs="${1:-30}"
 MAX_GROWTH_MIB="${MAX_GROWTH_MIB:-128}"
 COLLECTION_MEMORY="${COLLECTION_MEMORY:-64}"
+REDIS="${REDIS:-}"
 need_waf
 command -v wrk >/dev/null || need_debian wrk
+shared=()
+if [ -n "$REDIS" ]; then
+  command -v redis-server >/dev/null || need_debian redis-server
+  redis-server --port 19413 --bind 127.0.0.1 --save "" --appendonly no >"$work/redis.out" 2>&1 & pids+=($!)
+  shared=(--collection-redis redis://127.0.0.1:19413)
+fi
 
 cat > "$work/rules.conf" <<'RULES'
 SecRuleEngine On
@@ -49,8 +59,14 @@ LUA
 "$WAF" test backend --listen 127.0.0.1:19410 2>"$work/backend.out" & pids+=($!)
 "$WAF" serve -c "$work/rules.conf" --listen 127.0.0.1:19411 --upstream http://127.0.0.1:19410 \
   --admin 127.0.0.1:19412 --error-log "$work/waf.log" --collection-memory "$COLLECTION_MEMORY" \
-  2>"$work/serve.out" & pids+=($!); serve_pid=$!
-wait_http http://127.0.0.1:19411/ http://127.0.0.1:19412/healthz
+  "${shared[@]}" 2>"$work/serve.out" & pids+=($!); serve_pid=$!
+second=http://127.0.0.1:19411/
+if [ -n "$REDIS" ]; then
+  "$WAF" serve -c "$work/rules.conf" --listen 127.0.0.1:19414 --upstream http://127.0.0.1:19410 \
+    --error-log "$work/waf2.log" "${shared[@]}" 2>"$work/serve2.out" & pids+=($!)
+  second=http://127.0.0.1:19414/
+fi
+wait_http http://127.0.0.1:19411/ http://127.0.0.1:19412/healthz "$second"
 wait_memory_settled http://127.0.0.1:19412
 rss() { rss_mib "$serve_pid"; }
 metric() { admin_metric http://127.0.0.1:19412 "$1"; }
@@ -64,18 +80,30 @@ evicted=$(metric waf_collection_evictions_total)
 refused=$(metric waf_collection_refused_writes_total)
 echo "store: $records records, $bytes bytes, $evicted evicted, $refused refused writes"
 echo "RSS: $before -> $after MiB"
-# One client, counted through all that: 50 requests pass, the 51st is 429.
+redis_failures=0
+if [ -n "$REDIS" ]; then
+  sleep 1
+  redis_failures=$(metric waf_collection_redis_failures_total)
+  echo "Redis: $(metric waf_collection_redis_exchanges_total) exchanges, $redis_failures failed, $(metric waf_collection_redis_records_total) records sent or brought back; up: $(metric waf_collection_redis_up); keys in Redis: $(redis-cli -p 19413 dbsize), $(redis-cli -p 19413 info memory | grep '^used_memory_human' | tr -d '\r')"
+fi
+# One client, counted through all that: 50 requests pass, the 51st is 429
+# (with REDIS, 25 to each instance, then the 51st to the first).
 codes=""
 for i in $(seq 1 51); do
-  codes="$codes $(curl -s -o /dev/null -w '%{http_code}' -H 'X-Client: steady' http://127.0.0.1:19411/)"
+  at=http://127.0.0.1:19411/
+  if [ -n "$REDIS" ] && [ "$i" -gt 25 ] && [ "$i" -le 50 ]; then at="$second"; fi
+  if [ -n "$REDIS" ] && { [ "$i" = 26 ] || [ "$i" = 51 ]; }; then sleep 0.5; fi
+  codes="$codes $(curl -s -o /dev/null -w '%{http_code}' -H 'X-Client: steady' "$at")"
 done
 last="${codes##* }"
 passed=$(echo "$codes" | tr ' ' '\n' | grep -c '^200$' || true)
 echo "one client: $passed of the first 50 requests passed, the 51st: $last"
-python3 - "$out" "$before" "$after" "$bytes" "$evicted" "$MAX_GROWTH_MIB" "$passed" "$last" "$COLLECTION_MEMORY" <<'PY'
+python3 - "$out" "$before" "$after" "$bytes" "$evicted" "$MAX_GROWTH_MIB" "$passed" "$last" "$COLLECTION_MEMORY" "$redis_failures" <<'PY'
 import sys
-out, before, after, stored, evicted, limit, passed, last, mib = sys.argv[1:]
+out, before, after, stored, evicted, limit, passed, last, mib, redis_failures = sys.argv[1:]
 fail = []
+if float(redis_failures) != 0:
+    fail.append("%s exchanges with Redis failed" % redis_failures)
 if "Non-2xx" in out or "Socket errors" in out:
     fail.append("requests failed")
 if float(stored) > int(mib) * 2**20:

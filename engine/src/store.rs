@@ -30,7 +30,7 @@
 //! ([`CollectionStore::track_changes`], [`CollectionStore::merge_snapshot`]:
 //! the new process's writes replayed on the old one's last state).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -51,9 +51,11 @@ const EVICTION_SAMPLE: usize = 8;
 /// proxy's RSS by 61 MiB (with 96 and 48 here: by 171 MiB).
 const VAR_OVERHEAD: usize = 112;
 const RECORD_OVERHEAD: usize = 224;
-/// The same for a noted change (a 40-byte slot and its name; the first
-/// of a record also allocates the list).
-const CHANGE_OVERHEAD: usize = 64;
+/// The same for a noted change (a 48-byte slot and its name's
+/// allocation), and for a record's list of them (its box, and in a shared
+/// store its id queued for the next exchange).
+const CHANGE_OVERHEAD: usize = 80;
+const NOTES_OVERHEAD: usize = 128;
 
 /// How much the store may hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,6 +86,8 @@ pub struct CollectionStore {
     /// [`CollectionStore::merge_snapshot`]: writes are noted in their
     /// record's `changes`.
     tracking: AtomicBool,
+    /// Where the next [`CollectionStore::take_changes`] starts.
+    next_shard: AtomicUsize,
     /// Set by [`CollectionStore::share`]: reads mark their record (or, for
     /// a record not held, its id in its shard's `wanted`) for the next
     /// [`CollectionStore::take_changes`].
@@ -114,11 +118,33 @@ struct Shard {
     /// Ids read while not held, in a shared store: fetched by the next
     /// [`CollectionStore::take_changes`]. At most [`WANTED_MAX`].
     wanted: HashSet<Box<[u8]>>,
+    /// In a shared store, the ids of the records whose `changes` went from
+    /// `None` to `Some` (written or read) since
+    /// [`CollectionStore::take_changes`] last took them: what it takes
+    /// first, without looking at every record.
+    queued: VecDeque<Box<[u8]>>,
+    /// In a shared store, records brought back by the last exchange and
+    /// written lately (see [`SHARED_RECENT`]), to bring back again if there
+    /// is room once `queued` is done, in the order they were brought back:
+    /// `refresh_next` fills during an exchange, and
+    /// [`CollectionStore::begin_exchange`] makes it `refresh` (what the
+    /// exchange before did not reach is dropped).
+    refresh: VecDeque<Box<[u8]>>,
+    refresh_next: Vec<Box<[u8]>>,
 }
 
 /// Seconds after its last write during which a record of a shared store is
 /// brought back at every exchange, read or not (see `merge_record`).
 const SHARED_RECENT: u64 = 10;
+
+/// Marks `r` (whose id is `id`) for the next exchange of a shared store:
+/// queued in `queued` unless it is already.
+fn queue(queued: &mut VecDeque<Box<[u8]>>, r: &mut Record, id: &[u8]) {
+    if r.changes.is_none() {
+        r.changes = Some(Box::default());
+        queued.push_back(id.into());
+    }
+}
 
 /// Ids a shard remembers as read but not held, in a shared store, between
 /// two [`CollectionStore::take_changes`]: a flood of new keys costs no
@@ -144,9 +170,14 @@ impl Record {
         self.changes.as_deref().map_or(&[], |c| &c[..])
     }
 
+    /// The bytes counted for the record's notes.
+    fn notes_bytes(&self) -> usize {
+        notes_bytes(self.changes.as_deref().map(|c| &c[..]))
+    }
+
     /// Drops the record's notes: the bytes they were counted for.
     fn drop_changes(&mut self) -> usize {
-        let noted = changes_bytes(self.changes());
+        let noted = self.notes_bytes();
         self.changes = None;
         self.bytes -= noted;
         noted
@@ -286,6 +317,7 @@ impl CollectionStore {
             evicted: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             tracking: AtomicBool::new(false),
+            next_shard: AtomicUsize::new(0),
             shared: AtomicBool::new(false),
         }
     }
@@ -366,7 +398,9 @@ impl CollectionStore {
         };
         if shared && r.changes.is_none() {
             // Read: refreshed by the next exchange with the shared store.
-            r.changes = Some(Box::default());
+            queue(&mut shard.queued, r, id);
+            r.bytes += NOTES_OVERHEAD;
+            shard.bytes += NOTES_OVERHEAD;
         }
         for v in r.vars.iter().filter(|v| v.live(now)) {
             f(&v.name, &v.value);
@@ -473,7 +507,12 @@ impl CollectionStore {
             }),
         }
         let noted = if tracking {
-            note_change(r, name, |k| k.then(op), None)
+            let before = r.notes_bytes();
+            if self.shared.load(Ordering::Relaxed) {
+                queue(&mut shard.queued, r, id);
+            }
+            note_change(r, name, |k| k.then(op), None);
+            r.notes_bytes() - before
         } else {
             0
         };
@@ -608,7 +647,12 @@ impl CollectionStore {
         v.expires = now.saturating_add(seconds);
         if self.tracking.load(Ordering::Relaxed) {
             let expires = v.expires;
-            let noted = note_change(r, name, |k| k, Some(expires));
+            let before = r.notes_bytes();
+            if self.shared.load(Ordering::Relaxed) {
+                queue(&mut shard.queued, r, id);
+            }
+            note_change(r, name, |k| k, Some(expires));
+            let noted = r.notes_bytes() - before;
             r.bytes += noted;
             shard.bytes += noted;
         }
@@ -720,82 +764,135 @@ impl CollectionStore {
         self.shared.load(Ordering::Relaxed)
     }
 
-    /// In a shared store ([`CollectionStore::share`]): every record written
-    /// or read since the last call, with the writes to replay on its
-    /// shared state (none for a record only read, or read but not held
-    /// here, which is to be fetched), at `now`. The notes are dropped; give
-    /// the deltas back with [`CollectionStore::restore_changes`] if they
-    /// could not be sent.
-    pub fn take_changes(&self, now: u64) -> Vec<RecordDelta> {
+    /// In a shared store ([`CollectionStore::share`]): up to `max` of the
+    /// records written or read since they were last taken, with the writes
+    /// to replay on their shared state (none for a record only read, or
+    /// read but not held here, which is to be fetched), at `now`; the rest
+    /// wait for the next calls (empty: nothing left). The notes are
+    /// dropped; give the deltas back with
+    /// [`CollectionStore::restore_changes`] if they could not be sent.
+    pub fn take_changes(&self, now: u64, max: usize) -> Vec<RecordDelta> {
         let mut out = Vec::new();
-        for shard in self.shards.iter() {
-            let Ok(mut guard) = shard.lock() else {
+        // Each call starts at another shard, so that a few busy ones do not
+        // keep the others waiting.
+        let first = self.next_shard.fetch_add(1, Ordering::Relaxed);
+        for i in 0..SHARDS {
+            if out.len() >= max {
+                break;
+            }
+            let Ok(mut guard) = self.shards[(first + i) % SHARDS].lock() else {
+                continue;
+            };
+            self.take_queued(&mut guard, now, max, &mut out);
+        }
+        // Then, with what room is left, records not written or read since
+        // the last exchange but lately: best effort.
+        for i in 0..SHARDS {
+            if out.len() >= max {
+                break;
+            }
+            let Ok(mut guard) = self.shards[(first + i) % SHARDS].lock() else {
                 continue;
             };
             let shard = &mut *guard;
-            for id in shard.wanted.drain() {
-                if !shard.records.contains_key(&id) {
+            while out.len() < max {
+                let Some(id) = shard.refresh.pop_front() else {
+                    break;
+                };
+                // A record with notes is in `queued`.
+                if shard.records.get(&id).is_some_and(|r| r.changes.is_none()) {
                     out.push(RecordDelta {
                         id: id.into(),
                         ops: Vec::new(),
                     });
                 }
             }
-            for (id, r) in shard.records.iter_mut() {
-                let Some(notes) = r.changes.take() else {
-                    continue;
-                };
-                let noted = changes_bytes(&notes);
-                r.bytes -= noted;
-                shard.bytes -= noted;
-                let mut ops = Vec::new();
-                for c in notes.iter() {
-                    let here = r.vars.iter().find(|v| v.live(now) && *v.name == *c.name);
-                    let op = |kind| DeltaOp {
-                        name: c.name.to_vec(),
-                        kind,
-                    };
-                    // The expiry to send: an `expirevar`'s, else the one
-                    // this copy holds unless the shared one has its own (a
-                    // rate window's start).
-                    let expiry = |ops: &mut Vec<DeltaOp>, here: &StoredVar| match c.expires {
-                        Some(at) => ops.push(op(DeltaKind::Expire(at))),
-                        None if here.expires != 0 => {
-                            ops.push(op(DeltaKind::ExpireIfUnset(here.expires)))
-                        }
-                        None => {}
-                    };
-                    match (c.kind, here) {
-                        (ChangeKind::Added(by), Some(h)) => {
-                            if by != 0 {
-                                ops.push(op(DeltaKind::Add(by)));
-                            }
-                            expiry(&mut ops, h);
-                        }
-                        (ChangeKind::Set, Some(h)) => {
-                            ops.push(op(DeltaKind::Set(h.value.clone())));
-                            expiry(&mut ops, h);
-                        }
-                        (ChangeKind::Replaced, _) | (ChangeKind::Deleted, _) => {
-                            ops.push(op(DeltaKind::Delete));
-                            if let (ChangeKind::Replaced, Some(h)) = (c.kind, here) {
-                                ops.push(op(DeltaKind::Set(h.value.clone())));
-                                if h.expires != 0 {
-                                    ops.push(op(DeltaKind::Expire(h.expires)));
-                                }
-                            }
-                        }
-                        // Expired here since: so it is there.
-                        (ChangeKind::Added(_) | ChangeKind::Set, None) => {}
-                    }
-                }
+        }
+        out
+    }
+
+    /// Starts an exchange of a shared store: the records the last one
+    /// brought back and were written lately are what
+    /// [`CollectionStore::take_changes`] takes once the written and read
+    /// ones are taken.
+    pub fn begin_exchange(&self) {
+        for shard in self.shards.iter() {
+            if let Ok(mut shard) = shard.lock() {
+                let next = std::mem::take(&mut shard.refresh_next);
+                shard.refresh = next.into();
+            }
+        }
+    }
+
+    /// [`CollectionStore::take_changes`]'s part for one shard: what was
+    /// read while not held, then what was written or read.
+    fn take_queued(&self, shard: &mut Shard, now: u64, max: usize, out: &mut Vec<RecordDelta>) {
+        let wanted: Vec<Box<[u8]>> = shard.wanted.iter().take(max - out.len()).cloned().collect();
+        for id in wanted {
+            shard.wanted.remove(&id);
+            if !shard.records.contains_key(&id) {
                 out.push(RecordDelta {
-                    id: id.to_vec(),
-                    ops,
+                    id: id.into(),
+                    ops: Vec::new(),
                 });
             }
         }
-        out
+        while out.len() < max {
+            let Some(id) = shard.queued.pop_front() else {
+                break;
+            };
+            let Some(r) = shard.records.get_mut(&id) else {
+                continue;
+            };
+            let Some(notes) = r.changes.take() else {
+                continue;
+            };
+            let noted = notes_bytes(Some(&notes));
+            r.bytes -= noted;
+            shard.bytes -= noted;
+            let mut ops = Vec::new();
+            for c in notes.iter() {
+                let here = r.vars.iter().find(|v| v.live(now) && *v.name == *c.name);
+                let op = |kind| DeltaOp {
+                    name: c.name.to_vec(),
+                    kind,
+                };
+                // The expiry to send: an `expirevar`'s, else the one
+                // this copy holds unless the shared one has its own (a
+                // rate window's start).
+                let expiry = |ops: &mut Vec<DeltaOp>, here: &StoredVar| match c.expires {
+                    Some(at) => ops.push(op(DeltaKind::Expire(at))),
+                    None if here.expires != 0 => {
+                        ops.push(op(DeltaKind::ExpireIfUnset(here.expires)))
+                    }
+                    None => {}
+                };
+                match (c.kind, here) {
+                    (ChangeKind::Added(by), Some(h)) => {
+                        if by != 0 {
+                            ops.push(op(DeltaKind::Add(by)));
+                        }
+                        expiry(&mut ops, h);
+                    }
+                    (ChangeKind::Set, Some(h)) => {
+                        ops.push(op(DeltaKind::Set(h.value.clone())));
+                        expiry(&mut ops, h);
+                    }
+                    (ChangeKind::Replaced, _) | (ChangeKind::Deleted, _) => {
+                        ops.push(op(DeltaKind::Delete));
+                        if let (ChangeKind::Replaced, Some(h)) = (c.kind, here) {
+                            ops.push(op(DeltaKind::Set(h.value.clone())));
+                            if h.expires != 0 {
+                                ops.push(op(DeltaKind::Expire(h.expires)));
+                            }
+                        }
+                    }
+                    // Expired here since: so it is there.
+                    (ChangeKind::Added(_) | ChangeKind::Set, None) => {}
+                }
+            }
+            out.push(RecordDelta { id: id.into(), ops });
+        }
     }
 
     /// Gives back the writes of a [`CollectionStore::take_changes`] that
@@ -828,7 +925,7 @@ impl CollectionStore {
         let Some(r) = shard.records.get_mut(&delta.id[..]) else {
             return;
         };
-        let before = changes_bytes(r.changes());
+        let before = r.notes_bytes();
         for later in r.changes.take().map(|b| *b).unwrap_or_default() {
             match restored.iter_mut().find(|c| c.name == later.name) {
                 Some(c) => {
@@ -841,7 +938,10 @@ impl CollectionStore {
                 None => restored.push(later),
             }
         }
-        let after = changes_bytes(&restored);
+        let after = notes_bytes(Some(&restored));
+        if r.changes.is_none() {
+            shard.queued.push_back(delta.id[..].into());
+        }
         r.changes = Some(Box::new(restored));
         r.bytes = r.bytes + after - before;
         shard.bytes = shard.bytes + after - before;
@@ -954,17 +1054,17 @@ impl CollectionStore {
                 }
             }
         }
-        let mut notes = match shard.records.get_mut(id) {
+        let notes = match shard.records.get_mut(id) {
             Some(r) if keep_notes => r.changes.take(),
             _ => None,
         };
         // A record written lately is likely to be written again soon:
-        // fetched at every exchange for a while, so that this copy's count
-        // is never more than an exchange behind the others'.
+        // brought back at the next exchange if there is room, so that this
+        // copy's count is not left behind the others' (one with notes is
+        // queued already).
         if keep_notes && notes.is_none() && now < last_write.saturating_add(SHARED_RECENT) {
-            notes = Some(Box::default());
+            shard.refresh_next.push(id.into());
         }
-        shard.remove(id);
         let mut bytes = RECORD_OVERHEAD + id.len();
         merged.retain(|v| {
             let b = var_bytes(&v.name, &v.value);
@@ -975,22 +1075,42 @@ impl CollectionStore {
             bytes += b;
             true
         });
-        if merged.is_empty() && notes.as_ref().is_none_or(|n| n.is_empty()) {
-            // Nothing here or there: a notes-only mark has nothing to
-            // fetch that a later read would not ask for again.
+        bytes += notes_bytes(notes.as_deref().map(|n| &n[..]));
+        // Nothing here or there: a notes-only mark has nothing to fetch
+        // that a later read would not ask for again.
+        let empty = merged.is_empty() && notes.as_ref().is_none_or(|n| n.is_empty());
+        if empty || mine.is_none() {
+            shard.remove(id);
+        }
+        if empty {
             return;
         }
-        bytes += notes.as_deref().map_or(0, |n| changes_bytes(n));
-        shard.records.insert(
-            id.into(),
-            Record {
-                vars: merged,
-                updated: last_write,
-                bytes,
-                changes: notes,
-            },
-        );
-        shard.bytes += bytes;
+        match shard.records.get_mut(id) {
+            // Updated in place: the key stays, and so do the variables when
+            // they are what is held already (most exchanges), so that the
+            // exchanges' thread does not reallocate what requests free.
+            Some(r) => {
+                if !same_vars(&r.vars, &merged) {
+                    r.vars = merged;
+                }
+                r.updated = last_write;
+                r.changes = notes;
+                shard.bytes = shard.bytes - r.bytes + bytes;
+                r.bytes = bytes;
+            }
+            None => {
+                shard.records.insert(
+                    id.into(),
+                    Record {
+                        vars: merged,
+                        updated: last_write,
+                        bytes,
+                        changes: notes,
+                    },
+                );
+                shard.bytes += bytes;
+            }
+        }
         self.evict(shard, id, now, timeout, budget);
     }
 
@@ -1085,13 +1205,13 @@ fn read_records(
 
 /// Notes a write to variable `name` of `r` (see `Change`): its kind made
 /// by `kind` from the one noted before (`Added(0)` if none), and the
-/// `expirevar` expiry if one. The bytes the note added.
+/// `expirevar` expiry if one.
 fn note_change(
     r: &mut Record,
     name: &[u8],
     kind: impl FnOnce(ChangeKind) -> ChangeKind,
     expires: Option<u64>,
-) -> usize {
+) {
     note(
         r.changes.get_or_insert_with(Default::default),
         name,
@@ -1106,7 +1226,7 @@ fn note(
     name: &[u8],
     kind: impl FnOnce(ChangeKind) -> ChangeKind,
     expires: Option<u64>,
-) -> usize {
+) {
     if let Some(c) = changes
         .iter_mut()
         .find(|c| c.name.eq_ignore_ascii_case(name))
@@ -1118,18 +1238,35 @@ fn note(
         if expires.is_some() {
             c.expires = expires;
         }
-        return 0;
+        return;
     }
+    // Most records have one variable written: not the 4 a first push
+    // reserves.
+    changes.reserve_exact(1);
     changes.push(Change {
         name: name.to_ascii_lowercase().into(),
         kind: kind(ChangeKind::Added(0)),
         expires,
     });
-    CHANGE_OVERHEAD + name.len()
 }
 
-fn changes_bytes(changes: &[Change]) -> usize {
-    changes.iter().map(|c| CHANGE_OVERHEAD + c.name.len()).sum()
+/// Whether `a` and `b` hold the same variables (in any order).
+fn same_vars(a: &[StoredVar], b: &[StoredVar]) -> bool {
+    a.len() == b.len()
+        && b.iter().all(|m| {
+            a.iter()
+                .any(|v| v.name == m.name && v.value == m.value && v.expires == m.expires)
+        })
+}
+
+/// The bytes counted for a record's notes (`None`: it has none).
+fn notes_bytes(changes: Option<&[Change]>) -> usize {
+    changes.map_or(0, |c| {
+        NOTES_OVERHEAD
+            + c.iter()
+                .map(|c| CHANGE_OVERHEAD + c.name.len())
+                .sum::<usize>()
+    })
 }
 
 fn put_field(buf: &mut Vec<u8>, b: &[u8]) {
@@ -1388,7 +1525,8 @@ mod tests {
 
     impl Shared {
         fn exchange(&mut self, s: &CollectionStore, now: u64) {
-            for d in s.take_changes(now) {
+            s.begin_exchange();
+            for d in s.take_changes(now, usize::MAX) {
                 let rec = self.0.entry(d.id.clone()).or_default();
                 rec.retain(|_, (_, x)| *x == 0 || now < *x);
                 for DeltaOp { name, kind } in d.ops {
@@ -1464,7 +1602,7 @@ mod tests {
         // A deletion goes over; writes made between taking the changes and
         // merging the shared state stay and go with the next exchange.
         apply(&one, "b", "x", StoreOp::Delete, 1005);
-        let taken = one.take_changes(1005);
+        let taken = one.take_changes(1005, usize::MAX);
         apply(&one, "a", "hits", StoreOp::Add(10), 1005);
         for d in taken {
             one.restore_changes(d);
@@ -1495,6 +1633,43 @@ mod tests {
         // A shared store keeps noting.
         two.stop_tracking();
         assert!(two.tracks_changes());
+        // Written lately here: brought back at the next exchanges without
+        // being read or written, so another copy's increments are seen; not
+        // once 10 s have passed since its last write.
+        let (p, q) = (CollectionStore::default(), CollectionStore::default());
+        p.share();
+        q.share();
+        apply(&p, "z", "n", StoreOp::Add(1), 5000);
+        shared.exchange(&p, 5000);
+        apply(&q, "z", "n", StoreOp::Add(1), 5001);
+        shared.exchange(&q, 5001);
+        shared.exchange(&p, 5002);
+        shared.exchange(&p, 5020);
+        apply(&q, "z", "n", StoreOp::Add(1), 5021);
+        shared.exchange(&q, 5021);
+        shared.exchange(&p, 5022);
+        assert_eq!(read(&p, "z", 5022), pairs(&[("n", "2")]));
+        shared.exchange(&p, 5023);
+        assert_eq!(read(&p, "z", 5023), pairs(&[("n", "3")]));
+        // Taken a few at a time, each record once.
+        let many = CollectionStore::default();
+        many.share();
+        for k in 0..10 {
+            apply(&many, &format!("k{k}"), "n", StoreOp::Add(1), 3000);
+            apply(&many, &format!("k{k}"), "n", StoreOp::Add(1), 3000);
+        }
+        let mut ids = Vec::new();
+        loop {
+            let part = many.take_changes(3000, 3);
+            assert!(part.len() <= 3);
+            if part.is_empty() {
+                break;
+            }
+            ids.extend(part.into_iter().map(|d| d.id));
+        }
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), 10);
     }
 
     #[test]

@@ -62,6 +62,10 @@ const TIMEOUT: Duration = Duration::from_secs(2);
 /// Records per pipelined round trip.
 const BATCH: usize = 512;
 
+/// Round trips per exchange: under a flood of new keys an exchange ends
+/// (and the next starts an interval later) instead of running on.
+const MAX_BATCHES: usize = 64;
+
 /// The prefix of every key this writes.
 const PREFIX: &[u8] = b"waf:";
 
@@ -167,21 +171,21 @@ impl Shared {
     }
 
     /// Sends the writes noted since the last exchange and brings back the
-    /// shared state of what was written or read; on failure keeps the
-    /// writes for the next one. `ttl`: the hashes' time to live.
+    /// shared state of what was written or read, [`BATCH`] records at a
+    /// time and at most [`MAX_BATCHES`] batches (what is left goes with the
+    /// next exchange); on failure keeps the writes for the next one. `ttl`:
+    /// the hashes' time to live.
     pub(crate) fn exchange(&self, ttl: u64) {
         let store = crate::rules::collection_store();
         let now = crate::proxy::epoch_secs();
-        let deltas = store.take_changes(now);
-        if deltas.is_empty() {
-            return;
-        }
-        let mut deltas = deltas.into_iter();
-        loop {
-            let batch: Vec<RecordDelta> = deltas.by_ref().take(BATCH).collect();
+        let mut sent = false;
+        store.begin_exchange();
+        for _ in 0..MAX_BATCHES {
+            let batch: Vec<RecordDelta> = store.take_changes(now, BATCH);
             if batch.is_empty() {
                 break;
             }
+            sent = true;
             match self.send(&batch, now, ttl) {
                 Ok(states) => {
                     for (d, vars) in batch.iter().zip(states) {
@@ -196,7 +200,7 @@ impl Shared {
                         s.failed.fetch_add(1, Ordering::Relaxed);
                         s.up.store(false, Ordering::Relaxed);
                     }
-                    for d in batch.into_iter().chain(deltas) {
+                    for d in batch {
                         store.restore_changes(d);
                     }
                     if !self.failing.swap(true, Ordering::Relaxed) {
@@ -208,6 +212,9 @@ impl Shared {
                     return;
                 }
             }
+        }
+        if !sent {
+            return;
         }
         if let Some(s) = stats() {
             s.ok.fetch_add(1, Ordering::Relaxed);
