@@ -108,7 +108,12 @@ return redis.call('HGETALL', key)
 /// Whether `url` is a Redis URL this can connect to (nothing is
 /// connected): what is wrong with it if not.
 pub fn check_url(url: &str) -> Result<(), String> {
-    redis::Client::open(url).map(|_| ()).map_err(|e| {
+    client(url).map(|_| ())
+}
+
+/// The client of `url`, or what is wrong with it.
+fn client(url: &str) -> Result<redis::Client, String> {
+    redis::Client::open(url).map_err(|e| {
         format!(
             "{}: {e}; give redis://[user:password@]host[:port][/db]",
             redact(url)
@@ -131,8 +136,7 @@ impl Shared {
     /// Checks `url` (`redis://[user:password@]host[:port][/db]`) and makes
     /// the process's store shared; nothing is connected yet.
     pub(crate) fn new(url: &str, log: ErrorLog) -> Result<Shared, String> {
-        check_url(url).map_err(|e| format!("collection_redis {e}"))?;
-        let client = redis::Client::open(url).map_err(|e| format!("collection_redis {e}"))?;
+        let client = client(url).map_err(|e| format!("collection_redis {e}"))?;
         crate::rules::collection_store().share();
         let _ = STATS.set(Stats {
             up: AtomicBool::new(true),
