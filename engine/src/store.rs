@@ -767,7 +767,9 @@ impl CollectionStore {
     /// In a shared store ([`CollectionStore::share`]): up to `max` of the
     /// records written or read since they were last taken, with the writes
     /// to replay on their shared state (none for a record only read, or
-    /// read but not held here, which is to be fetched), at `now`; the rest
+    /// read but not held here, which is to be fetched), at `now`; then,
+    /// with the room left, records written lately that the last exchange
+    /// brought back (see [`CollectionStore::begin_exchange`]). The rest
     /// wait for the next calls (empty: nothing left). The notes are
     /// dropped; give the deltas back with
     /// [`CollectionStore::restore_changes`] if they could not be sent.
@@ -783,7 +785,7 @@ impl CollectionStore {
             let Ok(mut guard) = self.shards[(first + i) % SHARDS].lock() else {
                 continue;
             };
-            self.take_queued(&mut guard, now, max, &mut out);
+            guard.take_queued(now, max, &mut out);
         }
         // Then, with what room is left, records not written or read since
         // the last exchange but lately: best effort.
@@ -821,77 +823,6 @@ impl CollectionStore {
                 let next = std::mem::take(&mut shard.refresh_next);
                 shard.refresh = next.into();
             }
-        }
-    }
-
-    /// [`CollectionStore::take_changes`]'s part for one shard: what was
-    /// read while not held, then what was written or read.
-    fn take_queued(&self, shard: &mut Shard, now: u64, max: usize, out: &mut Vec<RecordDelta>) {
-        let wanted: Vec<Box<[u8]>> = shard.wanted.iter().take(max - out.len()).cloned().collect();
-        for id in wanted {
-            shard.wanted.remove(&id);
-            if !shard.records.contains_key(&id) {
-                out.push(RecordDelta {
-                    id: id.into(),
-                    ops: Vec::new(),
-                });
-            }
-        }
-        while out.len() < max {
-            let Some(id) = shard.queued.pop_front() else {
-                break;
-            };
-            let Some(r) = shard.records.get_mut(&id) else {
-                continue;
-            };
-            let Some(notes) = r.changes.take() else {
-                continue;
-            };
-            let noted = notes_bytes(Some(&notes));
-            r.bytes -= noted;
-            shard.bytes -= noted;
-            let mut ops = Vec::new();
-            for c in notes.iter() {
-                let here = r.vars.iter().find(|v| v.live(now) && *v.name == *c.name);
-                let op = |kind| DeltaOp {
-                    name: c.name.to_vec(),
-                    kind,
-                };
-                // The expiry to send: an `expirevar`'s, else the one
-                // this copy holds unless the shared one has its own (a
-                // rate window's start).
-                let expiry = |ops: &mut Vec<DeltaOp>, here: &StoredVar| match c.expires {
-                    Some(at) => ops.push(op(DeltaKind::Expire(at))),
-                    None if here.expires != 0 => {
-                        ops.push(op(DeltaKind::ExpireIfUnset(here.expires)))
-                    }
-                    None => {}
-                };
-                match (c.kind, here) {
-                    (ChangeKind::Added(by), Some(h)) => {
-                        if by != 0 {
-                            ops.push(op(DeltaKind::Add(by)));
-                        }
-                        expiry(&mut ops, h);
-                    }
-                    (ChangeKind::Set, Some(h)) => {
-                        ops.push(op(DeltaKind::Set(h.value.clone())));
-                        expiry(&mut ops, h);
-                    }
-                    (ChangeKind::Replaced, _) | (ChangeKind::Deleted, _) => {
-                        ops.push(op(DeltaKind::Delete));
-                        if let (ChangeKind::Replaced, Some(h)) = (c.kind, here) {
-                            ops.push(op(DeltaKind::Set(h.value.clone())));
-                            if h.expires != 0 {
-                                ops.push(op(DeltaKind::Expire(h.expires)));
-                            }
-                        }
-                    }
-                    // Expired here since: so it is there.
-                    (ChangeKind::Added(_) | ChangeKind::Set, None) => {}
-                }
-            }
-            out.push(RecordDelta { id: id.into(), ops });
         }
     }
 
@@ -1141,6 +1072,77 @@ impl CollectionStore {
 }
 
 impl Shard {
+    /// [`CollectionStore::take_changes`]'s part for one shard: what was
+    /// read while not held, then what was written or read.
+    fn take_queued(&mut self, now: u64, max: usize, out: &mut Vec<RecordDelta>) {
+        let wanted: Vec<Box<[u8]>> = self.wanted.iter().take(max - out.len()).cloned().collect();
+        for id in wanted {
+            self.wanted.remove(&id);
+            if !self.records.contains_key(&id) {
+                out.push(RecordDelta {
+                    id: id.into(),
+                    ops: Vec::new(),
+                });
+            }
+        }
+        while out.len() < max {
+            let Some(id) = self.queued.pop_front() else {
+                break;
+            };
+            let Some(r) = self.records.get_mut(&id) else {
+                continue;
+            };
+            let Some(notes) = r.changes.take() else {
+                continue;
+            };
+            let noted = notes_bytes(Some(&notes));
+            r.bytes -= noted;
+            self.bytes -= noted;
+            let mut ops = Vec::new();
+            for c in notes.iter() {
+                let here = r.vars.iter().find(|v| v.live(now) && *v.name == *c.name);
+                let op = |kind| DeltaOp {
+                    name: c.name.to_vec(),
+                    kind,
+                };
+                // The expiry to send: an `expirevar`'s, else the one
+                // this copy holds unless the shared one has its own (a
+                // rate window's start).
+                let expiry = |ops: &mut Vec<DeltaOp>, here: &StoredVar| match c.expires {
+                    Some(at) => ops.push(op(DeltaKind::Expire(at))),
+                    None if here.expires != 0 => {
+                        ops.push(op(DeltaKind::ExpireIfUnset(here.expires)))
+                    }
+                    None => {}
+                };
+                match (c.kind, here) {
+                    (ChangeKind::Added(by), Some(h)) => {
+                        if by != 0 {
+                            ops.push(op(DeltaKind::Add(by)));
+                        }
+                        expiry(&mut ops, h);
+                    }
+                    (ChangeKind::Set, Some(h)) => {
+                        ops.push(op(DeltaKind::Set(h.value.clone())));
+                        expiry(&mut ops, h);
+                    }
+                    (ChangeKind::Replaced, _) | (ChangeKind::Deleted, _) => {
+                        ops.push(op(DeltaKind::Delete));
+                        if let (ChangeKind::Replaced, Some(h)) = (c.kind, here) {
+                            ops.push(op(DeltaKind::Set(h.value.clone())));
+                            if h.expires != 0 {
+                                ops.push(op(DeltaKind::Expire(h.expires)));
+                            }
+                        }
+                    }
+                    // Expired here since: so it is there.
+                    (ChangeKind::Added(_) | ChangeKind::Set, None) => {}
+                }
+            }
+            out.push(RecordDelta { id: id.into(), ops });
+        }
+    }
+
     fn remove(&mut self, id: &[u8]) {
         if let Some(r) = self.records.remove(id) {
             self.bytes -= r.bytes;
