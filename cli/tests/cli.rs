@@ -672,6 +672,39 @@ fn serve_reloads_when_the_rule_files_change() {
     );
 }
 
+/// A fresh temporary directory `waf-cli-NAME-PID` with `count.conf`, rules
+/// that count each `?client=` in `IP` and answer 429 past `limit`
+/// requests, and the `waf serve` arguments for them in front of
+/// `upstream` with `--collection-file DIR/collections.bin`.
+fn counting_client_setup(
+    name: &str,
+    limit: u32,
+    upstream: std::net::SocketAddr,
+) -> (std::path::PathBuf, Vec<String>) {
+    let dir = std::env::temp_dir().join(format!("waf-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let rules = dir.join("count.conf");
+    std::fs::write(
+        &rules,
+        format!(
+            "SecRuleEngine On\n\
+             SecAction \"id:1,phase:1,pass,nolog,initcol:ip=%{{ARGS.client}}\"\n\
+             SecAction \"id:2,phase:1,pass,nolog,setvar:ip.hits=+1\"\n\
+             SecRule IP:hits \"@gt {limit}\" \"id:3,phase:1,deny,status:429\"\n"
+        ),
+    )
+    .expect("write");
+    let args = vec![
+        rules.display().to_string(),
+        "--upstream".into(),
+        format!("http://{upstream}"),
+        "--collection-file".into(),
+        dir.join("collections.bin").display().to_string(),
+    ];
+    (dir, args)
+}
+
 /// `--collection-file`: a client's count, written when the process stops,
 /// is read by the next one, which blocks the client's fourth request; a
 /// damaged file is reported and the process starts anyway.
@@ -679,26 +712,8 @@ fn serve_reloads_when_the_rule_files_change() {
 fn serve_keeps_persistent_collections_across_a_restart_in_a_file() {
     use std::time::Duration;
     let upstream = common::backend(100, Duration::ZERO, "ok\n");
-    let dir = std::env::temp_dir().join(format!("waf-cli-collections-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("dir");
-    let rules = dir.join("count.conf");
-    std::fs::write(
-        &rules,
-        "SecRuleEngine On\n\
-         SecAction \"id:1,phase:1,pass,nolog,initcol:ip=%{ARGS.client}\"\n\
-         SecAction \"id:2,phase:1,pass,nolog,setvar:ip.hits=+1\"\n\
-         SecRule IP:hits \"@gt 3\" \"id:3,phase:1,deny,status:429\"\n",
-    )
-    .expect("write");
+    let (dir, args) = counting_client_setup("collections", 3, upstream);
     let file = dir.join("collections.bin");
-    let args = [
-        rules.display().to_string(),
-        "--upstream".into(),
-        format!("http://{upstream}"),
-        "--collection-file".into(),
-        file.display().to_string(),
-    ];
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let (child, listen) = common::start_serve(&args);
     let first: Vec<u16> = (0..3)
@@ -741,29 +756,10 @@ fn serve_merges_persistent_collections_across_a_handoff() {
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
     let upstream = common::backend(100, Duration::ZERO, "ok\n");
-    let dir = std::env::temp_dir().join(format!("waf-cli-handoff-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("dir");
-    let rules = dir.join("count.conf");
     // 3 requests before the handoff and 10 while both processes serve:
     // the 14th is over the limit only if the counts add up.
-    std::fs::write(
-        &rules,
-        "SecRuleEngine On\n\
-         SecAction \"id:1,phase:1,pass,nolog,initcol:ip=%{ARGS.client}\"\n\
-         SecAction \"id:2,phase:1,pass,nolog,setvar:ip.hits=+1\"\n\
-         SecRule IP:hits \"@gt 13\" \"id:3,phase:1,deny,status:429\"\n",
-    )
-    .expect("write");
-    let file = dir.join("collections.bin");
-    let args = [
-        rules.display().to_string(),
-        "--upstream".into(),
-        format!("http://{upstream}"),
-        "--collection-file".into(),
-        file.display().to_string(),
-        "--reuse-port".into(),
-    ];
+    let (dir, mut args) = counting_client_setup("handoff", 13, upstream);
+    args.push("--reuse-port".into());
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let (old, listen) = common::start_serve(&args);
     let before: Vec<u16> = (0..3)
