@@ -58,7 +58,7 @@ pub use options::EvalOptions;
 pub use outcome::{Cause, Intervention, MatchedRule};
 pub use ruleset::{PrefilterStats, Ruleset, DEFAULT_RULES, DEFAULT_RULES_NAME};
 pub use stats::{ChainProfile, EvalStats, RuleProfile};
-pub use store::{CollectionStore, DeltaKind, DeltaOp, RecordDelta, StoreLimits};
+pub use store::{epoch_secs, CollectionStore, DeltaKind, DeltaOp, RecordDelta, StoreLimits};
 pub use transaction::{LogCursor, Transaction};
 pub use transform::apply as apply_transform;
 pub use waf_compiler::ir::{AuditParts, EngineMode};

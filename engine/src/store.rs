@@ -298,6 +298,15 @@ pub(crate) enum StoreOp<'a> {
     Delete,
 }
 
+/// Seconds since the Unix epoch: the store's clock (what its methods take
+/// as `now`), which `TIME_EPOCH` and the other `TIME*` variables read too.
+pub fn epoch_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs()
+}
+
 /// Writes the id of record `key` of collection `coll` into `out` (cleared
 /// first): the collection's name, a NUL, then the key.
 pub(crate) fn record_id(coll: V, key: &[u8], out: &mut Vec<u8>) {
@@ -757,11 +766,6 @@ impl CollectionStore {
     pub fn share(&self) {
         self.shared.store(true, Ordering::Relaxed);
         self.tracking.store(true, Ordering::Relaxed);
-    }
-
-    /// Whether [`CollectionStore::share`] was called.
-    pub fn is_shared(&self) -> bool {
-        self.shared.load(Ordering::Relaxed)
     }
 
     /// In a shared store ([`CollectionStore::share`]): up to `max` of the

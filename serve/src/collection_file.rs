@@ -65,7 +65,7 @@ pub(crate) fn read(path: &Path) -> (String, Option<Stamp>) {
         }
     };
     let stamp = file.metadata().ok().map(|m| Stamp::of(&m));
-    let now = crate::proxy::epoch_secs();
+    let now = waf_engine::epoch_secs();
     // Idle records are dropped by each ruleset's own SecCollectionTimeout
     // when next read; here only what has expired is left out.
     let store = crate::rules::collection_store();
@@ -93,7 +93,7 @@ pub(crate) fn write(path: &Path) -> String {
     let written = (|| -> std::io::Result<u64> {
         let mut w = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
         let n =
-            crate::rules::collection_store().write_snapshot(&mut w, crate::proxy::epoch_secs())?;
+            crate::rules::collection_store().write_snapshot(&mut w, waf_engine::epoch_secs())?;
         let file = w.into_inner().map_err(|e| e.into_error())?;
         file.sync_all()?;
         std::fs::rename(&tmp, path)?;
@@ -190,7 +190,7 @@ fn merge(path: &Path) -> String {
             );
         }
     };
-    let now = crate::proxy::epoch_secs();
+    let now = waf_engine::epoch_secs();
     match store.merge_snapshot(&mut std::io::BufReader::new(file), now, u64::MAX) {
         Ok(n) => format!(
             "waf serve: persistent collections: {n} records merged from {}, written by the process this one took over from",

@@ -2020,13 +2020,6 @@ where
 /// `SecCollectionTimeout`'s default.
 const DEFAULT_COLLECTION_TIMEOUT: u64 = 3600;
 
-/// Seconds since the Unix epoch (the store's clock).
-pub(crate) fn epoch_secs() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 /// The settings that belong to the process rather than to a server: the
 /// persistent-collection store's size (shared by every ruleset compiled
 /// here, see `rules::collection_store`).

@@ -181,7 +181,7 @@ impl Shared {
     /// the hashes' time to live.
     pub(crate) fn exchange(&self, ttl: u64) {
         let store = crate::rules::collection_store();
-        let now = crate::proxy::epoch_secs();
+        let now = waf_engine::epoch_secs();
         let mut sent = false;
         store.begin_exchange();
         for _ in 0..MAX_BATCHES {

@@ -69,7 +69,7 @@ impl RateLimit {
         id.push(0);
         self.key.with_value(r, |v| id.extend_from_slice(v));
         let store = crate::rules::collection_store();
-        let (n, left) = store.count_in_window(&id, self.period, crate::proxy::epoch_secs())?;
+        let (n, left) = store.count_in_window(&id, self.period, waf_engine::epoch_secs())?;
         (n > self.requests).then_some(left.max(1))
     }
 

@@ -10,7 +10,6 @@ use crate::body::Processor;
 use crate::collection::{Collection, Entry};
 use crate::sources::{is_volatile, stable_coll, Coll};
 use std::io::Write as _;
-use std::time::{SystemTime, UNIX_EPOCH};
 use waf_compiler::ir::{MacroPart, MacroString, Program, Selector, Target};
 use waf_compiler::names::Variable as V;
 
@@ -564,11 +563,4 @@ fn is_anchored(var: V) -> bool {
     )
 }
 
-/// Seconds since the epoch: `TIME_EPOCH`, the `TIME*` variables, and the
-/// persistent collections' clock.
-pub(super) fn epoch_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs()
-}
+pub(super) use crate::store::epoch_secs;
