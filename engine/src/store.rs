@@ -391,28 +391,27 @@ impl CollectionStore {
         };
         let shard = &mut *guard;
         let shared = self.shared.load(Ordering::Relaxed);
-        let held = shard
-            .records
-            .get(id)
-            .is_some_and(|r| !stale(r, now, timeout));
-        if !held {
-            shard.remove(id);
-            if shared && shard.wanted.len() < WANTED_MAX && !shard.wanted.contains(id) {
-                shard.wanted.insert(id.into());
+        let idle = match shard.records.get_mut(id) {
+            Some(r) if !stale(r, now, timeout) => {
+                if shared && r.changes.is_none() {
+                    // Read: refreshed by the next exchange with the shared
+                    // store.
+                    queue(&mut shard.queued, r, id);
+                    r.bytes += NOTES_OVERHEAD;
+                    shard.bytes += NOTES_OVERHEAD;
+                }
+                for v in r.vars.iter().filter(|v| v.live(now)) {
+                    f(&v.name, &v.value);
+                }
+                return;
             }
-            return;
-        }
-        let Some(r) = shard.records.get_mut(id) else {
-            return;
+            held => held.is_some(),
         };
-        if shared && r.changes.is_none() {
-            // Read: refreshed by the next exchange with the shared store.
-            queue(&mut shard.queued, r, id);
-            r.bytes += NOTES_OVERHEAD;
-            shard.bytes += NOTES_OVERHEAD;
+        if idle {
+            shard.remove(id);
         }
-        for v in r.vars.iter().filter(|v| v.live(now)) {
-            f(&v.name, &v.value);
+        if shared && shard.wanted.len() < WANTED_MAX && !shard.wanted.contains(id) {
+            shard.wanted.insert(id.into());
         }
     }
 
