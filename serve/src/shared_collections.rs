@@ -126,9 +126,9 @@ pub(crate) struct Shared {
     client: redis::Client,
     url: String,
     conn: Mutex<Option<(redis::Connection, String)>>,
-    /// Whether the last exchange failed (its error is logged once, and the
-    /// recovery).
-    failing: AtomicBool,
+    /// The process's exchange counters; `up` turning false logs the error
+    /// once, turning true again the recovery.
+    stats: &'static Stats,
     log: ErrorLog,
 }
 
@@ -138,7 +138,7 @@ impl Shared {
     pub(crate) fn new(url: &str, log: ErrorLog) -> Result<Shared, String> {
         let client = client(url).map_err(|e| format!("collection_redis {e}"))?;
         crate::rules::collection_store().share();
-        let _ = STATS.set(Stats {
+        let stats = STATS.get_or_init(|| Stats {
             up: AtomicBool::new(true),
             ..Stats::default()
         });
@@ -146,7 +146,7 @@ impl Shared {
             client,
             url: redact(url),
             conn: Mutex::new(None),
-            failing: AtomicBool::new(false),
+            stats,
             log,
         })
     }
@@ -195,19 +195,15 @@ impl Shared {
                     for (d, vars) in batch.iter().zip(states) {
                         store.merge_remote(&d.id, vars, now);
                     }
-                    if let Some(s) = stats() {
-                        s.records.fetch_add(batch.len() as u64, Ordering::Relaxed);
-                    }
+                    let n = batch.len() as u64;
+                    self.stats.records.fetch_add(n, Ordering::Relaxed);
                 }
                 Err(e) => {
-                    if let Some(s) = stats() {
-                        s.failed.fetch_add(1, Ordering::Relaxed);
-                        s.up.store(false, Ordering::Relaxed);
-                    }
+                    self.stats.failed.fetch_add(1, Ordering::Relaxed);
                     for d in batch {
                         store.restore_changes(d);
                     }
-                    if !self.failing.swap(true, Ordering::Relaxed) {
+                    if self.stats.up.swap(false, Ordering::Relaxed) {
                         self.log.write(format!(
                             "waf serve: persistent collections: Redis at {}: {e}; each instance counts on its own until it answers (writes kept)",
                             self.url
@@ -220,11 +216,8 @@ impl Shared {
         if !sent {
             return;
         }
-        if let Some(s) = stats() {
-            s.ok.fetch_add(1, Ordering::Relaxed);
-            s.up.store(true, Ordering::Relaxed);
-        }
-        if self.failing.swap(false, Ordering::Relaxed) {
+        self.stats.ok.fetch_add(1, Ordering::Relaxed);
+        if !self.stats.up.swap(true, Ordering::Relaxed) {
             self.log.write(format!(
                 "waf serve: persistent collections: Redis at {} answers again; the writes kept were sent",
                 self.url
