@@ -116,22 +116,12 @@ pub(crate) fn write(path: &Path) -> String {
 
 /// Whether another process listens on `addr` (with `SO_REUSEPORT`, since
 /// this one is about to bind it too): the process this one takes over
-/// from. A plain bind (`SO_REUSEADDR`, which ignores connections in
-/// TIME_WAIT) fails on a listening port.
+/// from. A bind without `SO_REUSEPORT` (`SO_REUSEADDR` ignores connections
+/// in TIME_WAIT) fails on a listening port.
 pub(crate) fn another_listens(addr: SocketAddr) -> bool {
-    if addr.port() == 0 {
-        return false;
-    }
-    let socket = if addr.is_ipv4() {
-        tokio::net::TcpSocket::new_v4()
-    } else {
-        tokio::net::TcpSocket::new_v6()
-    };
-    let Ok(socket) = socket else {
-        return false;
-    };
-    let _ = socket.set_reuseaddr(true);
-    matches!(socket.bind(addr), Err(e) if e.kind() == std::io::ErrorKind::AddrInUse)
+    addr.port() != 0
+        && matches!(crate::bound_socket(addr, false),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse)
 }
 
 /// In a process that took `addr` over from another: notes the store's

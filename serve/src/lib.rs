@@ -303,10 +303,18 @@ pub struct Logs {
 /// dropped SYNs and one-second retransmits (tokio's default is 1,024).
 const LISTEN_BACKLOG: u32 = 4096;
 
-/// The listening socket, with `SO_REUSEADDR` (a restart rebinds at once),
-/// `SO_REUSEPORT` if asked ([`Config::reuse_port`]), and a backlog of
+/// The listening socket: [`bound_socket`], with a backlog of
 /// [`LISTEN_BACKLOG`].
 fn listen(addr: SocketAddr, reuse_port: bool) -> std::io::Result<TcpListener> {
+    bound_socket(addr, reuse_port)?.listen(LISTEN_BACKLOG)
+}
+
+/// A socket bound to `addr` with `SO_REUSEADDR` (a restart rebinds at
+/// once) and `SO_REUSEPORT` if asked ([`Config::reuse_port`]).
+pub(crate) fn bound_socket(
+    addr: SocketAddr,
+    reuse_port: bool,
+) -> std::io::Result<tokio::net::TcpSocket> {
     let socket = if addr.is_ipv4() {
         tokio::net::TcpSocket::new_v4()?
     } else {
@@ -317,7 +325,7 @@ fn listen(addr: SocketAddr, reuse_port: bool) -> std::io::Result<TcpListener> {
         socket.set_reuseport(true)?;
     }
     socket.bind(addr)?;
-    socket.listen(LISTEN_BACKLOG)
+    Ok(socket)
 }
 
 /// Checks what a start reads besides the rules and sites (the CA file of
