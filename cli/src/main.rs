@@ -103,7 +103,8 @@ enum Command {
     /// Run the WAF as an HAProxy SPOE agent: HAProxy sends each request (line, headers, buffered body), the agent runs phases 1, 2 and 5 and answers with txn.waf.* variables that HAProxy's rules act on (see connectors/haproxy/).
     #[command(after_help = help!(
         "  waf spoa -c /tmp/crs-pl1.conf --listen 127.0.0.1:12345 --error-log waf.log
-  haproxy -f connectors/haproxy/haproxy.cfg                # with the shipped SPOE configuration",
+  haproxy -f connectors/haproxy/haproxy.cfg                # with the shipped SPOE configuration
+  waf spoa -c rules.conf --collection-redis redis://10.0.0.5:6379  # counters shared by the agents",
         "1 the rules do not compile"
     ))]
     Spoa(spoa::Args),

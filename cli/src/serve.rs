@@ -108,23 +108,8 @@ pub struct Args {
     /// about 2 KiB a value with CRS when full) [default: 16384].
     #[arg(long, value_name = "VALUES", value_parser = crate::input::positive)]
     pub value_cache: Option<usize>,
-    /// MiB the persistent collections (`initcol`: per-client counters,
-    /// flags) may hold; past it the least recently written records are
-    /// evicted [default: 64].
-    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
-    pub collection_memory: Option<u64>,
-    /// Keep the persistent collections (and `rate_limit` counts) across
-    /// restarts in FILE: read at start, written at shutdown (SIGTERM,
-    /// Ctrl-C); with --reuse-port, a process that takes the port over
-    /// merges what the old one writes [default: in memory only].
-    #[arg(long, value_name = "FILE")]
-    pub collection_file: Option<PathBuf>,
-    /// Share the persistent collections (and `rate_limit` counts) with the
-    /// other instances given the same Redis (redis://[user:password@]host[:port][/db]):
-    /// each instance sends its writes and brings back the shared state
-    /// every 100 ms, off the request path.
-    #[arg(long, value_name = "URL", conflicts_with = "collection_file")]
-    pub collection_redis: Option<String>,
+    #[command(flatten)]
+    pub collections: CollectionArgs,
     /// TLS certificate chain (PEM); with --tls-key.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -236,14 +221,12 @@ pub fn run(args: Args) -> CmdResult {
     if let Some(n) = args.value_cache {
         config.value_cache = n;
     }
-    if let Some(mib) = args.collection_memory {
-        config.collection_memory = (mib as usize) << 20;
+    let collections = args.collections.settings()?;
+    if let Some(bytes) = collections.memory {
+        config.collection_memory = bytes;
     }
-    config.collection_file = args.collection_file.clone();
-    if let Some(url) = &args.collection_redis {
-        waf_serve::shared_collections::check_url(url).map_err(CliError::usage)?;
-        config.collection_redis = Some(url.clone());
-    }
+    config.collection_file = collections.file;
+    config.collection_redis = collections.redis;
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(c), Some(k)) => Some(waf_serve::tls::load(c, k).map_err(CliError::usage)?),
         _ => None,
@@ -293,9 +276,18 @@ fn run_manifest(path: &Path, args: &Args) -> CmdResult {
         ("--proxy-protocol", args.proxy_protocol),
         ("--workers", args.workers.is_some()),
         ("--value-cache", args.value_cache.is_some()),
-        ("--collection-memory", args.collection_memory.is_some()),
-        ("--collection-file", args.collection_file.is_some()),
-        ("--collection-redis", args.collection_redis.is_some()),
+        (
+            "--collection-memory",
+            args.collections.collection_memory.is_some(),
+        ),
+        (
+            "--collection-file",
+            args.collections.collection_file.is_some(),
+        ),
+        (
+            "--collection-redis",
+            args.collections.collection_redis.is_some(),
+        ),
         ("--trusted-proxy", !args.trusted_proxies.is_empty()),
         ("--request-id-header", args.request_id_header.is_some()),
     ];
@@ -349,4 +341,41 @@ fn run_manifest(path: &Path, args: &Args) -> CmdResult {
     report(&format!("sites: {}", names.join(", ")));
     waf_serve::run_sites(m.config, m.sites, source, listeners, logs, report)
         .map_err(CliError::usage)
+}
+
+/// The persistent collections' flags, of `waf serve` and `waf spoa`.
+#[derive(clap::Args, Debug, Default)]
+pub struct CollectionArgs {
+    /// MiB the persistent collections (`initcol`: per-client counters,
+    /// flags) may hold; past it the least recently written records are
+    /// evicted [default: 64].
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub collection_memory: Option<u64>,
+    /// Keep the persistent collections (and `rate_limit` counts) across
+    /// restarts in FILE: read at start, written at shutdown (SIGTERM,
+    /// Ctrl-C); with `waf serve --reuse-port`, a process that takes the
+    /// port over merges what the old one writes [default: in memory only].
+    #[arg(long, value_name = "FILE")]
+    pub collection_file: Option<PathBuf>,
+    /// Share the persistent collections (and `rate_limit` counts) with the
+    /// other instances (`waf serve`, `waf spoa`) given the same Redis
+    /// (redis://[user:password@]host[:port][/db]): each sends its writes
+    /// and brings back the shared state every 100 ms, off the request path.
+    #[arg(long, value_name = "URL", conflicts_with = "collection_file")]
+    pub collection_redis: Option<String>,
+}
+
+impl CollectionArgs {
+    /// The settings the flags give, the Redis URL checked (nothing is
+    /// connected).
+    pub fn settings(&self) -> Result<waf_serve::Collections, CliError> {
+        if let Some(url) = &self.collection_redis {
+            waf_serve::shared_collections::check_url(url).map_err(CliError::usage)?;
+        }
+        Ok(waf_serve::Collections {
+            memory: self.collection_memory.map(|mib| (mib as usize) << 20),
+            file: self.collection_file.clone(),
+            redis: self.collection_redis.clone(),
+        })
+    }
 }

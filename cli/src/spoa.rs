@@ -22,6 +22,8 @@ pub struct Args {
     /// [default: 2].
     #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
     pub watch_interval: f64,
+    #[command(flatten)]
+    pub collections: crate::serve::CollectionArgs,
 }
 
 pub fn run(args: Args) -> CmdResult {
@@ -29,7 +31,8 @@ pub fn run(args: Args) -> CmdResult {
     let log = crate::serve::error_log(args.error_log.as_deref())?;
     let watch = waf_serve::watch_interval(args.watch_interval)
         .map_err(|m| CliError::usage(format!("--watch-interval: {m}")))?;
-    waf_serve::spoa::run(args.listen, Arc::new(rules), log, watch, |m| {
+    let collections = args.collections.settings()?;
+    waf_serve::spoa::run(args.listen, Arc::new(rules), log, watch, collections, |m| {
         eprintln!("waf spoa: {m}")
     })
     .map_err(CliError::usage)

@@ -834,6 +834,33 @@ fn serve_merges_persistent_collections_across_a_handoff() {
     assert!(stderr_new.contains("records written to"), "{stderr_new}");
 }
 
+/// `waf spoa` takes `waf serve`'s persistent-collection flags and checks
+/// them before it listens (what it does with them is checked behind real
+/// HAProxy front ends by corpus/spoa-collections.sh).
+#[test]
+fn spoa_checks_its_persistent_collection_flags() {
+    let bad_url = common::waf(&[
+        "spoa",
+        "--listen",
+        "127.0.0.1:0",
+        "--collection-redis",
+        "http://127.0.0.1:6379",
+    ]);
+    let stderr = String::from_utf8_lossy(&bad_url.stderr);
+    assert_eq!(bad_url.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("give redis://"), "{stderr}");
+    let both = common::waf(&[
+        "spoa",
+        "--collection-file",
+        "/tmp/x",
+        "--collection-redis",
+        "redis://127.0.0.1:6379",
+    ]);
+    let stderr = String::from_utf8_lossy(&both.stderr);
+    assert_eq!(both.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("cannot be used with"), "{stderr}");
+}
+
 /// `--collection-redis`: two instances sharing a Redis (started here, on
 /// loopback) count a client together and see each other's blocks, and an
 /// instance whose Redis went away goes on serving.

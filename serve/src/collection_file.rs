@@ -43,22 +43,22 @@ impl Stamp {
 }
 
 /// Reads the persistent collections a previous process wrote to `path`
-/// into the process's store: the error log's line about it, and the
-/// version read (`None`: no file). A missing file is a first start; a
-/// damaged one keeps what was read before the damage.
-pub(crate) fn read(path: &Path) -> (String, Option<Stamp>) {
+/// into the process's store: the error log's line about it (from `who`,
+/// the program), and the version read (`None`: no file). A missing file
+/// is a first start; a damaged one keeps what was read before the damage.
+pub(crate) fn read(path: &Path, who: &str) -> (String, Option<Stamp>) {
     let file = match std::fs::File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let line = format!(
-                "waf serve: persistent collections: no {} yet, starting empty",
+                "{who}: persistent collections: no {} yet, starting empty",
                 path.display()
             );
             return (line, None);
         }
         Err(e) => {
             let line = format!(
-                "waf serve: persistent collections: cannot read {}: {e}; starting empty",
+                "{who}: persistent collections: cannot read {}: {e}; starting empty",
                 path.display()
             );
             return (line, None);
@@ -71,11 +71,11 @@ pub(crate) fn read(path: &Path) -> (String, Option<Stamp>) {
     let store = crate::rules::collection_store();
     let line = match store.read_snapshot(&mut std::io::BufReader::new(file), now, u64::MAX) {
         Ok(n) => format!(
-            "waf serve: persistent collections: {n} records read from {}",
+            "{who}: persistent collections: {n} records read from {}",
             path.display()
         ),
         Err(e) => format!(
-            "waf serve: persistent collections: {}: {e}; {} records kept",
+            "{who}: persistent collections: {}: {e}; {} records kept",
             path.display(),
             store.records()
         ),
@@ -85,8 +85,8 @@ pub(crate) fn read(path: &Path) -> (String, Option<Stamp>) {
 
 /// Writes the process's persistent collections to `path` (a new file
 /// renamed over the old, so a crash while writing leaves the last one):
-/// the error log's line about it.
-pub(crate) fn write(path: &Path) -> String {
+/// the error log's line about it (from `who`, the program).
+pub(crate) fn write(path: &Path, who: &str) -> String {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
@@ -101,13 +101,13 @@ pub(crate) fn write(path: &Path) -> String {
     })();
     match written {
         Ok(n) => format!(
-            "waf serve: persistent collections: {n} records written to {}",
+            "{who}: persistent collections: {n} records written to {}",
             path.display()
         ),
         Err(e) => {
             let _ = std::fs::remove_file(&tmp);
             format!(
-                "waf serve: persistent collections: cannot write {}: {e}",
+                "{who}: persistent collections: cannot write {}: {e}",
                 path.display()
             )
         }

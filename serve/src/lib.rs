@@ -259,6 +259,21 @@ impl Listener {
     }
 }
 
+/// Where the persistent collections (`initcol`, `rate_limit`) are kept, as
+/// the command line gives it (`waf spoa`; `waf serve` holds the same in
+/// its [`Config`]): in memory up to `memory` bytes, read from and written
+/// to `file` across restarts, or shared with other instances through the
+/// Redis at `redis`.
+#[derive(Clone, Debug, Default)]
+pub struct Collections {
+    /// Bytes the store may hold (its default when `None`).
+    pub memory: Option<usize>,
+    /// Read at start, written at stop.
+    pub file: Option<std::path::PathBuf>,
+    /// `redis://[user:password@]host[:port][/db]`; excludes `file`.
+    pub redis: Option<String>,
+}
+
 /// Why the server could not start.
 #[derive(Debug)]
 pub enum ServeError {
@@ -479,7 +494,7 @@ impl Server {
         };
         let shared = match &config.collection_redis {
             Some(url) => Some(Arc::new(
-                shared_collections::Shared::new(url, log.clone())
+                shared_collections::Shared::new(url, log.clone(), "waf serve")
                     .map_err(ServeError::Collections)?,
             )),
             None => None,
@@ -636,7 +651,7 @@ impl Server {
 }
 
 /// How long a shutdown waits for the logs' last lines to be written.
-const LOG_FLUSH: Duration = Duration::from_secs(5);
+pub(crate) const LOG_FLUSH: Duration = Duration::from_secs(5);
 
 /// What a [`Server::shutdown`] did.
 #[derive(Clone, Copy, Debug)]

@@ -188,7 +188,7 @@ impl State {
         let Some(path) = self.config().collection_file.clone() else {
             return;
         };
-        let (line, read) = crate::collection_file::read(&path);
+        let (line, read) = crate::collection_file::read(&path, "waf serve");
         self.log.write(line);
         if let Some(addr) = predecessor {
             tokio::spawn(crate::collection_file::merge_when_written(
@@ -238,7 +238,8 @@ impl State {
             shared.exchange(self.collection_timeout());
         }
         if let Some(path) = &self.config().collection_file {
-            self.log.write(crate::collection_file::write(path));
+            self.log
+                .write(crate::collection_file::write(path, "waf serve"));
         }
     }
 

@@ -1,5 +1,5 @@
 //! `collection_redis`: the persistent collections of several `waf serve`
-//! instances shared through Redis.
+//! (or `waf spoa`) instances shared through Redis.
 //!
 //! Requests never wait for Redis: each process keeps reading and writing
 //! its own store, which notes every write and marks every record read
@@ -130,12 +130,15 @@ pub(crate) struct Shared {
     /// once, turning true again the recovery.
     stats: &'static Stats,
     log: ErrorLog,
+    /// The program, at the head of its log lines.
+    who: &'static str,
 }
 
 impl Shared {
     /// Checks `url` (`redis://[user:password@]host[:port][/db]`) and makes
-    /// the process's store shared; nothing is connected yet.
-    pub(crate) fn new(url: &str, log: ErrorLog) -> Result<Shared, String> {
+    /// the process's store shared; nothing is connected yet. `who`, the
+    /// program, heads the lines it writes to `log`.
+    pub(crate) fn new(url: &str, log: ErrorLog, who: &'static str) -> Result<Shared, String> {
         let client = client(url).map_err(|e| format!("collection_redis {e}"))?;
         crate::rules::collection_store().share();
         let stats = STATS.get_or_init(|| Stats {
@@ -148,6 +151,7 @@ impl Shared {
             conn: Mutex::new(None),
             stats,
             log,
+            who,
         })
     }
 
@@ -169,7 +173,8 @@ impl Shared {
             });
         if let Err(e) = spawned {
             self.log.write(format!(
-                "waf serve: persistent collections: cannot start the Redis exchange: {e}"
+                "{}: persistent collections: cannot start the Redis exchange: {e}",
+                self.who
             ));
         }
     }
@@ -205,8 +210,8 @@ impl Shared {
                     }
                     if self.stats.up.swap(false, Ordering::Relaxed) {
                         self.log.write(format!(
-                            "waf serve: persistent collections: Redis at {}: {e}; each instance counts on its own until it answers (writes kept)",
-                            self.url
+                            "{}: persistent collections: Redis at {}: {e}; each instance counts on its own until it answers (writes kept)",
+                            self.who, self.url
                         ));
                     }
                     return;
@@ -219,8 +224,8 @@ impl Shared {
         self.stats.ok.fetch_add(1, Ordering::Relaxed);
         if !self.stats.up.swap(true, Ordering::Relaxed) {
             self.log.write(format!(
-                "waf serve: persistent collections: Redis at {} answers again; the writes kept were sent",
-                self.url
+                "{}: persistent collections: Redis at {} answers again; the writes kept were sent",
+                self.who, self.url
             ));
         }
     }

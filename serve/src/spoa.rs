@@ -208,18 +208,35 @@ fn feed_body(tx: &mut waf_engine::Transaction<'_>, body: &[u8], truncated: bool)
     }
 }
 
-/// Serves SPOP connections from HAProxy until the task is aborted.
-pub async fn serve(listener: TcpListener, rules: Arc<Rules>, log: ErrorLog) {
+/// Serves SPOP connections from HAProxy until `stop` turns true; then
+/// waits for the connections' tasks to end (each is aborted between two
+/// frames: a request being decided is decided), so that nothing writes
+/// the persistent collections after this returns.
+pub async fn serve(
+    listener: TcpListener,
+    rules: Arc<Rules>,
+    log: ErrorLog,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut connections = tokio::task::JoinSet::new();
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
-        let (rules, log) = (rules.clone(), log.clone());
-        tokio::spawn(async move {
-            let _ = connection(stream, rules, log).await;
-        });
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else {
+                    continue;
+                };
+                let _ = stream.set_nodelay(true);
+                let (rules, log) = (rules.clone(), log.clone());
+                connections.spawn(async move {
+                    let _ = connection(stream, rules, log).await;
+                });
+            }
+            // Ended connections are reaped as they end.
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            _ = stop.wait_for(|s| *s) => break,
+        }
     }
+    connections.shutdown().await;
 }
 
 type Socket = Framed<TcpStream, SpopCodec>;
@@ -304,14 +321,34 @@ async fn connection(stream: TcpStream, rules: Arc<Rules>, log: ErrorLog) -> std:
 /// and swaps them in (requests in flight finish on the old ones; rules that
 /// do not compile are refused and reported, the running ones stay); SIGUSR1
 /// reopens the error log. With `watch_interval`, a change to the rules'
-/// files reloads them too (as for `waf serve`).
+/// files reloads them too (as for `waf serve`). The persistent
+/// collections are kept as `collections` says; when the agent stops, after
+/// its last request, they are sent to Redis a last time or written to the
+/// file.
 pub fn run(
     listen: SocketAddr,
     rules: Arc<Rules>,
     log: ErrorLog,
     watch_interval: Option<std::time::Duration>,
+    collections: crate::Collections,
     report: impl Fn(&str),
 ) -> Result<(), crate::ServeError> {
+    if collections.file.is_some() && collections.redis.is_some() {
+        return Err(crate::ServeError::Collections(
+            "a collection file and a Redis to share them exclude each other".into(),
+        ));
+    }
+    let store = crate::rules::collection_store();
+    if let Some(max_bytes) = collections.memory {
+        store.set_limits(waf_engine::StoreLimits { max_bytes });
+    }
+    let shared = match &collections.redis {
+        Some(url) => Some(Arc::new(
+            crate::shared_collections::Shared::new(url, log.clone(), WHO)
+                .map_err(crate::ServeError::Collections)?,
+        )),
+        None => None,
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -321,8 +358,20 @@ pub fn run(
             .await
             .map_err(crate::ServeError::Listen)?;
         report(&format!("listening on {listen}"));
+        if let Some(path) = &collections.file {
+            log.write(crate::collection_file::read(path, WHO).0);
+        }
+        let timeout = {
+            let rules = rules.clone();
+            move || rules.current().program().settings.collection_timeout
+        };
+        let stop_sharing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        if let Some(shared) = &shared {
+            shared.spawn(stop_sharing.clone(), timeout.clone());
+        }
         crate::memory::after_start([rules.current()]);
-        let agent = tokio::spawn(serve(listener, rules.clone(), log.clone()));
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let agent = tokio::spawn(serve(listener, rules.clone(), log.clone(), stopped));
         let watch = watch_interval.map(|interval| crate::Watch {
             interval,
             inputs: {
@@ -330,17 +379,35 @@ pub fn run(
                 move || rules.inputs()
             },
         });
-        let reload = move || {
-            rules
-                .reload()
-                .map(|()| Vec::new())
-                .map_err(|e| format!("the running rules stay:\n{e}"))
+        let reload = {
+            let rules = rules.clone();
+            move || {
+                rules
+                    .reload()
+                    .map(|()| Vec::new())
+                    .map_err(|e| format!("the running rules stay:\n{e}"))
+            }
         };
-        crate::until_stopped(reload, |_| {}, watch, &[log], &report).await;
-        agent.abort();
+        crate::until_stopped(reload, |_| {}, watch, std::slice::from_ref(&log), &report).await;
+        stop.send_replace(true);
+        let _ = agent.await;
+        // After the last request: nothing writes the store any more.
+        if let Some(shared) = &shared {
+            stop_sharing.store(true, std::sync::atomic::Ordering::Relaxed);
+            let shared = shared.clone();
+            let ttl = timeout();
+            let _ = tokio::task::spawn_blocking(move || shared.exchange(ttl)).await;
+        }
+        if let Some(path) = &collections.file {
+            log.write(crate::collection_file::write(path, WHO));
+        }
+        log.flush(crate::LOG_FLUSH).await;
         Ok(())
     })
 }
+
+/// What heads the agent's own lines in the error log.
+const WHO: &str = "waf spoa";
 
 #[cfg(test)]
 mod tests {
