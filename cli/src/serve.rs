@@ -227,6 +227,7 @@ pub fn run(args: Args) -> CmdResult {
     }
     config.collection_file = collections.file;
     config.collection_redis = collections.redis;
+    config.collection_redis_ca = collections.redis_ca;
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(c), Some(k)) => Some(waf_serve::tls::load(c, k).map_err(CliError::usage)?),
         _ => None,
@@ -287,6 +288,10 @@ fn run_manifest(path: &Path, args: &Args) -> CmdResult {
         (
             "--collection-redis",
             args.collections.collection_redis.is_some(),
+        ),
+        (
+            "--collection-redis-ca",
+            args.collections.collection_redis_ca.is_some(),
         ),
         ("--trusted-proxy", !args.trusted_proxies.is_empty()),
         ("--request-id-header", args.request_id_header.is_some()),
@@ -363,6 +368,10 @@ pub struct CollectionArgs {
     /// and brings back the shared state every 100 ms, off the request path.
     #[arg(long, value_name = "URL", conflicts_with = "collection_file")]
     pub collection_redis: Option<String>,
+    /// The roots (PEM) the certificate of a rediss:// --collection-redis
+    /// must chain to, for a private CA [default: the system's].
+    #[arg(long, value_name = "FILE", requires = "collection_redis")]
+    pub collection_redis_ca: Option<PathBuf>,
 }
 
 impl CollectionArgs {
@@ -370,12 +379,14 @@ impl CollectionArgs {
     /// connected).
     pub fn settings(&self) -> Result<waf_serve::Collections, CliError> {
         if let Some(url) = &self.collection_redis {
-            waf_serve::shared_collections::check_url(url).map_err(CliError::usage)?;
+            waf_serve::shared_collections::check_url(url, self.collection_redis_ca.as_deref())
+                .map_err(CliError::usage)?;
         }
         Ok(waf_serve::Collections {
             memory: self.collection_memory.map(|mib| (mib as usize) << 20),
             file: self.collection_file.clone(),
             redis: self.collection_redis.clone(),
+            redis_ca: self.collection_redis_ca.clone(),
         })
     }
 }

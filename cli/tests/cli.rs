@@ -967,6 +967,75 @@ fn serve_shares_persistent_collections_between_instances_through_redis() {
     );
 }
 
+/// `--collection-redis rediss://` with `--collection-redis-ca`: two
+/// instances share through a Redis that speaks TLS only, with a
+/// certificate a private CA signed; an instance without that CA (the
+/// system's roots) does not trust the server, says so, and serves on alone.
+#[test]
+fn serve_shares_persistent_collections_through_redis_over_tls() {
+    use std::time::Duration;
+    let dir = std::env::temp_dir().join(format!("waf-cli-redis-tls-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let Some((redis, ca)) = common::redis_server_tls(&dir) else {
+        return;
+    };
+    let upstream = common::backend(200, Duration::ZERO, "ok\n");
+    let rules = dir.join("count.conf");
+    std::fs::write(
+        &rules,
+        "SecRuleEngine On\n\
+         SecAction \"id:1,phase:1,pass,nolog,initcol:ip=%{ARGS.client}\"\n\
+         SecAction \"id:2,phase:1,pass,nolog,setvar:ip.hits=+1\"\n\
+         SecRule IP:hits \"@gt 5\" \"id:3,phase:1,deny,status:429\"\n",
+    )
+    .expect("write");
+    let args = [
+        rules.display().to_string(),
+        "--upstream".into(),
+        format!("http://{upstream}"),
+        "--collection-redis".into(),
+        format!("rediss://{}", redis.addr),
+    ];
+    let untrusting: Vec<&str> = args.iter().map(String::as_str).collect();
+    let ca = ca.display().to_string();
+    let trusting: Vec<&str> = untrusting
+        .iter()
+        .copied()
+        .chain(["--collection-redis-ca", &ca])
+        .collect();
+    let (one, at_one) = common::start_serve(&trusting);
+    let (two, at_two) = common::start_serve(&trusting);
+    let (three, at_three) = common::start_serve(&untrusting);
+    let exchange = || std::thread::sleep(Duration::from_millis(400));
+    let mut counted: Vec<u16> = (0..3)
+        .map(|_| common::status(&at_one, "/?client=a"))
+        .collect();
+    counted.extend((0..2).map(|_| common::status(&at_two, "/?client=a")));
+    let alone = common::status(&at_three, "/?client=a");
+    exchange();
+    let over = [
+        common::status(&at_two, "/?client=a"),
+        common::status(&at_one, "/?client=a"),
+    ];
+    let (_, stderr_one) = common::stop(one);
+    let (_, stderr_two) = common::stop(two);
+    let (_, stderr_three) = common::stop(three);
+    drop(redis);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(counted, [200; 5], "{stderr_one}\n{stderr_two}");
+    assert_eq!(over, [429, 429], "{stderr_one}\n{stderr_two}");
+    assert_eq!(alone, 200, "{stderr_three}");
+    for stderr in [&stderr_one, &stderr_two] {
+        assert!(!stderr.contains("Redis at"), "{stderr}");
+    }
+    assert!(
+        stderr_three.contains("each instance counts on its own until it answers")
+            && stderr_three.contains("certificate"),
+        "{stderr_three}"
+    );
+}
+
 /// A manifest's files are watched with it: an edit to a site's block page
 /// reloads, and the next block shows the new page.
 #[test]

@@ -166,6 +166,9 @@ pub struct Config {
     /// the request path (see shared_collections.rs). Set when a server
     /// starts; excludes `collection_file`.
     pub collection_redis: Option<String>,
+    /// The roots (PEM) a `rediss://` `collection_redis` server's
+    /// certificate must chain to, instead of the system's.
+    pub collection_redis_ca: Option<PathBuf>,
     /// Bind the listeners (and the admin address) with `SO_REUSEPORT`, so
     /// that a second process can listen on the same addresses while this
     /// one runs: a new binary or configuration takes over without a moment
@@ -220,6 +223,7 @@ impl Config {
             collection_memory: waf_engine::StoreLimits::default().max_bytes,
             collection_file: None,
             collection_redis: None,
+            collection_redis_ca: None,
             reuse_port: false,
             request_id_header: None,
         }
@@ -270,8 +274,12 @@ pub struct Collections {
     pub memory: Option<usize>,
     /// Read at start, written at stop.
     pub file: Option<std::path::PathBuf>,
-    /// `redis://[user:password@]host[:port][/db]`; excludes `file`.
+    /// `redis://[user:password@]host[:port][/db]` or `rediss://...`;
+    /// excludes `file`.
     pub redis: Option<String>,
+    /// For a `rediss://` `redis`: the roots (PEM) its certificate must
+    /// chain to, instead of the system's.
+    pub redis_ca: Option<PathBuf>,
 }
 
 /// Why the server could not start.
@@ -494,8 +502,13 @@ impl Server {
         };
         let shared = match &config.collection_redis {
             Some(url) => Some(Arc::new(
-                shared_collections::Shared::new(url, log.clone(), "waf serve")
-                    .map_err(ServeError::Collections)?,
+                shared_collections::Shared::new(
+                    url,
+                    config.collection_redis_ca.as_deref(),
+                    log.clone(),
+                    "waf serve",
+                )
+                .map_err(ServeError::Collections)?,
             )),
             None => None,
         };

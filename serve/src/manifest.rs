@@ -62,6 +62,8 @@ struct File {
     #[serde(default)]
     collection_redis: Option<String>,
     #[serde(default)]
+    collection_redis_ca: Option<PathBuf>,
+    #[serde(default)]
     trusted_proxies: Vec<String>,
     #[serde(default)]
     request_id_header: Option<String>,
@@ -614,10 +616,20 @@ impl Manifest {
                     "excludes collection_file: Redis keeps the collections across restarts".into(),
                 ));
             }
-            if let Err(e) = crate::shared_collections::check_url(url) {
+            if let Err(e) = crate::shared_collections::check_url(url, None) {
                 return Err(invalid("collection_redis", e));
             }
+            let ca = file.collection_redis_ca.as_deref().map(resolve);
+            if let Err(e) = crate::shared_collections::check_url(url, ca.as_deref()) {
+                return Err(invalid("collection_redis_ca", e));
+            }
             config.collection_redis = Some(url.clone());
+            config.collection_redis_ca = ca;
+        } else if file.collection_redis_ca.is_some() {
+            return Err(invalid(
+                "collection_redis_ca",
+                "is for collection_redis: give both".into(),
+            ));
         }
         // Every timeout but the shutdown's must leave time for something:
         // 0 s would fail every connection, request or tunnel at once.

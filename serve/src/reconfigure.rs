@@ -45,6 +45,7 @@ pub struct FixedSettings {
     profile: bool,
     reuse_port: bool,
     collection_redis: Option<String>,
+    collection_redis_ca: Option<PathBuf>,
 }
 
 impl FixedSettings {
@@ -66,6 +67,7 @@ impl FixedSettings {
             profile: c.profile,
             reuse_port: c.reuse_port,
             collection_redis: c.collection_redis.clone(),
+            collection_redis_ca: c.collection_redis_ca.clone(),
         }
     }
 
@@ -99,6 +101,10 @@ impl FixedSettings {
         check(
             "collection_redis",
             self.collection_redis != fresh.collection_redis,
+        );
+        check(
+            "collection_redis_ca",
+            self.collection_redis_ca != fresh.collection_redis_ca,
         );
         names
     }

@@ -21,6 +21,7 @@
 //! rules without a write.
 
 use crate::log::ErrorLog;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -105,20 +106,45 @@ end
 return redis.call('HGETALL', key)
 "#;
 
-/// Whether `url` is a Redis URL this can connect to (nothing is
-/// connected): what is wrong with it if not.
-pub fn check_url(url: &str) -> Result<(), String> {
-    client(url).map(|_| ())
+/// Whether `url` is a Redis URL this can connect to, with `ca` (a PEM
+/// file of the roots a `rediss://` server's certificate must chain to;
+/// the system's roots without it) readable (nothing is connected): what
+/// is wrong if not.
+pub fn check_url(url: &str, ca: Option<&Path>) -> Result<(), String> {
+    client(url, ca).map(|_| ())
 }
 
-/// The client of `url`, or what is wrong with it.
-fn client(url: &str) -> Result<redis::Client, String> {
-    redis::Client::open(url).map_err(|e| {
+/// The client of `url` (with `ca`, see [`check_url`]), or what is wrong.
+fn client(url: &str, ca: Option<&Path>) -> Result<redis::Client, String> {
+    let wrong = |e: redis::RedisError| {
         format!(
-            "{}: {e}; give redis://[user:password@]host[:port][/db]",
+            "{}: {e}; give redis://[user:password@]host[:port][/db], or rediss:// for TLS",
             redact(url)
         )
-    })
+    };
+    if url.starts_with("rediss://") {
+        // redis-rs builds its rustls configuration with the process's
+        // default provider: the ring one the listeners use (an error only
+        // says that one is installed already).
+        let _ = tokio_rustls::rustls::crypto::ring::default_provider().install_default();
+    }
+    let Some(ca) = ca else {
+        return redis::Client::open(url).map_err(wrong);
+    };
+    if !url.starts_with("rediss://") {
+        return Err(format!(
+            "{}: a CA file is for TLS: give rediss://host[:port][/db]",
+            redact(url)
+        ));
+    }
+    // Checked as the upstreams' CA file is; redis-rs takes the PEM.
+    crate::connect::roots(ca).map_err(|e| format!("CA file {e}"))?;
+    let root = std::fs::read(ca).map_err(|e| format!("CA file `{}`: {e}", ca.display()))?;
+    let certificates = redis::TlsCertificates {
+        client_tls: None,
+        root_cert: Some(root),
+    };
+    redis::Client::build_with_tls(url, certificates).map_err(wrong)
 }
 
 /// The link to Redis: one connection, made again after an error.
@@ -135,11 +161,17 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// Checks `url` (`redis://[user:password@]host[:port][/db]`) and makes
-    /// the process's store shared; nothing is connected yet. `who`, the
-    /// program, heads the lines it writes to `log`.
-    pub(crate) fn new(url: &str, log: ErrorLog, who: &'static str) -> Result<Shared, String> {
-        let client = client(url).map_err(|e| format!("collection_redis {e}"))?;
+    /// Checks `url` (`redis://[user:password@]host[:port][/db]`, or
+    /// `rediss://` with `ca` or the system's roots) and makes the process's
+    /// store shared; nothing is connected yet. `who`, the program, heads
+    /// the lines it writes to `log`.
+    pub(crate) fn new(
+        url: &str,
+        ca: Option<&Path>,
+        log: ErrorLog,
+        who: &'static str,
+    ) -> Result<Shared, String> {
+        let client = client(url, ca).map_err(|e| format!("collection_redis {e}"))?;
         crate::rules::collection_store().share();
         let stats = STATS.get_or_init(|| Stats {
             up: AtomicBool::new(true),
@@ -373,6 +405,25 @@ mod tests {
             ]
         );
         assert!(record_state(&redis::Value::Nil, 0).is_empty());
+    }
+
+    #[test]
+    fn a_ca_file_goes_with_a_tls_url() {
+        let dir = std::env::temp_dir().join(format!("waf-redis-ca-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let junk = dir.join("junk.pem");
+        std::fs::write(&junk, "not a certificate").expect("write");
+        assert!(check_url("rediss://127.0.0.1:6380", None).is_ok());
+        let plain = check_url("redis://u:secret@127.0.0.1:6379", Some(&junk));
+        assert_eq!(
+            plain,
+            Err("redis://u:***@127.0.0.1:6379: a CA file is for TLS: give rediss://host[:port][/db]".into())
+        );
+        let missing = check_url("rediss://127.0.0.1:6380", Some(&dir.join("nowhere.pem")));
+        assert!(missing.is_err_and(|e| e.starts_with("CA file ")));
+        let bad = check_url("rediss://127.0.0.1:6380", Some(&junk));
+        assert!(bad.is_err_and(|e| e.ends_with("no CA certificate in it")));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

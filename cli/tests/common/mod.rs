@@ -158,13 +158,117 @@ pub fn get(listen: &str, target: &str) -> String {
 /// (`.ci/run` installs it), which makes that a failure.
 #[allow(dead_code)]
 pub fn redis_server() -> Option<Redis> {
-    use std::time::{Duration, Instant};
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
+    let port = free_port();
+    start_redis(port, &["--port".into(), port.to_string()])
+}
+
+/// A `redis-server` as [`redis_server`]'s that speaks TLS only, with a
+/// certificate for `localhost` and `127.0.0.1` signed by a CA made here
+/// with `openssl` (in `dir`): the server and the CA's PEM file. `None`
+/// as for [`redis_server`], or when `openssl` is missing (a failure too
+/// with `WAF_REQUIRE_REDIS`).
+#[allow(dead_code)]
+pub fn redis_server_tls(dir: &std::path::Path) -> Option<(Redis, std::path::PathBuf)> {
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"];
+    let steps: [Vec<&str>; 3] = [
+        [
+            &["req", "-x509", "-nodes", "-days", "1"][..],
+            &ec,
+            &[
+                "-subj",
+                "/CN=waf-test-ca",
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.crt",
+            ],
+        ]
+        .concat(),
+        [
+            &["req", "-nodes"][..],
+            &ec,
+            &[
+                "-subj",
+                "/CN=localhost",
+                "-keyout",
+                "redis.key",
+                "-out",
+                "redis.csr",
+            ],
+        ]
+        .concat(),
+        vec![
+            "x509",
+            "-req",
+            "-in",
+            "redis.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "1",
+            "-extfile",
+            "san.ext",
+            "-out",
+            "redis.crt",
+        ],
+    ];
+    std::fs::write(
+        dir.join("san.ext"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
+    )
+    .expect("write");
+    for args in steps {
+        let made = Command::new("openssl")
+            .args(&args)
+            .current_dir(dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+        if !made.as_ref().is_ok_and(|s| s.success()) {
+            assert!(
+                std::env::var_os("WAF_REQUIRE_REDIS").is_none(),
+                "openssl {args:?}: {made:?} (WAF_REQUIRE_REDIS is set)"
+            );
+            eprintln!("skipped: openssl {args:?}: {made:?}");
+            return None;
+        }
+    }
+    let port = free_port();
+    let file = |name: &str| dir.join(name).display().to_string();
+    let args = [
+        "--port".into(),
+        "0".into(),
+        "--tls-port".into(),
+        port.to_string(),
+        "--tls-cert-file".into(),
+        file("redis.crt"),
+        "--tls-key-file".into(),
+        file("redis.key"),
+        "--tls-ca-cert-file".into(),
+        file("ca.crt"),
+        "--tls-auth-clients".into(),
+        "no".into(),
+    ];
+    Some((start_redis(port, &args)?, dir.join("ca.crt")))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")
-        .port();
+        .port()
+}
+
+/// `redis-server ARGS` on loopback, without persistence, once `port`
+/// accepts connections.
+fn start_redis(port: u16, args: &[String]) -> Option<Redis> {
+    use std::time::{Duration, Instant};
     let child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(args)
+        .args(["--bind", "127.0.0.1"])
         .args(["--save", "", "--appendonly", "no"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
