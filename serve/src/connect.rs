@@ -35,24 +35,6 @@ const SYSTEM_BUNDLES: [&str; 2] = [
     "/etc/pki/tls/certs/ca-bundle.crt",
 ];
 
-/// The CA certificates in `file` (PEM), or what is wrong with it (it
-/// cannot be read, or holds none rustls can use).
-pub(crate) fn roots(file: &Path) -> Result<RootCertStore, String> {
-    let mut roots = RootCertStore::empty();
-    let certs =
-        CertificateDer::pem_file_iter(file).map_err(|e| format!("`{}`: {e}", file.display()))?;
-    for cert in certs {
-        let cert = cert.map_err(|e| format!("`{}`: {e}", file.display()))?;
-        // A bundle may carry a certificate rustls cannot use; the others
-        // still count.
-        let _ = roots.add(cert);
-    }
-    if roots.is_empty() {
-        return Err(format!("`{}`: no CA certificate in it", file.display()));
-    }
-    Ok(roots)
-}
-
 /// The TLS clients for `https://` and `h2://` upstreams: trusting the
 /// certificates in `ca` (PEM), or with none given the system's bundle.
 /// `Ok(None)` when no file was given and the system has no bundle (such an
@@ -72,7 +54,18 @@ pub(crate) fn tls_connectors(ca: Option<&Path>) -> Result<Option<TlsConnectors>,
             }
         }
     };
-    let roots = roots(&file)?;
+    let mut roots = RootCertStore::empty();
+    let certs =
+        CertificateDer::pem_file_iter(&file).map_err(|e| format!("`{}`: {e}", file.display()))?;
+    for cert in certs {
+        let cert = cert.map_err(|e| format!("`{}`: {e}", file.display()))?;
+        // A bundle may carry a certificate rustls cannot use; the others
+        // still count.
+        let _ = roots.add(cert);
+    }
+    if roots.is_empty() {
+        return Err(format!("`{}`: no CA certificate in it", file.display()));
+    }
     let provider = Arc::new(crypto::ring::default_provider());
     let mut config = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()

@@ -502,7 +502,7 @@ impl Server {
         };
         let shared = match &config.collection_redis {
             Some(url) => Some(Arc::new(
-                shared_collections::Shared::new(
+                shared_collections::link(
                     url,
                     config.collection_redis_ca.as_deref(),
                     log.clone(),

@@ -107,7 +107,7 @@ pub(crate) struct State {
     /// The link to the Redis that shares the persistent collections, if
     /// any (set when the server starts), and what stops its exchanges.
     shared: std::sync::OnceLock<(
-        Arc<crate::shared_collections::Shared>,
+        Arc<crate::shared_collections::Link>,
         Arc<std::sync::atomic::AtomicBool>,
     )>,
 }
@@ -206,7 +206,7 @@ impl State {
     /// one (`save_collections`).
     pub(crate) fn share_collections(
         self: &Arc<Self>,
-        shared: Arc<crate::shared_collections::Shared>,
+        shared: Arc<crate::shared_collections::Link>,
     ) {
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let state = Arc::downgrade(self);

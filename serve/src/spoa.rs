@@ -344,13 +344,8 @@ pub fn run(
     }
     let shared = match &collections.redis {
         Some(url) => Some(Arc::new(
-            crate::shared_collections::Shared::new(
-                url,
-                collections.redis_ca.as_deref(),
-                log.clone(),
-                WHO,
-            )
-            .map_err(crate::ServeError::Collections)?,
+            crate::shared_collections::link(url, collections.redis_ca.as_deref(), log.clone(), WHO)
+                .map_err(crate::ServeError::Collections)?,
         )),
         None => None,
     };
