@@ -145,3 +145,24 @@ wrk_stop() {
   non2xx=$(awk -F': ' '/Non-2xx/ {print $2}' "$2"); non2xx="${non2xx:-0}"
   sockerr=$(awk '/Socket errors/ {print}' "$2"); sockerr="${sockerr:-none}"
 }
+
+# codes CLIENT URL N: the statuses of N requests with `X-Client: CLIENT` at
+# URL, each followed by a space (the persistent-collection scripts count
+# clients by that header).
+codes() {
+  for _ in $(seq 1 "$3"); do
+    printf '%s ' "$(curl -s -o /dev/null -w '%{http_code}' -H "X-Client: $1" "$2")"
+  done
+}
+
+# check WHAT GOT WANT: prints "ok" or "FAILED" for WHAT; a failure is
+# counted in `failed` (the script exits 1 at its end when it is not 0).
+failed=0
+check() {
+  if [ "$2" = "$3" ]; then
+    echo "  ok: $1: $2"
+  else
+    echo "  FAILED: $1: $2 (want $3)"
+    failed=$((failed + 1))
+  fi
+}

@@ -64,24 +64,6 @@ ready() {
   exit 1
 }
 
-# codes CLIENT URL N: the statuses of N requests of CLIENT at URL.
-codes() {
-  for _ in $(seq 1 "$3"); do
-    printf '%s ' "$(curl -s -o /dev/null -w '%{http_code}' -H "X-Client: $1" "$2")"
-  done
-}
-
-failed=0
-check() {
-  local what="$1" got="$2" want="$3"
-  if [ "$got" = "$want" ]; then
-    echo "  ok: $what: $got"
-  else
-    echo "  FAILED: $what: $got (want $want)"
-    failed=$((failed + 1))
-  fi
-}
-
 "$WAF" test backend --listen 127.0.0.1:19420 2>"$work/backend.out" & pids+=($!)
 
 echo "(1) one agent, --collection-file, restarted"

@@ -7,6 +7,8 @@
  *   waf_rules_file PATH;        (modsecurity_rules_file; repeatable)
  *   waf_rules 'SecLang text';   (modsecurity_rules; repeatable)
  *   waf_transaction_id $request_id;   (modsecurity_transaction_id)
+ *   waf_collection_redis URL [CA_FILE];   (http level; no ModSecurity-nginx
+ *                               equivalent: see below)
  *
  * Phases: request headers and body in the access phase (the body is read
  * and inspected before the request is passed on: nothing reaches the
@@ -17,6 +19,15 @@
  * sends the headers first: owasp-modsecurity/ModSecurity-nginx#254);
  * logging in the log phase, with ModSecurity-style lines in nginx's error
  * log (level info, as ModSecurity-nginx).
+ *
+ * Persistent collections (initcol: per-client counters, blocks) live in
+ * one store for all the rulesets of a configuration (as ModSecurity keeps
+ * its collections in one instance), one per worker process. With
+ * waf_collection_redis, each worker shares that store through Redis
+ * (redis:// or rediss:// URL, CA_FILE for a private CA) with the other
+ * workers, nginx servers and `waf serve` instances given the same Redis:
+ * a thread of the worker sends its writes and brings back the shared state
+ * every 100 ms, and a reload's new workers fetch what their clients need.
  */
 
 #include <ngx_config.h>
@@ -37,6 +48,12 @@ typedef struct {
 } ngx_http_waf_loc_conf_t;
 
 typedef struct {
+    ngx_str_t                  redis_url;   /* waf_collection_redis, NUL-terminated */
+    ngx_str_t                  redis_ca;
+    waf_ruleset               *store_owner; /* the first ruleset compiled: its store is everyone's */
+} ngx_http_waf_main_conf_t;
+
+typedef struct {
     waf_transaction *tx;
     ngx_uint_t       body_requested:1;
     ngx_uint_t       waiting_body:1;
@@ -50,6 +67,10 @@ typedef struct {
 } ngx_http_waf_ctx_t;
 
 static ngx_int_t ngx_http_waf_init(ngx_conf_t *cf);
+static void *ngx_http_waf_create_main_conf(ngx_conf_t *cf);
+static char *ngx_http_waf_collection_redis(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+static ngx_int_t ngx_http_waf_init_process(ngx_cycle_t *cycle);
+static void ngx_http_waf_exit_process(ngx_cycle_t *cycle);
 static void *ngx_http_waf_create_loc_conf(ngx_conf_t *cf);
 static char *ngx_http_waf_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child);
 static char *ngx_http_waf_rules_file(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
@@ -73,12 +94,15 @@ static ngx_command_t ngx_http_waf_commands[] = {
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
       ngx_http_set_complex_value_slot, NGX_HTTP_LOC_CONF_OFFSET,
       offsetof(ngx_http_waf_loc_conf_t, transaction_id), NULL },
+    { ngx_string("waf_collection_redis"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE12,
+      ngx_http_waf_collection_redis, NGX_HTTP_MAIN_CONF_OFFSET, 0, NULL },
     ngx_null_command
 };
 
 static ngx_http_module_t ngx_http_waf_module_ctx = {
     NULL, ngx_http_waf_init,
-    NULL, NULL,
+    ngx_http_waf_create_main_conf, NULL,
     NULL, NULL,
     ngx_http_waf_create_loc_conf, ngx_http_waf_merge_loc_conf
 };
@@ -86,7 +110,7 @@ static ngx_http_module_t ngx_http_waf_module_ctx = {
 ngx_module_t ngx_http_waf_module = {
     NGX_MODULE_V1,
     &ngx_http_waf_module_ctx, ngx_http_waf_commands, NGX_HTTP_MODULE,
-    NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    NULL, NULL, ngx_http_waf_init_process, NULL, NULL, ngx_http_waf_exit_process, NULL,
     NGX_MODULE_V1_PADDING
 };
 
@@ -104,6 +128,78 @@ static void ngx_http_waf_free_rules(void *data) {
         malloc_trim(0);
     }
 #endif
+}
+
+static void *ngx_http_waf_create_main_conf(ngx_conf_t *cf) {
+    return ngx_pcalloc(cf->pool, sizeof(ngx_http_waf_main_conf_t));
+}
+
+/* A copy of `s` with a terminating NUL, from the configuration's pool. */
+static ngx_int_t ngx_http_waf_c_string(ngx_conf_t *cf, ngx_str_t *s, ngx_str_t *out) {
+    out->data = ngx_pnalloc(cf->pool, s->len + 1);
+    if (out->data == NULL) {
+        return NGX_ERROR;
+    }
+    ngx_memcpy(out->data, s->data, s->len);
+    out->data[s->len] = '\0';
+    out->len = s->len;
+    return NGX_OK;
+}
+
+/* waf_collection_redis URL [CA_FILE]: checked here (nginx -t says what is
+ * wrong); each worker starts sharing in init_process. */
+static char *ngx_http_waf_collection_redis(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
+    ngx_http_waf_main_conf_t *m = conf;
+    ngx_str_t *value = cf->args->elts, ca;
+    char *error = NULL;
+
+    if (m->redis_url.len) {
+        return "is duplicate";
+    }
+    if (ngx_http_waf_c_string(cf, &value[1], &m->redis_url) != NGX_OK) {
+        return NGX_CONF_ERROR;
+    }
+    if (cf->args->nelts == 3) {
+        ca = value[2];
+        if (ngx_conf_full_name(cf->cycle, &ca, 1) != NGX_OK
+            || ngx_http_waf_c_string(cf, &ca, &m->redis_ca) != NGX_OK) {
+            return NGX_CONF_ERROR;
+        }
+    }
+    if (waf_collections_check_redis((char *) m->redis_url.data,
+                                    m->redis_ca.len ? (char *) m->redis_ca.data : NULL,
+                                    &error) != WAF_OK) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "waf_collection_redis: %s", error ? error : "wrong");
+        waf_string_free(error);
+        return NGX_CONF_ERROR;
+    }
+    return NGX_CONF_OK;
+}
+
+static ngx_int_t ngx_http_waf_init_process(ngx_cycle_t *cycle) {
+    ngx_http_waf_main_conf_t *m;
+    char *error = NULL;
+
+    if (ngx_process != NGX_PROCESS_WORKER && ngx_process != NGX_PROCESS_SINGLE) {
+        return NGX_OK;
+    }
+    m = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_waf_module);
+    if (m == NULL || m->redis_url.len == 0 || m->store_owner == NULL) {
+        return NGX_OK;
+    }
+    if (waf_collections_share_redis(m->store_owner, (char *) m->redis_url.data,
+                                    m->redis_ca.len ? (char *) m->redis_ca.data : NULL,
+                                    &error) != WAF_OK) {
+        /* Checked when the configuration was read: counts stay per worker. */
+        ngx_log_error(NGX_LOG_ERR, cycle->log, 0, "waf_collection_redis: %s", error ? error : "failed");
+        waf_string_free(error);
+    }
+    return NGX_OK;
+}
+
+static void ngx_http_waf_exit_process(ngx_cycle_t *cycle) {
+    /* A last exchange: the writes since the one before reach Redis. */
+    waf_collections_unshare();
 }
 
 static void *ngx_http_waf_create_loc_conf(ngx_conf_t *cf) {
@@ -162,6 +258,7 @@ static char *ngx_http_waf_rules(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) 
  * ruleset. Errors stop nginx with the compiler's diagnostics. */
 static char *ngx_http_waf_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child) {
     ngx_http_waf_loc_conf_t *p = parent, *c = child;
+    ngx_http_waf_main_conf_t *m;
     ngx_pool_cleanup_t *cln;
     ngx_str_t *src;
     ngx_uint_t i;
@@ -220,6 +317,14 @@ static char *ngx_http_waf_merge_loc_conf(ngx_conf_t *cf, void *parent, void *chi
     }
     cln->handler = ngx_http_waf_free_rules;
     cln->data = c->rules;
+    /* One store of persistent collections for the whole configuration. */
+    m = ngx_http_conf_get_module_main_conf(cf, ngx_http_waf_module);
+    if (m->store_owner == NULL) {
+        m->store_owner = c->rules;
+    } else if (waf_ruleset_share_collections(c->rules, m->store_owner) != WAF_OK) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "waf: cannot share the persistent collections");
+        return NGX_CONF_ERROR;
+    }
     return NGX_CONF_OK;
 }
 

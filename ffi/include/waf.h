@@ -110,6 +110,9 @@ typedef struct waf_matched_rule_t {
 // before its first transaction.
 #define WAF_ERR_BUSY -5
 
+// A setting is wrong (a Redis URL, a CA file: the message says why).
+#define WAF_ERR_CONFIG -6
+
 // Compiles the rules in the file at `path` (and what it includes).
 // On success `*out` is the ruleset (free it with `waf_ruleset_free`); when
 // the rules do not compile, returns `WAF_ERR_COMPILE` and, if
@@ -177,6 +180,51 @@ waf_status waf_ruleset_set_collection_memory(const struct waf_ruleset *rs, size_
 // `rs` NULL or a live ruleset; `out` NULL or writable.
 waf_status waf_ruleset_collection_stats(const struct waf_ruleset *rs,
                                         struct waf_collection_stats_t *out);
+
+// Shares the persistent collections of `rs` (its store: also those of the
+// rulesets given it with `waf_ruleset_share_collections`) with the other
+// processes given the same Redis (`waf serve --collection-redis`, other
+// nginx workers and servers): `url` is
+// `redis://[user:password@]host[:port][/db]`, or `rediss://` for TLS with
+// `ca_file` (PEM; NULL: the system's roots) for a private CA. Requests
+// never wait for Redis: a thread of this process sends the store's writes
+// and brings back the shared state every 100 ms (`waf_share`), and while
+// Redis cannot be reached each process counts alone and keeps its writes.
+// That thread writes a line to standard error when Redis stops answering
+// and when it answers again (an nginx worker's standard error is its
+// error log).
+//
+// Call it in each process that serves, once its rules are loaded (in
+// nginx, in a worker's `init_process`: a fork does not carry threads); a
+// store already shared is not shared twice. Returns `WAF_ERR_CONFIG` when
+// `url` or `ca_file` is wrong, and then, if `error` is not NULL, sets
+// `*error` to why (free it with `waf_string_free`). Nothing is connected
+// by the call.
+//
+// # Safety
+// `rs` NULL or a live ruleset; `url` NULL or a NUL-terminated string;
+// `ca_file` NULL or a NUL-terminated string; `error` NULL or writable.
+waf_status waf_collections_share_redis(const struct waf_ruleset *rs,
+                                       const char *url,
+                                       const char *ca_file,
+                                       char **error);
+
+// Checks what `waf_collections_share_redis` would be given, connecting
+// nothing and starting nothing (a configuration test, e.g. in a process
+// that does not serve): `WAF_OK`, or `WAF_ERR_CONFIG` with `*error` (when
+// `error` is not NULL; free it with `waf_string_free`) saying what is
+// wrong.
+//
+// # Safety
+// `url` NULL or a NUL-terminated string; `ca_file` NULL or a
+// NUL-terminated string; `error` NULL or writable.
+waf_status waf_collections_check_redis(const char *url, const char *ca_file, char **error);
+
+// Ends what `waf_collections_share_redis` started in this process: each
+// store's exchanges stop after a last one, which sends the writes made
+// since the one before. Call it when the process stops serving (an nginx
+// worker's `exit_process`); the stores go on in memory, unshared.
+waf_status waf_collections_unshare(void);
 
 // Frees a string the library returned (NULL is ignored).
 //

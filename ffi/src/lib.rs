@@ -26,7 +26,8 @@ use std::convert::Infallible;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use waf_engine::coding::RequestBodyFeed;
 use waf_engine::{LogCursor, Ruleset, Transaction};
 
@@ -45,6 +46,8 @@ pub const WAF_ERR_PANIC: WafStatus = -4;
 /// The ruleset is in use (a transaction on it is alive): the call needs it
 /// before its first transaction.
 pub const WAF_ERR_BUSY: WafStatus = -5;
+/// A setting is wrong (a Redis URL, a CA file: the message says why).
+pub const WAF_ERR_CONFIG: WafStatus = -6;
 
 /// A compiled ruleset, shared by threads (opaque).
 pub struct WafRuleset {
@@ -410,6 +413,162 @@ pub unsafe extern "C" fn waf_ruleset_collection_stats(
         };
         // SAFETY: non-NULL and writable per the contract.
         unsafe { out.write(stats) };
+        WAF_OK
+    })
+}
+
+/// A store this process shares through Redis.
+struct Sharing {
+    store: Arc<waf_engine::CollectionStore>,
+    link: Arc<waf_share::Link>,
+    stop: Arc<AtomicBool>,
+    ttl: u64,
+}
+
+/// The stores this process shares (`waf_collections_share_redis`).
+static SHARING: Mutex<Vec<Sharing>> = Mutex::new(Vec::new());
+
+/// Shares the persistent collections of `rs` (its store: also those of the
+/// rulesets given it with `waf_ruleset_share_collections`) with the other
+/// processes given the same Redis (`waf serve --collection-redis`, other
+/// nginx workers and servers): `url` is
+/// `redis://[user:password@]host[:port][/db]`, or `rediss://` for TLS with
+/// `ca_file` (PEM; NULL: the system's roots) for a private CA. Requests
+/// never wait for Redis: a thread of this process sends the store's writes
+/// and brings back the shared state every 100 ms (`waf_share`), and while
+/// Redis cannot be reached each process counts alone and keeps its writes.
+/// That thread writes a line to standard error when Redis stops answering
+/// and when it answers again (an nginx worker's standard error is its
+/// error log).
+///
+/// Call it in each process that serves, once its rules are loaded (in
+/// nginx, in a worker's `init_process`: a fork does not carry threads); a
+/// store already shared is not shared twice. Returns `WAF_ERR_CONFIG` when
+/// `url` or `ca_file` is wrong, and then, if `error` is not NULL, sets
+/// `*error` to why (free it with `waf_string_free`). Nothing is connected
+/// by the call.
+///
+/// # Safety
+/// `rs` NULL or a live ruleset; `url` NULL or a NUL-terminated string;
+/// `ca_file` NULL or a NUL-terminated string; `error` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn waf_collections_share_redis(
+    rs: *const WafRuleset,
+    url: *const c_char,
+    ca_file: *const c_char,
+    error: *mut *mut c_char,
+) -> WafStatus {
+    if rs.is_null() {
+        return WAF_ERR_NULL;
+    }
+    guard(|| {
+        // SAFETY: NULL or NUL-terminated per the contract.
+        let (url, ca) = match unsafe { redis_settings(url, ca_file) } {
+            Ok(settings) => settings,
+            Err(status) => return status,
+        };
+        // SAFETY: non-NULL and live per the contract.
+        let rs = &unsafe { &*rs }.rs;
+        let store = rs.collection_store();
+        let Ok(mut sharing) = SHARING.lock() else {
+            return WAF_ERR_PANIC;
+        };
+        if sharing.iter().any(|s| Arc::ptr_eq(&s.store, store)) {
+            return WAF_OK;
+        }
+        let stats = Arc::new(waf_share::Stats::default());
+        let log = |line: String| eprintln!("waf: {line}");
+        let link = match waf_share::Link::new(url, ca, store.clone(), stats, log) {
+            Ok(l) => Arc::new(l),
+            // SAFETY: NULL or writable per the contract.
+            Err(e) => return unsafe { config_error(&e, error) },
+        };
+        let ttl = rs.program().settings.collection_timeout;
+        let stop = Arc::new(AtomicBool::new(false));
+        link.spawn(stop.clone(), move || ttl);
+        sharing.push(Sharing {
+            store: store.clone(),
+            link,
+            stop,
+            ttl,
+        });
+        WAF_OK
+    })
+}
+
+/// Checks what `waf_collections_share_redis` would be given, connecting
+/// nothing and starting nothing (a configuration test, e.g. in a process
+/// that does not serve): `WAF_OK`, or `WAF_ERR_CONFIG` with `*error` (when
+/// `error` is not NULL; free it with `waf_string_free`) saying what is
+/// wrong.
+///
+/// # Safety
+/// `url` NULL or a NUL-terminated string; `ca_file` NULL or a
+/// NUL-terminated string; `error` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn waf_collections_check_redis(
+    url: *const c_char,
+    ca_file: *const c_char,
+    error: *mut *mut c_char,
+) -> WafStatus {
+    guard(|| {
+        // SAFETY: NULL or NUL-terminated per the contract.
+        let (url, ca) = match unsafe { redis_settings(url, ca_file) } {
+            Ok(settings) => settings,
+            Err(status) => return status,
+        };
+        match waf_share::check_url(url, ca) {
+            Ok(()) => WAF_OK,
+            // SAFETY: NULL or writable per the contract.
+            Err(e) => unsafe { config_error(&e, error) },
+        }
+    })
+}
+
+/// `url` and `ca_file` (NULL: none) as text.
+///
+/// # Safety
+/// Each NULL or a NUL-terminated string.
+unsafe fn redis_settings<'a>(
+    url: *const c_char,
+    ca_file: *const c_char,
+) -> Result<(&'a str, Option<&'a Path>), WafStatus> {
+    // SAFETY: NULL or NUL-terminated per the caller's promise.
+    let url = unsafe { text(url) }?;
+    if ca_file.is_null() {
+        return Ok((url, None));
+    }
+    // SAFETY: non-NULL and NUL-terminated per the caller's promise.
+    let ca = unsafe { text(ca_file) }?;
+    Ok((url, Some(Path::new(ca))))
+}
+
+/// Sets `*error` (when `error` is not NULL) to `why`: `WAF_ERR_CONFIG`.
+///
+/// # Safety
+/// `error` NULL or writable.
+unsafe fn config_error(why: &str, error: *mut *mut c_char) -> WafStatus {
+    if !error.is_null() {
+        // SAFETY: non-NULL and writable by the caller's promise.
+        unsafe { *error = c_string(why).into_raw() };
+    }
+    WAF_ERR_CONFIG
+}
+
+/// Ends what `waf_collections_share_redis` started in this process: each
+/// store's exchanges stop after a last one, which sends the writes made
+/// since the one before. Call it when the process stops serving (an nginx
+/// worker's `exit_process`); the stores go on in memory, unshared.
+#[no_mangle]
+pub extern "C" fn waf_collections_unshare() -> WafStatus {
+    guard(|| {
+        let Ok(mut sharing) = SHARING.lock() else {
+            return WAF_ERR_PANIC;
+        };
+        for s in sharing.drain(..) {
+            s.stop.store(true, Ordering::Relaxed);
+            s.link.exchange(s.ttl);
+        }
         WAF_OK
     })
 }

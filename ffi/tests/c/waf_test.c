@@ -197,6 +197,27 @@ static void persistent_collections(void) {
     CHECK(waf_ruleset_collection_stats(reloaded, &st) == WAF_OK);
     CHECK(st.refused_writes > refused);
     waf_ruleset_free(reloaded);
+
+    /* Sharing through Redis (nothing is connected by these calls): a URL
+     * that is not Redis's, and a CA file with a plain redis:// URL, are
+     * refused with why; a good one starts the exchanges, once per store,
+     * and unsharing ends them (Redis is not there: each counts alone). */
+    char *why = NULL;
+    CHECK(waf_collections_check_redis("http://127.0.0.1:1", NULL, &why) == WAF_ERR_CONFIG);
+    CHECK(why != NULL && strstr(why, "give redis://") != NULL);
+    waf_string_free(why);
+    why = NULL;
+    CHECK(waf_collections_check_redis("redis://127.0.0.1:1", "ca.pem", &why) == WAF_ERR_CONFIG);
+    CHECK(why != NULL && strstr(why, "a CA file is for TLS") != NULL);
+    waf_string_free(why);
+    CHECK(waf_collections_check_redis("redis://127.0.0.1:1", NULL, NULL) == WAF_OK);
+    CHECK(waf_collections_check_redis(NULL, NULL, NULL) == WAF_ERR_NULL);
+    CHECK(waf_collections_share_redis(fresh, "http://x", NULL, NULL) == WAF_ERR_CONFIG);
+    CHECK(waf_collections_share_redis(NULL, "redis://127.0.0.1:1", NULL, NULL) == WAF_ERR_NULL);
+    CHECK(waf_collections_share_redis(fresh, "redis://127.0.0.1:1", NULL, NULL) == WAF_OK);
+    CHECK(waf_collections_share_redis(fresh, "redis://127.0.0.1:1", NULL, NULL) == WAF_OK);
+    CHECK(counted_request(fresh) == 429);
+    CHECK(waf_collections_unshare() == WAF_OK);
     waf_ruleset_free(fresh);
 }
 
