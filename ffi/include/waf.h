@@ -223,7 +223,9 @@ waf_status waf_collections_check_redis(const char *url, const char *ca_file, cha
 // Ends what `waf_collections_share_redis` started in this process: each
 // store's exchanges stop after a last one, which sends the writes made
 // since the one before. Call it when the process stops serving (an nginx
-// worker's `exit_process`); the stores go on in memory, unshared.
+// worker's `exit_process`); the stores go on in memory, still noting
+// their writes for an exchange (within their memory limit), which no
+// longer comes.
 waf_status waf_collections_unshare(void);
 
 // Frees a string the library returned (NULL is ignored).

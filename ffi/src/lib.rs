@@ -419,7 +419,6 @@ pub unsafe extern "C" fn waf_ruleset_collection_stats(
 
 /// A store this process shares through Redis.
 struct Sharing {
-    store: Arc<waf_engine::CollectionStore>,
     link: Arc<waf_share::Link>,
     stop: Arc<AtomicBool>,
     ttl: u64,
@@ -473,7 +472,7 @@ pub unsafe extern "C" fn waf_collections_share_redis(
         let Ok(mut sharing) = SHARING.lock() else {
             return WAF_ERR_PANIC;
         };
-        if sharing.iter().any(|s| Arc::ptr_eq(&s.store, store)) {
+        if sharing.iter().any(|s| Arc::ptr_eq(s.link.store(), store)) {
             return WAF_OK;
         }
         let stats = Arc::new(waf_share::Stats::default());
@@ -486,12 +485,7 @@ pub unsafe extern "C" fn waf_collections_share_redis(
         let ttl = rs.program().settings.collection_timeout;
         let stop = Arc::new(AtomicBool::new(false));
         link.spawn(stop.clone(), move || ttl);
-        sharing.push(Sharing {
-            store: store.clone(),
-            link,
-            stop,
-            ttl,
-        });
+        sharing.push(Sharing { link, stop, ttl });
         WAF_OK
     })
 }
@@ -558,7 +552,9 @@ unsafe fn config_error(why: &str, error: *mut *mut c_char) -> WafStatus {
 /// Ends what `waf_collections_share_redis` started in this process: each
 /// store's exchanges stop after a last one, which sends the writes made
 /// since the one before. Call it when the process stops serving (an nginx
-/// worker's `exit_process`); the stores go on in memory, unshared.
+/// worker's `exit_process`); the stores go on in memory, still noting
+/// their writes for an exchange (within their memory limit), which no
+/// longer comes.
 #[no_mangle]
 pub extern "C" fn waf_collections_unshare() -> WafStatus {
     guard(|| {

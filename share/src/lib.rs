@@ -194,6 +194,11 @@ impl Link {
         })
     }
 
+    /// The store this shares.
+    pub fn store(&self) -> &Arc<CollectionStore> {
+        &self.store
+    }
+
     /// The exchanges' counters.
     pub fn stats(&self) -> &Stats {
         &self.stats
