@@ -166,3 +166,22 @@ check() {
     failed=$((failed + 1))
   fi
 }
+
+# no_redis_failure LOG...: a failed check when one of the logs says that an
+# exchange with Redis failed (`persistent collections: Redis at ...`).
+no_redis_failure() {
+  if grep -q "Redis at" "$@"; then
+    echo "  FAILED: an exchange with Redis failed"
+    failed=$((failed + 1))
+  fi
+}
+
+# checks_done MESSAGE: exit 1 when a check failed (the logs stay in
+# $work), else print MESSAGE.
+checks_done() {
+  if [ "$failed" != 0 ]; then
+    echo "$script: $failed check(s) failed (logs in $work)" >&2
+    exit 1
+  fi
+  echo "$1"
+}

@@ -861,6 +861,36 @@ fn spoa_checks_its_persistent_collection_flags() {
     assert!(stderr.contains("cannot be used with"), "{stderr}");
 }
 
+/// `RULES --upstream http://UPSTREAM --collection-redis URL`: the Redis
+/// tests' instances.
+fn redis_sharing_args(
+    rules: &std::path::Path,
+    upstream: std::net::SocketAddr,
+    url: String,
+) -> Vec<String> {
+    vec![
+        rules.display().to_string(),
+        "--upstream".into(),
+        format!("http://{upstream}"),
+        "--collection-redis".into(),
+        url,
+    ]
+}
+
+/// Client `a` on two instances sharing a counter with a limit of 5: its 3
+/// requests to `one` and 2 to `two` (under the limit on each and
+/// together), then, once both have exchanged, its 6th on each (over it).
+fn count_a_client_on_two(one: &str, two: &str) -> (Vec<u16>, [u16; 2]) {
+    let mut counted: Vec<u16> = (0..3).map(|_| common::status(one, "/?client=a")).collect();
+    counted.extend((0..2).map(|_| common::status(two, "/?client=a")));
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let over = [
+        common::status(two, "/?client=a"),
+        common::status(one, "/?client=a"),
+    ];
+    (counted, over)
+}
+
 /// `--collection-redis`: two instances sharing a Redis (started here, on
 /// loopback) count a client together and see each other's blocks, and an
 /// instance whose Redis went away goes on serving.
@@ -885,13 +915,7 @@ fn serve_shares_persistent_collections_between_instances_through_redis() {
          SecRule IP:hits \"@gt 5\" \"id:5,phase:1,deny,status:429\"\n",
     )
     .expect("write");
-    let args = [
-        rules.display().to_string(),
-        "--upstream".into(),
-        format!("http://{upstream}"),
-        "--collection-redis".into(),
-        format!("redis://{}", redis.addr),
-    ];
+    let args = redis_sharing_args(&rules, upstream, format!("redis://{}", redis.addr));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let admin = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -906,17 +930,7 @@ fn serve_shares_persistent_collections_between_instances_through_redis() {
         let line = m.lines().find(|l| l.starts_with(&format!("{name} ")))?;
         line.split(' ').nth(1)?.parse().ok()
     };
-    // 3 + 2 requests: under the limit on each instance and together.
-    let mut counted: Vec<u16> = (0..3)
-        .map(|_| common::status(&at_one, "/?client=a"))
-        .collect();
-    counted.extend((0..2).map(|_| common::status(&at_two, "/?client=a")));
-    exchange();
-    // The 6th, on either instance, is over it.
-    let over = [
-        common::status(&at_two, "/?client=a"),
-        common::status(&at_one, "/?client=a"),
-    ];
+    let (counted, over) = count_a_client_on_two(&at_one, &at_two);
     // A client banned by one instance is refused by the other once both
     // have exchanged (two intervals of 100 ms at most, then a request).
     let banned = common::status(&at_one, "/?client=c&ban=1");
@@ -990,13 +1004,7 @@ fn serve_shares_persistent_collections_through_redis_over_tls() {
          SecRule IP:hits \"@gt 5\" \"id:3,phase:1,deny,status:429\"\n",
     )
     .expect("write");
-    let args = [
-        rules.display().to_string(),
-        "--upstream".into(),
-        format!("http://{upstream}"),
-        "--collection-redis".into(),
-        format!("rediss://{}", redis.addr),
-    ];
+    let args = redis_sharing_args(&rules, upstream, format!("rediss://{}", redis.addr));
     let untrusting: Vec<&str> = args.iter().map(String::as_str).collect();
     let ca = ca.display().to_string();
     let trusting: Vec<&str> = untrusting
@@ -1007,17 +1015,8 @@ fn serve_shares_persistent_collections_through_redis_over_tls() {
     let (one, at_one) = common::start_serve(&trusting);
     let (two, at_two) = common::start_serve(&trusting);
     let (three, at_three) = common::start_serve(&untrusting);
-    let exchange = || std::thread::sleep(Duration::from_millis(400));
-    let mut counted: Vec<u16> = (0..3)
-        .map(|_| common::status(&at_one, "/?client=a"))
-        .collect();
-    counted.extend((0..2).map(|_| common::status(&at_two, "/?client=a")));
     let alone = common::status(&at_three, "/?client=a");
-    exchange();
-    let over = [
-        common::status(&at_two, "/?client=a"),
-        common::status(&at_one, "/?client=a"),
-    ];
+    let (counted, over) = count_a_client_on_two(&at_one, &at_two);
     let (_, stderr_one) = common::stop(one);
     let (_, stderr_two) = common::stop(two);
     let (_, stderr_three) = common::stop(three);
