@@ -13,6 +13,7 @@ use crate::sources::{is_volatile, stable_coll, Coll};
 use crate::transform::Transform;
 use std::sync::Arc;
 use waf_compiler::ir::{NodeId, Program, RuleIdx, SlotId, TargetId};
+
 use waf_compiler::names::Variable as V;
 
 /// A rule's hot fields, dense (the rule loop reads these for every rule;
@@ -43,10 +44,27 @@ pub(crate) struct PlanLink {
     /// (`WafPcreFallback On`): its limit hits are to be counted.
     pub backtracking: bool,
     /// The link's slot group (see [`Plan::group_slots`]): set when the
-    /// whole link can be ruled out by one test of its slots' combined scan
-    /// results (a prefilter gate, every slot memoized). A `multiMatch`
+    /// whole link can be ruled out by one test of its slots' combined
+    /// verdicts (every slot memoized, and a prefilter gate or an operator
+    /// whose result is a function of the value alone). A `multiMatch`
     /// link's group has a coarse union only (see [`Plan::group_exact`]).
     pub group: Option<u32>,
+    /// The link's bit in a value's verdict (see [`Plan::class_links`]):
+    /// set for grouped links, `u32::MAX` for the others.
+    pub verdict: u32,
+}
+
+/// A grouped link as a class of values sees it (see [`Plan::class_links`]):
+/// its verdict bit, its gate, and the node it tests a value at (with
+/// `multiMatch`, every node of its chain: `Plan::chain_nodes(chain)`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ClassLink {
+    pub bit: u32,
+    pub gate: crate::prefilter::Gate,
+    pub node: NodeId,
+    /// `multiMatch`: the range of [`Plan::chain_nodes`] with the chain's
+    /// nodes, root first; empty otherwise.
+    pub chain: (u32, u32),
 }
 
 /// A slot's target and how its values are read.
@@ -142,8 +160,16 @@ pub(crate) struct Plan {
     /// `multiMatch` links read (bytes of `base64Decode`'s output...).
     sources: Vec<UnionSource>,
     source_class: Vec<u32>,
-    /// Per class: its nodes, in index order (parents first).
-    classes: Vec<Vec<NodeId>>,
+    /// Per class: the grouped links that read its values (see
+    /// [`Plan::class_links`]).
+    class_links: Vec<Vec<ClassLink>>,
+    /// The nodes of `multiMatch` links' chains (see [`ClassLink::chain`]).
+    chain_nodes: Vec<NodeId>,
+    /// Per slot: the class of the values it reads, for ordinary links and
+    /// for `multiMatch` ones (`u32::MAX`: none, the slot is in no group).
+    slot_class: Vec<[u32; 2]>,
+    /// Words of a verdict (one bit per grouped link).
+    verdict_words: usize,
     source_start: Vec<u32>,
     group_sources: Vec<u32>,
 }
@@ -192,6 +218,8 @@ impl Plan {
         let (mut group_start, mut group_slots) = (vec![0u32], Vec::new());
         let mut group_exact = Vec::new();
         let mut group_links: Vec<u32> = Vec::new();
+        let mut verdicts = 0usize;
+        let mut links_of_group: Vec<Vec<usize>> = Vec::new();
         for r in &program.rules {
             plan_rules.push(PlanRule {
                 links: plan_links.len() as u32,
@@ -200,7 +228,16 @@ impl Plan {
             });
             for (k, l) in r.links.iter().enumerate() {
                 let gate = scanner.gate(l.operator);
-                let groupable = gate != crate::prefilter::Gate::Always
+                // A link without a prefilter gate is grouped too when its
+                // operator's result is a function of the value alone (no
+                // macro in its argument; not a negated match with
+                // `capture`, which sets `TX:0-9` where the link does not
+                // match): its verdict bit is cleared once a value is known
+                // not to match (see `Plan::class_links`).
+                let op = &program.operators[l.operator.index()];
+                let macro_arg = matches!(op.kind.argument(), Some(waf_compiler::ir::Arg::Macro(_)));
+                let pure = !(macro_arg || (op.negated && l.capture));
+                let groupable = (gate != crate::prefilter::Gate::Always || pure)
                     && !l.targets.is_empty()
                     && l.targets.iter().all(|s| !slot_info[s.index()].direct);
                 let group = groupable.then(|| {
@@ -217,8 +254,13 @@ impl Plan {
                             (group_start.len() - 2) as u32
                         })
                 });
+                let mut verdict = u32::MAX;
                 if let Some(g) = group {
                     group_links[g as usize] += 1;
+                    verdict = verdicts as u32;
+                    verdicts += 1;
+                    links_of_group.resize(links_of_group.len().max(g as usize + 1), Vec::new());
+                    links_of_group[g as usize].push(plan_links.len());
                 }
                 plan_links.push(PlanLink {
                     op: l.operator,
@@ -235,23 +277,54 @@ impl Plan {
                         .regex()
                         .is_some_and(|rx| program.regexes[rx.index()].is_backtracking()),
                     group,
+                    verdict,
                 });
                 plan_slots.extend_from_slice(&l.targets);
             }
         }
         let mut sources: Vec<UnionSource> = Vec::new();
         let mut source_chain: Vec<bool> = Vec::new();
-        let mut source_node_sets: Vec<Vec<NodeId>> = Vec::new();
+        // Per source: the key of its values' class. The values of a
+        // request collection are one class whether a source reads all of
+        // them or one key (an instance read both ways computes and caches
+        // one verdict); other targets' values are a class each.
+        let mut source_key: Vec<usize> = Vec::new();
+        // A class key: a request collection's values or names, or another
+        // target; and whether `multiMatch` links read it.
+        type ClassKey = (Result<(Coll, bool), TargetId>, bool);
+        let mut key_links: Vec<Vec<usize>> = Vec::new();
+        let mut key_slots: Vec<Vec<SlotId>> = Vec::new();
+        let mut keys: Vec<ClassKey> = Vec::new();
         let (mut source_start, mut group_sources) = (vec![0u32], Vec::new());
         for g in 0..group_start.len() - 1 {
             let first = group_sources.len();
             let chain = !group_exact[g];
             for &slot in &group_slots[group_start[g] as usize..group_start[g + 1] as usize] {
                 let target = slot_info[slot.index()].target;
-                let var = program.targets[target.index()].variable;
-                let source = match stable_coll(var) {
-                    Some((coll, names)) => UnionSource::Coll { coll, names, var },
-                    None => UnionSource::Target(target),
+                let t = &program.targets[target.index()];
+                let var = t.variable;
+                // A target of one key of a collection reads its values
+                // alone: its own source, so that the other keys' values
+                // (never tested by its links, so never known not to match)
+                // do not fill its union.
+                let one_key = matches!(t.selector, waf_compiler::ir::Selector::Key(_));
+                let (source, key) = match stable_coll(var) {
+                    Some((coll, names)) if one_key && !coll.keyless() => {
+                        (UnionSource::Target(target), Ok((coll, names)))
+                    }
+                    Some((coll, names)) => {
+                        (UnionSource::Coll { coll, names, var }, Ok((coll, names)))
+                    }
+                    None => (UnionSource::Target(target), Err(target)),
+                };
+                let k = match keys.iter().position(|k| *k == (key, chain)) {
+                    Some(k) => k,
+                    None => {
+                        keys.push((key, chain));
+                        key_links.push(Vec::new());
+                        key_slots.push(Vec::new());
+                        keys.len() - 1
+                    }
                 };
                 let found = (sources.iter().zip(&source_chain))
                     .position(|(s, c)| (*s, *c) == (source, chain));
@@ -260,43 +333,73 @@ impl Plan {
                     None => {
                         sources.push(source);
                         source_chain.push(chain);
-                        source_node_sets.push(Vec::new());
+                        source_key.push(k);
                         sources.len() - 1
                     }
                 };
-                // A `multiMatch` link reads every node from its slot's up
-                // to the raw value.
-                let mut node = Some(program.slots[slot.index()].node);
-                while let Some(n) = node {
-                    if !source_node_sets[id].contains(&n) {
-                        source_node_sets[id].push(n);
+                for &li in links_of_group.get(g).map_or(&[][..], Vec::as_slice) {
+                    if !key_links[k].contains(&li) {
+                        key_links[k].push(li);
                     }
-                    node = if chain {
-                        program.transforms.nodes[n.index()].parent
-                    } else {
-                        None
-                    };
                 }
+                key_slots[k].push(slot);
                 if !group_sources[first..].contains(&(id as u32)) {
                     group_sources.push(id as u32);
                 }
             }
             source_start.push(group_sources.len() as u32);
         }
-        // Sources with the same nodes share a class (a value's coarse union
+        // Keys whose links are the same share a class (a value's verdict
         // is cached per class).
-        let mut classes: Vec<Vec<NodeId>> = Vec::new();
-        let source_class = source_node_sets
+        let mut class_of_links: Vec<Vec<usize>> = Vec::new();
+        let key_class: Vec<u32> = key_links
             .into_iter()
-            .map(|mut nodes| {
-                nodes.sort_unstable_by_key(|n| n.index());
-                match classes.iter().position(|c| *c == nodes) {
+            .map(|mut links| {
+                links.sort_unstable();
+                match class_of_links.iter().position(|c| *c == links) {
                     Some(i) => i as u32,
                     None => {
-                        classes.push(nodes);
-                        (classes.len() - 1) as u32
+                        class_of_links.push(links);
+                        (class_of_links.len() - 1) as u32
                     }
                 }
+            })
+            .collect();
+        let source_class: Vec<u32> = source_key.iter().map(|&k| key_class[k]).collect();
+        let mut slot_class = vec![[u32::MAX; 2]; program.slots.len()];
+        for (k, slots) in key_slots.iter().enumerate() {
+            for s in slots {
+                slot_class[s.index()][usize::from(keys[k].1)] = key_class[k];
+            }
+        }
+        let mut chain_nodes = Vec::new();
+        let class_links: Vec<Vec<ClassLink>> = class_of_links
+            .iter()
+            .map(|links| {
+                links
+                    .iter()
+                    .map(|&li| {
+                        let l: &PlanLink = &plan_links[li];
+                        let chain = if l.multi_match {
+                            let start = chain_nodes.len() as u32;
+                            let mut n = Some(l.node);
+                            while let Some(cur) = n {
+                                chain_nodes.push(cur);
+                                n = program.transforms.nodes[cur.index()].parent;
+                            }
+                            chain_nodes[start as usize..].reverse();
+                            (start, chain_nodes.len() as u32)
+                        } else {
+                            (0, 0)
+                        };
+                        ClassLink {
+                            bit: l.verdict,
+                            gate: l.gate,
+                            node: l.node,
+                            chain,
+                        }
+                    })
+                    .collect()
             })
             .collect();
         Plan {
@@ -312,7 +415,10 @@ impl Plan {
             group_links,
             sources,
             source_class,
-            classes,
+            class_links,
+            chain_nodes,
+            slot_class,
+            verdict_words: verdicts.div_ceil(64).max(1),
             source_start,
             group_sources,
         }
@@ -330,11 +436,39 @@ impl Plan {
         &self.group_sources[self.source_start[g] as usize..self.source_start[g + 1] as usize]
     }
 
-    /// Source `s`'s class and its transform nodes: those a value's coarse
-    /// union covers.
-    pub(crate) fn source_nodes(&self, s: u32) -> (u32, &[NodeId]) {
-        let class = self.source_class[s as usize];
-        (class, &self.classes[class as usize])
+    /// Source `s`'s class of values.
+    pub(crate) fn source_class(&self, s: u32) -> u32 {
+        self.source_class[s as usize]
+    }
+
+    /// The grouped links that read the values of class `c`. A value's
+    /// *verdict* for its class has the bit of each of these links that
+    /// may match it: its gate passes on the value at the link's node (at
+    /// some node of its chain, with `multiMatch`) and the link is not
+    /// known not to match it (its operator ran on the value, or its
+    /// cached result was read, and the link did not match: see
+    /// `Memo::clear_verdict`). Verdicts are cached across transactions;
+    /// a source's union of them rules a link out with one bit test, and
+    /// a value without the link's bit is skipped by the link's slot walk.
+    pub(crate) fn class_links(&self, c: u32) -> &[ClassLink] {
+        self.class_links.get(c as usize).map_or(&[], Vec::as_slice)
+    }
+
+    /// The nodes of a `multiMatch` link's chain (see [`ClassLink::chain`]).
+    pub(crate) fn chain_nodes(&self, (start, end): (u32, u32)) -> &[NodeId] {
+        &self.chain_nodes[start as usize..end as usize]
+    }
+
+    /// The class of the values slot `slot` reads (`multi`: for a
+    /// `multiMatch` link), if it is in a group.
+    pub(crate) fn slot_class(&self, slot: SlotId, multi: bool) -> Option<u32> {
+        let c = self.slot_class[slot.index()][usize::from(multi)];
+        (c != u32::MAX).then_some(c)
+    }
+
+    /// Words of a verdict: one bit per grouped link.
+    pub(crate) fn verdict_words(&self) -> usize {
+        self.verdict_words
     }
 
     /// Number of slot groups.

@@ -295,6 +295,7 @@ impl<'r> Transaction<'r> {
             within_runs: 0,
             pairs_ready: false,
             pairs: self.cache.scratch.pairs.take(),
+            impure: false,
         };
         let gate = if self.options.prefilter {
             lr.pl.gate
@@ -352,9 +353,23 @@ impl<'r> Transaction<'r> {
             self.stats.prefilter_skips += u64::from(len);
             return false;
         }
+        // The class of the slot's values, whose verdicts (computed for the
+        // link's coarse union) rule values out one by one.
+        let class = match lr.pl.group {
+            Some(_) if self.options.memo && self.options.prefilter && !self.cache.memo.prof_on => {
+                self.rs.plan().slot_class(slot, lr.pl.multi_match)
+            }
+            _ => None,
+        };
         let mut any = false;
         for k in start..start + len {
             let inst = self.cache.memo.list_inst(k);
+            if let Some(c) = class {
+                if self.cache.memo.verdict_rules_out(inst, c, lr.pl.verdict) {
+                    self.stats.prefilter_skips += 1;
+                    continue;
+                }
+            }
             let info = self.cache.memo.inst(inst);
             if self.excluded_inst(lr, info) {
                 continue;
@@ -380,6 +395,8 @@ impl<'r> Transaction<'r> {
             }
             path.reverse();
             let mut last = u32::MAX;
+            let mut hit = false;
+            arg.impure = false;
             for &(n, _) in &path {
                 // multiMatch also serves the chain's intermediate values.
                 if self.cache.memo.prof_on && n != node.index() {
@@ -395,7 +412,13 @@ impl<'r> Transaction<'r> {
                     continue;
                 }
                 last = e;
-                any |= self.test_entry(lr, arg, gate, info, e);
+                hit |= self.test_entry(lr, arg, gate, info, e);
+            }
+            any |= hit;
+            // Known not to match at any node of the chain: the value loses
+            // the link's verdict bit.
+            if !hit && !arg.impure && class.is_some() {
+                self.cache.memo.clear_verdict_inst(inst, lr.pl.verdict);
             }
             self.cache.scratch.multi = path;
         }
@@ -454,8 +477,9 @@ impl<'r> Transaction<'r> {
         let (program, rs) = (lr.program, self.rs);
         // A `multiMatch` group has no exact union, and a group of one or two
         // links builds none: `eval_slot_memo` tests the link's slots' unions
-        // one by one, which rules out as much.
-        if !rs.plan().group_exact(g) || !rs.plan().group_shared(g) {
+        // one by one, which rules out as much. A link without a gate has
+        // nothing to test in a union of scan results.
+        if !rs.plan().group_exact(g) || !rs.plan().group_shared(g) || lr.pl.gate == Gate::Always {
             return true;
         }
         let generation = self.cache.generation;
@@ -478,22 +502,24 @@ impl<'r> Transaction<'r> {
         !rules_out(rs.scanner(), lr.pl.gate, union, &mut self.stats)
     }
 
-    /// Whether the link's operator may match a value of its slot group's
-    /// coarse union (see `Plan::group_sources`), computed once per
-    /// generation from its sources' unions; when not, the link is ruled
-    /// out without its slots' target lists or exact unions, counted as a
-    /// skip of every value of those sources.
+    /// Whether the link may match a value of its slot group's coarse
+    /// union (see `Plan::group_sources`), computed once per generation
+    /// from its sources' unions of verdicts: whether some value's verdict
+    /// has the link's bit (see `Plan::class_links`). When not, the link is
+    /// ruled out without its slots' target lists or exact unions, counted
+    /// as a skip of every value of those sources.
     fn coarse_passes(&mut self, lr: LinkRef<'r>, g: u32) -> bool {
         let generation = self.cache.generation;
         let rs = self.rs;
+        let bit = lr.pl.verdict;
         if !rs.plan().group_shared(g) {
             // Few links: the sources' unions are tested one by one, and the
             // first that may match ends the test.
             let mut len = 0u32;
             for &s in rs.plan().group_sources(g) {
                 self.update_source(lr.program, s);
-                let (bits, mask, n) = self.cache.memo.source_union(s);
-                if rs.scanner().passes(lr.pl.gate, bits, mask) {
+                let (bits, n) = self.cache.memo.source_union(s);
+                if has_bit(bits, bit) {
                     return true;
                 }
                 len += n;
@@ -510,12 +536,15 @@ impl<'r> Transaction<'r> {
                 self.cache.memo.coarse_add(g, s);
             }
         }
-        let union = self.cache.memo.coarse(g, generation);
-        if rules_out(rs.scanner(), lr.pl.gate, union, &mut self.stats) {
-            self.stats.coarse_skips += 1;
-            return false;
+        match self.cache.memo.coarse(g, generation) {
+            Some((bits, len)) if !has_bit(bits, bit) => {
+                self.stats.memo_hits += u64::from(len);
+                self.stats.prefilter_skips += u64::from(len);
+                self.stats.coarse_skips += 1;
+                false
+            }
+            _ => true,
         }
-        true
     }
 
     /// Brings source `s`'s union up to date: a collection's new entries
@@ -543,7 +572,8 @@ impl<'r> Transaction<'r> {
     fn refresh_source(&mut self, program: &'r Program, s: u32) {
         let rs = self.rs;
         let generation = self.cache.generation;
-        let (class, scanner, tree) = (rs.plan().source_nodes(s), rs.scanner(), &program.transforms);
+        let (plan, scanner, tree) = (rs.plan(), rs.scanner(), &program.transforms);
+        let class = plan.source_class(s);
         match rs.plan().sources()[s as usize] {
             UnionSource::Coll { coll, names, var } => {
                 let entries = self.inputs.coll(coll);
@@ -557,7 +587,7 @@ impl<'r> Transaction<'r> {
                     };
                     let raw: &[u8] = if names { &e.key } else { &e.value };
                     let inst = memo.instance(var, origin, raw, generation);
-                    memo.source_add(s, inst, class, scanner, tree, &mut self.stats);
+                    memo.source_add(s, inst, class, plan, scanner, tree, &mut self.stats);
                 }
                 memo.set_source_covered(s, entries.len() as u32);
             }
@@ -568,7 +598,7 @@ impl<'r> Transaction<'r> {
                 memo.source_begin(s, generation);
                 for k in start..start + len {
                     let inst = memo.list_inst(k);
-                    memo.source_add(s, inst, class, scanner, tree, &mut self.stats);
+                    memo.source_add(s, inst, class, plan, scanner, tree, &mut self.stats);
                 }
             }
         }
@@ -816,6 +846,10 @@ impl<'r> Transaction<'r> {
             _ => None,
         };
         let opid = lr.pl.op.0;
+        // Whether the result is a function of the value alone (a PCRE2
+        // search that reached its limit is not).
+        let mut pure = cache_key.is_some();
+        arg.impure |= !pure;
         let cached = cache_key.and_then(|(rec, node)| self.cache.memo.x.op(rec, node, opid));
         let matched = match (cached, value) {
             // The groups of a whole-value match follow from the value.
@@ -866,6 +900,8 @@ impl<'r> Transaction<'r> {
                 // out of the cache (the flag must be set on every such
                 // request).
                 let limited = lr.pl.backtracking && self.pcre_limit_hit();
+                pure &= !limited;
+                arg.impure |= limited;
                 if let Some((rec, node)) = cache_key.filter(|_| !limited) {
                     let result = if !(r && capture) {
                         Some(OpResult::from(r))
@@ -882,6 +918,16 @@ impl<'r> Transaction<'r> {
             }
         };
         let hit = matched != op.negated;
+        // A link known not to match a value (a result that depends on the
+        // value alone, without captures) loses its bit in the value's
+        // cached verdicts. A `multiMatch` link may still match at another
+        // node: `eval_slot_memo` clears its bit once every node was tested.
+        let known = pure && !(matched && capture);
+        if known && !hit && lr.pl.verdict != u32::MAX && !lr.pl.multi_match {
+            if let Source::Memo(e) = value {
+                self.cache.memo.clear_verdict(e, lr.pl.verdict);
+            }
+        }
         // The groups are stored whenever the operator matched, also when
         // it is negated and the value therefore does not match the rule:
         // what libmodsecurity 3.0.9 does (found by corpus/diff_fuzz.py).
@@ -1355,6 +1401,10 @@ struct Arg_ {
     within_runs: u32,
     pairs_ready: bool,
     pairs: Option<Box<operator::PairFilter>>,
+    /// Set when an operator result was not a function of the value alone
+    /// (a macro in the argument, a PCRE2 limit reached): a `multiMatch`
+    /// link's values are then not known not to match.
+    impure: bool,
 }
 
 impl Arg_ {
@@ -1402,6 +1452,13 @@ enum Source<'a> {
 
 /// Whether a union of scan results (bits, byte set, number of values) rules
 /// out an operator with `gate`; if so, its values count as skipped.
+/// Whether bit `bit` of a verdict (or a union of them) is set.
+#[inline(always)]
+fn has_bit(bits: &[u64], bit: u32) -> bool {
+    bits.get((bit / 64) as usize)
+        .is_some_and(|w| w & (1 << (bit % 64)) != 0)
+}
+
 fn rules_out(
     scanner: &Scanner,
     gate: Gate,

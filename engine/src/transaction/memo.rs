@@ -33,6 +33,7 @@
 //! allocating once the buffers have grown.
 
 use super::xcache::{NodeState, XCache, XCacheLimits, NONE};
+use crate::plan::Plan;
 use crate::prefilter::{byte_mask, ByteMask, Scanner};
 use crate::ruleset::Ruleset;
 use crate::sources::Coll;
@@ -78,6 +79,8 @@ pub(super) struct Memo {
     unicode_map: Option<std::sync::Arc<crate::transform::UnicodeMap>>,
     nodes: usize,
     words: usize,
+    /// Words of a verdict (see `Plan::class_links`).
+    vwords: usize,
     /// `inst * nodes + node` → entry, or `NONE`.
     table: Vec<u32>,
     entries: Vec<Entry>,
@@ -111,19 +114,18 @@ pub(super) struct Memo {
     /// unions, valid in the generation it was begun in.
     groups: Unions,
     // Coarse unions (see `Plan::group_sources`). Per instance, `UNION_WAYS`
-    // ways: its union over a class of nodes, once computed (or read from
-    // the cross-transaction cache).
-    /// The class of each way's union (NONE: none yet).
+    // ways: its verdict for a class of values (see `Plan::class_links`),
+    // once computed (or read from the cross-transaction cache).
+    /// The class of each way's verdict (NONE: none yet).
     inst_union_class: Vec<u32>,
     inst_union_bits: Vec<u64>,
-    inst_union_mask: Vec<ByteMask>,
     /// Per source (indexed as `Plan::sources`): the union of its values'
-    /// coarse unions, with the number of collection entries it covers
+    /// verdicts, with the number of collection entries it covers
     /// (collections only grow) or the generation it was computed in.
     source_covered: Vec<u32>,
-    sources: Unions,
-    /// Per group: its coarse union.
-    coarse: Unions,
+    sources: Verdicts,
+    /// Per group: its coarse union (of its sources' verdicts).
+    coarse: Verdicts,
     path: Vec<NodeId>,
     out: Vec<u8>,
     /// The prefilter's lowercased copy of the value it scans.
@@ -151,10 +153,12 @@ impl Memo {
         let slots = p.slots.len();
         let groups = rs.plan().groups();
         let sources = rs.plan().sources().len();
+        let vwords = rs.plan().verdict_words();
         Memo {
             unicode_map: rs.unicode_map().cloned(),
             nodes: p.transforms.nodes.len(),
             words,
+            vwords,
             table: Vec::new(),
             entries: Vec::new(),
             arena: Vec::new(),
@@ -175,10 +179,9 @@ impl Memo {
             groups: Unions::new(groups, words),
             inst_union_class: Vec::new(),
             inst_union_bits: Vec::new(),
-            inst_union_mask: Vec::new(),
             source_covered: vec![0; sources],
-            sources: Unions::new(sources, words),
-            coarse: Unions::new(groups, words),
+            sources: Verdicts::new(sources, vwords),
+            coarse: Verdicts::new(groups, vwords),
             path: Vec::new(),
             out: Vec::new(),
             lowered: Vec::new(),
@@ -194,7 +197,12 @@ impl Memo {
     /// A new, empty cross-transaction cache for this program, of up to
     /// `records` values.
     pub fn new_xcache(&self, records: usize) -> XCache {
-        XCache::new(self.words, self.nodes, XCacheLimits::for_records(records))
+        XCache::new(
+            self.words,
+            self.vwords,
+            self.nodes,
+            XCacheLimits::for_records(records),
+        )
     }
 
     pub fn clear(&mut self) {
@@ -217,7 +225,6 @@ impl Memo {
         self.builds = 0;
         self.inst_union_class.clear();
         self.inst_union_bits.clear();
-        self.inst_union_mask.clear();
         self.forget_sources();
     }
 
@@ -287,8 +294,7 @@ impl Memo {
         self.inst_rec.push(rec);
         self.inst_union_class.extend([NONE; UNION_WAYS]);
         self.inst_union_bits
-            .resize(self.inst_union_bits.len() + UNION_WAYS * self.words, 0);
-        self.inst_union_mask.extend([[0; 4]; UNION_WAYS]);
+            .resize(self.inst_union_bits.len() + UNION_WAYS * self.vwords, 0);
         self.table.resize(self.table.len() + self.nodes, NONE);
         let e = self.push_entry(raw, inst, 0);
         self.table[inst as usize * self.nodes] = e;
@@ -695,20 +701,23 @@ impl Memo {
 impl Memo {
     // ------------------------------------------------------------ coarse unions
 
-    /// Computes the instance's coarse union over `class` unless known: the
-    /// union of its scan results and byte sets at every node of the class
-    /// (`nodes`). Read from the cross-transaction cache when it has it,
-    /// and stored there once computed: a value seen before costs one read
-    /// for all the chains that read it. Returns the way that holds it.
-    fn inst_union(
+    /// Computes the instance's verdict for `class` unless known (see
+    /// `Plan::class_links`): the bit of each of the class's links whose
+    /// gate passes on the value at the link's node. Read from the
+    /// cross-transaction cache when it has it (where links found not to
+    /// match the value since have had their bits cleared), and stored
+    /// there once computed: a value seen before costs one read for all
+    /// the links that read it. Returns the way that holds it.
+    fn inst_verdict(
         &mut self,
         inst: u32,
-        (class, nodes): (u32, &[NodeId]),
+        class: u32,
+        plan: &Plan,
         scanner: &Scanner,
         tree: &TransformTree,
         stats: &mut EvalStats,
     ) -> usize {
-        let w = self.words;
+        let w = self.vwords;
         // An instance is read in one or two classes: its source's, and
         // that of its source for `multiMatch` links (or a scalar read
         // through two targets, `XML:/*` and `XML://@*`).
@@ -724,37 +733,86 @@ impl Memo {
         let i = ways.start + k;
         self.inst_union_class[i] = class;
         if let Some(rec) = self.rec(inst) {
-            if let Some((bits, mask)) = self.x.union(rec, class) {
+            if let Some(bits) = self.x.verdict(rec, class) {
                 self.inst_union_bits[i * w..(i + 1) * w].copy_from_slice(bits);
-                self.inst_union_mask[i] = mask;
                 return i;
             }
         }
         self.inst_union_bits[i * w..(i + 1) * w].fill(0);
-        self.inst_union_mask[i] = [0; 4];
-        let mut last = NONE;
-        for &node in nodes {
-            let e = self.value(inst, node, tree, stats);
-            if e == last {
-                continue;
+        for cl in plan.class_links(class) {
+            let passes = if cl.chain.0 == cl.chain.1 {
+                self.gate_passes(inst, cl.node, cl.gate, scanner, tree, stats)
+            } else {
+                let mut any = false;
+                for &node in plan.chain_nodes(cl.chain) {
+                    if self.gate_passes(inst, node, cl.gate, scanner, tree, stats) {
+                        any = true;
+                        break;
+                    }
+                }
+                any
+            };
+            if passes {
+                self.inst_union_bits[i * w + (cl.bit / 64) as usize] |= 1 << (cl.bit % 64);
             }
-            last = e;
-            self.ensure_gate_data(e, scanner, stats);
-            let ei = e as usize;
-            add_gate(
-                (
-                    &mut self.inst_union_bits[i * w..(i + 1) * w],
-                    &mut self.inst_union_mask[i],
-                ),
-                (&self.bits[ei * w..(ei + 1) * w], &self.entries[ei].mask),
-            );
         }
         if let Some(rec) = self.rec(inst) {
-            let mask = self.inst_union_mask[i];
             self.x
-                .set_union(rec, class, &self.inst_union_bits[i * w..(i + 1) * w], mask);
+                .set_verdict(rec, class, &self.inst_union_bits[i * w..(i + 1) * w]);
         }
         i
+    }
+
+    /// Whether an operator with `gate` may match the instance's value at
+    /// `node`.
+    fn gate_passes(
+        &mut self,
+        inst: u32,
+        node: NodeId,
+        gate: crate::prefilter::Gate,
+        scanner: &Scanner,
+        tree: &TransformTree,
+        stats: &mut EvalStats,
+    ) -> bool {
+        if gate == crate::prefilter::Gate::Always {
+            return true;
+        }
+        let e = self.value(inst, node, tree, stats);
+        self.ensure_gate_data(e, scanner, stats);
+        let (bits, mask) = self.gate_data(e);
+        scanner.passes(gate, bits, mask)
+    }
+
+    /// Whether the instance's verdict for `class`, if computed in this
+    /// transaction, rules out the link of verdict bit `bit`.
+    #[inline]
+    pub fn verdict_rules_out(&self, inst: u32, class: u32, bit: u32) -> bool {
+        let w = self.vwords;
+        let ways = inst as usize * UNION_WAYS..(inst as usize + 1) * UNION_WAYS;
+        match self.inst_union_class[ways.clone()]
+            .iter()
+            .position(|&c| c == class)
+        {
+            Some(k) => {
+                let i = ways.start + k;
+                self.inst_union_bits[i * w + (bit / 64) as usize] & (1 << (bit % 64)) == 0
+            }
+            None => false,
+        }
+    }
+
+    /// The link of verdict bit `bit` does not match entry `e`'s value: its
+    /// bit is cleared in the value's cached verdicts (not in this
+    /// transaction's, whose unions are already built from them).
+    pub fn clear_verdict(&mut self, e: u32, bit: u32) {
+        self.clear_verdict_inst(self.entries[e as usize].inst, bit);
+    }
+
+    /// [`Memo::clear_verdict`] for the value of instance `inst`.
+    pub fn clear_verdict_inst(&mut self, inst: u32, bit: u32) {
+        if let Some(rec) = self.rec(inst) {
+            self.x.clear_verdict(rec, bit);
+        }
     }
 
     /// Number of collection entries source `s`'s union covers.
@@ -776,38 +834,34 @@ impl Memo {
         self.sources.begin(s, generation);
     }
 
-    /// Adds instance `inst`'s coarse union to source `s`'s.
+    /// Adds instance `inst`'s verdict for `class` to source `s`'s union.
+    #[allow(clippy::too_many_arguments)]
     pub fn source_add(
         &mut self,
         s: u32,
         inst: u32,
-        class: (u32, &[NodeId]),
+        class: u32,
+        plan: &Plan,
         scanner: &Scanner,
         tree: &TransformTree,
         stats: &mut EvalStats,
     ) {
-        let i = self.inst_union(inst, class, scanner, tree, stats);
-        let w = self.words;
-        self.sources.add(
-            s,
-            (
-                &self.inst_union_bits[i * w..(i + 1) * w],
-                &self.inst_union_mask[i],
-            ),
-            1,
-        );
+        let i = self.inst_verdict(inst, class, plan, scanner, tree, stats);
+        let w = self.vwords;
+        self.sources
+            .add(s, &self.inst_union_bits[i * w..(i + 1) * w], 1);
     }
 
-    /// Source `s`'s union, as [`Memo::source_add`] left it: (scan bits,
-    /// byte set, number of values).
-    pub fn source_union(&self, s: u32) -> (&[u64], &ByteMask, u32) {
+    /// Source `s`'s union of verdicts, as [`Memo::source_add`] left it,
+    /// with its number of values.
+    pub fn source_union(&self, s: u32) -> (&[u64], u32) {
         self.sources.union(s)
     }
 
-    /// Group `g`'s coarse union, if computed in `generation`: (scan bits,
-    /// byte set, number of values).
+    /// Group `g`'s coarse union, if computed in `generation`, with its
+    /// number of values.
     #[inline]
-    pub fn coarse(&self, g: u32, generation: u32) -> Option<(&[u64], &ByteMask, u32)> {
+    pub fn coarse(&self, g: u32, generation: u32) -> Option<(&[u64], u32)> {
         self.coarse.get(g, generation)
     }
 
@@ -819,14 +873,82 @@ impl Memo {
 
     /// Adds source `s`'s union to group `g`'s coarse union.
     pub fn coarse_add(&mut self, g: u32, s: u32) {
-        let (bits, mask, len) = self.sources.union(s);
-        self.coarse.add(g, (bits, mask), len);
+        let (bits, len) = self.sources.union(s);
+        self.coarse.add(g, bits, len);
     }
 }
 
-/// Unions of scan results and byte sets, one per index (a slot group, a
-/// source), each with the number of values it covers and the generation
+/// Unions of verdicts (see `Plan::class_links`), one per index (a source,
+/// a group), each with the number of values it covers and the generation
 /// it was begun in.
+#[derive(Default)]
+struct Verdicts {
+    words: usize,
+    generation: Vec<u32>,
+    bits: Vec<u64>,
+    len: Vec<u32>,
+}
+
+impl Verdicts {
+    fn new(n: usize, words: usize) -> Verdicts {
+        Verdicts {
+            words,
+            generation: vec![0; n],
+            bits: vec![0; n * words],
+            len: vec![0; n],
+        }
+    }
+
+    /// Union `i`, if begun in `generation`, with its number of values.
+    #[inline]
+    fn get(&self, i: u32, generation: u32) -> Option<(&[u64], u32)> {
+        (self.generation(i) == generation).then(|| self.union(i))
+    }
+
+    /// Union `i`, whatever its generation.
+    fn union(&self, i: u32) -> (&[u64], u32) {
+        let (i, w) = (i as usize, self.words);
+        (&self.bits[i * w..(i + 1) * w], self.len[i])
+    }
+
+    fn generation(&self, i: u32) -> u32 {
+        self.generation[i as usize]
+    }
+
+    /// Empties union `i`, to be computed for `generation`.
+    fn begin(&mut self, i: u32, generation: u32) {
+        let (i, w) = (i as usize, self.words);
+        self.generation[i] = generation;
+        self.bits[i * w..(i + 1) * w].fill(0);
+        self.len[i] = 0;
+    }
+
+    /// Adds a verdict (or a union of them) standing for `n` values to
+    /// union `i`.
+    fn add(&mut self, i: u32, from: &[u64], n: u32) {
+        let (i, w) = (i as usize, self.words);
+        for (d, b) in self.bits[i * w..(i + 1) * w].iter_mut().zip(from) {
+            *d |= b;
+        }
+        self.len[i] += n;
+    }
+
+    /// Makes every union invalid in every generation.
+    fn forget(&mut self) {
+        self.generation.fill(0);
+    }
+
+    /// Empties every union and forgets its generation.
+    fn empty(&mut self) {
+        self.forget();
+        self.bits.fill(0);
+        self.len.fill(0);
+    }
+}
+
+/// Unions of scan results and byte sets, one per index (a slot group),
+/// each with the number of values it covers and the generation it was
+/// begun in.
 #[derive(Default)]
 struct Unions {
     words: usize,
@@ -887,17 +1009,9 @@ impl Unions {
     fn forget(&mut self) {
         self.generation.fill(0);
     }
-
-    /// Empties every union and forgets its generation.
-    fn empty(&mut self) {
-        self.forget();
-        self.bits.fill(0);
-        self.mask.fill([0; 4]);
-        self.len.fill(0);
-    }
 }
 
-/// Coarse unions an instance keeps (see `Memo::inst_union`).
+/// Verdicts an instance keeps (see `Memo::inst_verdict`).
 const UNION_WAYS: usize = 2;
 
 /// Adds a scan result and byte set (`from`) to a union of them (`into`).

@@ -1151,6 +1151,56 @@ fn multi_match_links_are_ruled_out_over_their_whole_chain() {
     assert_eq!(ids(&naive), [1]);
 }
 
+/// A value's verdict loses a link's bit once the link is known not to
+/// match it, so that links without a prefilter (`@detectSQLi`, a
+/// `multiMatch` `@detectXSS`) and links whose byte gate lets a value
+/// through are ruled out without running once their values are known;
+/// a new value, or one that matches, still runs them.
+#[test]
+fn verdicts_rule_out_links_known_not_to_match_and_never_hide_a_match() {
+    let rs = ruleset(
+        "SecRuleEngine On\n\
+         SecRule ARGS \"@detectSQLi\" \"id:1,phase:1,pass,t:none,t:urlDecodeUni\"\n\
+         SecRule ARGS \"@rx ^e.i.$\" \"id:2,phase:1,pass,t:none,t:urlDecodeUni\"\n\
+         SecRule ARGS \"@detectXSS\" \"id:3,phase:1,pass,multiMatch,t:none,t:urlDecodeUni\"\n\
+         SecRule ARGS \"!@rx ^[a-z]\" \"id:4,phase:1,pass,capture,t:none\"\n",
+    );
+    let decide = |target: &str| {
+        let tx = get(&rs, target, &[]);
+        let naive = rs.transaction_with(crate::EvalOptions::naive());
+        let mut naive = through_phase1(naive, "GET", target, &[]);
+        naive.process_request_body();
+        assert_eq!(ids(&tx), ids(&naive), "{target}");
+        (ids(&tx), tx.stats().op_runs, tx.stats().coarse_skips)
+    };
+    let benign = "/?a=fine&b=hello";
+    let mut runs = Vec::new();
+    for _ in 0..4 {
+        let (ids, op_runs, skips) = decide(benign);
+        assert_eq!(ids, [] as [u64; 0]);
+        runs.push((op_runs, skips));
+    }
+    // Admitted to the thread's cache on their second sighting, tested by
+    // every link then: from the third request on, rules 1-3 are ruled out
+    // by the values' verdicts without an operator run (rule 4 is negated
+    // with `capture`: it runs on every value, as it sets `TX:0`).
+    assert!(runs[0].0 > runs[3].0, "{runs:?}");
+    assert_eq!(runs[3], (2, 3), "{runs:?}");
+    // A new value beside the known ones: its links run, on it alone.
+    assert_eq!(
+        decide("/?a=fine&b=hello&c=1%27%20or%20%271%27%3D%271").0,
+        [1, 4]
+    );
+    assert_eq!(decide("/?a=fine&b=evil").0, [2]);
+    assert_eq!(
+        decide("/?a=%3Cscript%3Ealert(1)%3C/script%3E&b=hello").0,
+        [3, 4]
+    );
+    // Known values in another argument's place decide the same.
+    assert_eq!(decide("/?b=fine&a=hello").0, [] as [u64; 0]);
+    assert_eq!(decide(benign), (Vec::new(), 2, 3));
+}
+
 /// Rule 2 reads `ARGS` in phase 1 (its values get their instances and
 /// records then); rule 1, in phase 2, has no literal of 3+ bytes, so its
 /// byte gate lets `fine` through as well as `evil`: it runs on both, and

@@ -83,8 +83,8 @@ struct Record {
     hash: u64,
     start: u32,
     len: u32,
-    /// (class + 1, index in `gate`) of the value's unions of scan results
-    /// over a class of nodes (see `Memo::inst_union`); 0 = free. A value is
+    /// (class + 1, index in `verdicts`) of the value's verdicts for a
+    /// class of values (see `Plan::class_links`); 0 = free. A value is
     /// read in up to three classes (an argument is in `ARGS` and
     /// `ARGS_GET`, and `ARGS` is read by `multiMatch` links).
     unions: [(u32, u32); UNION_CLASSES],
@@ -95,7 +95,7 @@ struct Record {
     same: u64,
 }
 
-/// Classes of coarse unions a record keeps.
+/// Classes of verdicts a record keeps.
 const UNION_CLASSES: usize = 3;
 
 /// Limits of one cache (one per thread and ruleset).
@@ -145,6 +145,9 @@ pub(super) struct XCache {
     record_nodes: usize,
     /// Scan results (`words` words) followed by the byte set (4 words).
     gate: Vec<u64>,
+    /// Words of a verdict, and the records' verdicts.
+    vwords: usize,
+    verdicts: Vec<u64>,
     /// Operator results, in blocks per (record, node) (see `OpBlock`).
     op_blocks: Vec<OpBlock>,
     op_count: usize,
@@ -158,12 +161,13 @@ pub(super) struct XCache {
 }
 
 impl XCache {
-    /// A cache for scan results of `words` words, over a transform tree of
-    /// `nodes` nodes.
-    pub fn new(words: usize, nodes: usize, limits: XCacheLimits) -> XCache {
+    /// A cache for scan results of `words` words and verdicts of `vwords`,
+    /// over a transform tree of `nodes` nodes.
+    pub fn new(words: usize, vwords: usize, nodes: usize, limits: XCacheLimits) -> XCache {
         XCache {
             limits: Some(limits),
             words,
+            vwords,
             record_nodes: nodes.clamp(1, MAX_RECORD_NODES),
             ..XCache::default()
         }
@@ -181,6 +185,7 @@ impl XCache {
         self.arena.clear();
         self.node_info.clear();
         self.gate.clear();
+        self.verdicts.clear();
         self.op_blocks.clear();
         self.op_count = 0;
         self.seen.fill(0);
@@ -383,10 +388,11 @@ impl XCache {
         (&self.gate[at..at + w], [m[0], m[1], m[2], m[3]])
     }
 
-    /// Whether one more scan result would take the scan results past the
+    /// Whether one more scan result or verdict would take them past the
     /// byte limit.
     fn gate_full(&self) -> bool {
-        (self.gate.len() + self.words + 4) * 8 > self.limits().bytes
+        (self.gate.len() + self.verdicts.len() + self.words.max(self.vwords) + 4) * 8
+            > self.limits().bytes
     }
 
     fn push_gate(&mut self, bits: &[u64], mask: ByteMask) {
@@ -394,20 +400,18 @@ impl XCache {
         self.gate.extend_from_slice(&mask);
     }
 
-    /// The union of the value's scan results and byte sets over the nodes
-    /// of `class`, if stored.
-    pub fn union(&self, rec: u32, class: u32) -> Option<(&[u64], ByteMask)> {
+    /// The value's verdict for `class` (see `Plan::class_links`), if stored.
+    pub fn verdict(&self, rec: u32, class: u32) -> Option<&[u64]> {
         let r = self.records.get(rec as usize)?;
         let &(_, at) = r.unions.iter().find(|u| u.0 == class + 1)?;
-        Some(self.gate_at(at))
+        self.verdicts.get(at as usize..at as usize + self.vwords)
     }
 
-    /// Stores the value's union over `class` (see [`XCache::union`]),
-    /// unless the record's slots are taken or the scan results' share of
-    /// the byte limit is used up.
-    pub fn set_union(&mut self, rec: u32, class: u32, bits: &[u64], mask: ByteMask) {
+    /// Stores the value's verdict for `class`, unless the record's slots
+    /// are taken or the byte limit is reached.
+    pub fn set_verdict(&mut self, rec: u32, class: u32, bits: &[u64]) {
         let full = self.gate_full();
-        let at = self.gate.len() as u32;
+        let at = self.verdicts.len() as u32;
         let Some(r) = self.records.get_mut(rec as usize) else {
             return;
         };
@@ -418,7 +422,24 @@ impl XCache {
             return;
         };
         *slot = (class + 1, at);
-        self.push_gate(bits, mask);
+        self.verdicts.extend_from_slice(&bits[..self.vwords]);
+    }
+
+    /// A link (verdict bit `bit`) is known not to match the value: its bit
+    /// is cleared in each of the value's stored verdicts (a verdict bit is
+    /// about the value's bytes, whatever the class it was stored for).
+    pub fn clear_verdict(&mut self, rec: u32, bit: u32) {
+        let Some(r) = self.records.get(rec as usize) else {
+            return;
+        };
+        let (word, mask) = ((bit / 64) as usize, !(1u64 << (bit % 64)));
+        for &(c, at) in &r.unions {
+            if c != 0 {
+                if let Some(w) = self.verdicts.get_mut(at as usize + word) {
+                    *w &= mask;
+                }
+            }
+        }
     }
 
     /// A stored operator result.
@@ -653,6 +674,7 @@ mod tests {
     fn records_are_verified_and_bounded() {
         let mut c = XCache::new(
             1,
+            1,
             8,
             XCacheLimits {
                 records: 4,
@@ -699,6 +721,48 @@ mod tests {
     }
 
     #[test]
+    fn verdicts_are_kept_per_class_and_lose_the_bits_of_links_that_do_not_match() {
+        let mut c = XCache::new(
+            1,
+            2,
+            8,
+            XCacheLimits {
+                records: 8,
+                bytes: 1 << 12,
+                op_results: 8,
+            },
+        );
+        c.record(b"v");
+        let v = c.record(b"v").expect("cached");
+        c.record(b"w");
+        let w = c.record(b"w").expect("cached");
+        assert_eq!(c.verdict(v, 0), None);
+        c.set_verdict(v, 0, &[0b1011, 1 << 3]);
+        c.set_verdict(v, 2, &[0b0011, 0]);
+        c.set_verdict(w, 0, &[0b1111, 1 << 3]);
+        // Stored once per class: a second store is ignored.
+        c.set_verdict(v, 0, &[0, 0]);
+        assert_eq!(c.verdict(v, 0), Some(&[0b1011, 1 << 3][..]));
+        // A link known not to match the value loses its bit in every class
+        // of that value, and only of that value.
+        c.clear_verdict(v, 1);
+        c.clear_verdict(v, 67);
+        assert_eq!(c.verdict(v, 0), Some(&[0b1001, 0][..]));
+        assert_eq!(c.verdict(v, 2), Some(&[0b0001, 0][..]));
+        assert_eq!(c.verdict(w, 0), Some(&[0b1111, 1 << 3][..]));
+        // Three classes per value at most.
+        c.set_verdict(v, 3, &[1, 0]);
+        c.set_verdict(v, 4, &[1, 0]);
+        assert_eq!(c.verdict(v, 3), Some(&[1, 0][..]));
+        assert_eq!(c.verdict(v, 4), None);
+        // Emptying the cache forgets them.
+        c.clear();
+        c.record(b"v");
+        let v = c.record(b"v").expect("cached");
+        assert_eq!(c.verdict(v, 0), None);
+    }
+
+    #[test]
     fn limits_grow_with_the_records() {
         let d = XCacheLimits::default();
         assert_eq!(d.records, crate::EvalOptions::DEFAULT_XCACHE_RECORDS);
@@ -711,6 +775,7 @@ mod tests {
     #[test]
     fn operator_results_are_kept_per_value_and_node_up_to_their_limit() {
         let mut c = XCache::new(
+            1,
             1,
             8,
             XCacheLimits {
