@@ -337,8 +337,18 @@ impl<'r> Transaction<'r> {
             p.lookups[node.index()] += u64::from(len);
             p.slot_lookups[slot.index()] += u64::from(len);
         }
+        // The class of the slot's values, whose verdicts (computed for the
+        // link's coarse union) rule values out one by one: sharper than the
+        // slot's union of scan results, which is then not needed.
+        let class = match lr.pl.group {
+            Some(_) if self.options.memo && self.options.prefilter && !self.cache.memo.prof_on => {
+                self.rs.plan().slot_class(slot, lr.pl.multi_match)
+            }
+            _ => None,
+        };
         let scanner = self.rs.scanner();
         if gate != Gate::Always
+            && class.is_none()
             && !lr.pl.multi_match
             && !self.cache.memo.slot_passes(
                 slot,
@@ -353,14 +363,6 @@ impl<'r> Transaction<'r> {
             self.stats.prefilter_skips += u64::from(len);
             return false;
         }
-        // The class of the slot's values, whose verdicts (computed for the
-        // link's coarse union) rule values out one by one.
-        let class = match lr.pl.group {
-            Some(_) if self.options.memo && self.options.prefilter && !self.cache.memo.prof_on => {
-                self.rs.plan().slot_class(slot, lr.pl.multi_match)
-            }
-            _ => None,
-        };
         let mut any = false;
         for k in start..start + len {
             let inst = self.cache.memo.list_inst(k);
