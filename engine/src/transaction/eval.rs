@@ -520,8 +520,8 @@ impl<'r> Transaction<'r> {
             let mut len = 0u32;
             for &s in rs.plan().group_sources(g) {
                 self.update_source(lr.program, s);
-                let (bits, n) = self.cache.memo.source_union(s);
-                if has_bit(bits, bit) {
+                let (has, n) = self.cache.memo.source_has(s, bit);
+                if has {
                     return true;
                 }
                 len += n;

@@ -852,10 +852,11 @@ impl Memo {
             .add(s, &self.inst_union_bits[i * w..(i + 1) * w], 1);
     }
 
-    /// Source `s`'s union of verdicts, as [`Memo::source_add`] left it,
-    /// with its number of values.
-    pub fn source_union(&self, s: u32) -> (&[u64], u32) {
-        self.sources.union(s)
+    /// Whether source `s`'s union of verdicts, as [`Memo::source_add`]
+    /// left it, has verdict bit `bit`; and its number of values.
+    #[inline]
+    pub fn source_has(&self, s: u32, bit: u32) -> (bool, u32) {
+        (self.sources.has(s, bit), self.sources.len[s as usize])
     }
 
     /// Group `g`'s coarse union, if computed in `generation`, with its
@@ -911,6 +912,16 @@ impl Verdicts {
         (&self.bits[i * w..(i + 1) * w], self.len[i])
     }
 
+    /// Whether union `i` has bit `bit` (one load: links test this hundreds
+    /// of times per request).
+    #[inline]
+    fn has(&self, i: u32, bit: u32) -> bool {
+        let at = i as usize * self.words + (bit / 64) as usize;
+        self.bits
+            .get(at)
+            .is_some_and(|w| w & (1 << (bit % 64)) != 0)
+    }
+
     fn generation(&self, i: u32) -> u32 {
         self.generation[i as usize]
     }
@@ -927,8 +938,10 @@ impl Verdicts {
     /// union `i`.
     fn add(&mut self, i: u32, from: &[u64], n: u32) {
         let (i, w) = (i as usize, self.words);
-        for (d, b) in self.bits[i * w..(i + 1) * w].iter_mut().zip(from) {
-            *d |= b;
+        if let (Some(into), Some(from)) = (self.bits.get_mut(i * w..(i + 1) * w), from.get(..w)) {
+            for (d, b) in into.iter_mut().zip(from) {
+                *d |= b;
+            }
         }
         self.len[i] += n;
     }
