@@ -298,9 +298,6 @@ impl Memo {
         self.table.resize(self.table.len() + self.nodes, NONE);
         let e = self.push_entry(raw, inst, 0);
         self.table[inst as usize * self.nodes] = e;
-        if let Some(rec) = self.rec(inst) {
-            self.load_gate(e, rec, 0);
-        }
         inst
     }
 
@@ -354,14 +351,18 @@ impl Memo {
         found
     }
 
-    /// Copies a cached scan result into entry `e`.
-    fn load_gate(&mut self, e: u32, rec: u32, node: usize) {
+    /// Copies a cached scan result into entry `e`, if there is one.
+    fn load_gate(&mut self, e: u32, rec: u32, node: usize) -> bool {
         let w = self.words;
-        if let Some((bits, mask)) = self.x.gate(rec, node) {
-            let i = e as usize;
-            self.bits[i * w..(i + 1) * w].copy_from_slice(bits);
-            self.entries[i].mask = mask;
-            self.entries[i].scanned = true;
+        match self.x.gate(rec, node) {
+            Some((bits, mask)) => {
+                let i = e as usize;
+                self.bits[i * w..(i + 1) * w].copy_from_slice(bits);
+                self.entries[i].mask = mask;
+                self.entries[i].scanned = true;
+                true
+            }
+            None => false,
         }
     }
 
@@ -464,9 +465,7 @@ impl Memo {
                     // Copied once, from the cache's arena into the memo's.
                     let at = self.arena.len();
                     self.arena.extend_from_slice(self.x.bytes(start, len));
-                    let e = self.entry_at(at, inst, node);
-                    self.load_gate(e, rec, node);
-                    return e;
+                    return self.entry_at(at, inst, node);
                 }
                 NodeState::Unknown => {}
             }
@@ -514,7 +513,8 @@ impl Memo {
     }
 
     /// Computes the entry's scan result and byte set unless already done
-    /// (or known from the cross-transaction cache).
+    /// (or known from the cross-transaction cache, read only now: with
+    /// verdicts, most values never need theirs).
     #[inline]
     pub fn ensure_gate_data(&mut self, e: u32, scanner: &Scanner, stats: &mut EvalStats) {
         if !self.entries[e as usize].scanned {
@@ -527,6 +527,12 @@ impl Memo {
     fn scan_entry(&mut self, e: u32, scanner: &Scanner, stats: &mut EvalStats) {
         let i = e as usize;
         let f = self.entries[i];
+        let rec = self.rec(f.inst);
+        if let Some(rec) = rec {
+            if self.load_gate(e, rec, f.node as usize) {
+                return;
+            }
+        }
         let w = self.words;
         let value = &self.arena[f.start..f.start + f.len];
         stats.scans += 1;
@@ -535,7 +541,7 @@ impl Memo {
         let en = &mut self.entries[i];
         en.mask = m;
         en.scanned = true;
-        if let Some(rec) = self.rec(f.inst) {
+        if let Some(rec) = rec {
             self.x
                 .set_gate(rec, f.node as usize, &self.bits[i * w..(i + 1) * w], m);
         }
