@@ -379,7 +379,7 @@ enum Outcome {
 
 /// Whether a macro of `rule` (its message, log data, disruptive action's
 /// URL, or a link's action) reads `MATCHED_VARS` or `MATCHED_VARS_NAMES`.
-fn reads_matched_vars(rule: &Rule) -> bool {
+pub(crate) fn reads_matched_vars(rule: &Rule) -> bool {
     let disruptive = match &rule.disruptive {
         Disruptive::Redirect(m) | Disruptive::Proxy(m) => Some(m),
         _ => None,

@@ -106,9 +106,34 @@ pub(crate) struct RuleMeta {
     /// Some link has an action run once the rule matched (anything but
     /// `setvar`, which runs per matched value).
     pub after_actions: bool,
+    /// Something of the rule reads `MATCHED_VARS` (a macro, a link's
+    /// target or operator argument): only then do its matches fill it
+    /// (every rule empties it as it starts, so nothing else can read it).
+    pub matched_vars: bool,
     pub tags: Arc<[String]>,
     pub ver: Option<Arc<str>>,
     pub location: Arc<str>,
+}
+
+/// Whether anything of `rule` reads `MATCHED_VARS` or
+/// `MATCHED_VARS_NAMES`: a macro of its texts or actions, or one of its
+/// links' targets or operator arguments.
+fn reads_matched_vars(program: &Program, rule: &waf_compiler::ir::Rule) -> bool {
+    let matched = |v: V| matches!(v, V::MatchedVars | V::MatchedVarsNames);
+    crate::fold::reads_matched_vars(rule)
+        || rule.links.iter().any(|l| {
+            let targets = l
+                .targets
+                .iter()
+                .any(|s| matched(program.targets[program.slots[s.index()].target.index()].variable));
+            let argument = match program.operators[l.operator.index()].kind.argument() {
+                Some(waf_compiler::ir::Arg::Macro(m)) => m.parts.iter().any(|p| {
+                    matches!(p, waf_compiler::ir::MacroPart::Var { variable, .. } if matched(*variable))
+                }),
+                _ => false,
+            };
+            targets || argument
+        })
 }
 
 /// The plan of one program.
@@ -196,6 +221,7 @@ impl Plan {
                         .iter()
                         .any(|a| !matches!(a, waf_compiler::ir::LinkAction::SetVar(_)))
                 }),
+                matched_vars: reads_matched_vars(program, r),
                 tags: r.meta.tags.iter().cloned().collect(),
                 ver: r.meta.ver.as_deref().map(Arc::from),
                 location: Arc::from(r.location.as_str()),

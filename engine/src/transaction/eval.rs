@@ -259,10 +259,9 @@ impl<'r> Transaction<'r> {
             self.state.matched_var.clear();
             self.state.matched_var.extend_from_slice(value);
             if replay.matched_vars {
-                self.record_match(link);
-            } else {
-                self.per_match_actions(link);
+                self.state.matched_vars.push(name.as_bytes(), value);
             }
+            self.per_match_actions(link);
         }
         self.after_match(program, ri);
         true
@@ -464,7 +463,7 @@ impl<'r> Transaction<'r> {
         self.state
             .matched_var
             .extend_from_slice(self.cache.memo.bytes(e));
-        self.record_match(lr.link());
+        self.record_match(lr);
         true
     }
 
@@ -809,7 +808,7 @@ impl<'r> Transaction<'r> {
                     push_name(name, item.var, vals.key(i));
                     self.state.matched_var.clear();
                     self.state.matched_var.extend_from_slice(value);
-                    self.record_match(lr.link());
+                    self.record_match(lr);
                 }
             }
         }
@@ -956,13 +955,16 @@ impl<'r> Transaction<'r> {
         true
     }
 
-    /// A value matched: MATCHED_VARS grows and the link's setvars run.
-    fn record_match(&mut self, link: &Link) {
-        self.state.matched_vars.push(
-            self.state.matched_var_name.as_bytes(),
-            &self.state.matched_var,
-        );
-        self.per_match_actions(link);
+    /// A value matched: MATCHED_VARS grows (when the rule reads it) and
+    /// the link's setvars run.
+    fn record_match(&mut self, lr: LinkRef<'r>) {
+        if self.rs.plan().rule_meta(lr.ri).matched_vars {
+            self.state.matched_vars.push(
+                self.state.matched_var_name.as_bytes(),
+                &self.state.matched_var,
+            );
+        }
+        self.per_match_actions(lr.link());
     }
 
     fn excluded_inst(&self, lr: LinkRef<'r>, info: Inst) -> bool {
