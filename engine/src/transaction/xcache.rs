@@ -84,9 +84,11 @@ struct Record {
     start: u32,
     len: u32,
     /// (class + 1, index in `verdicts`) of the value's verdicts for a
-    /// class of values (see `Plan::class_links`); 0 = free. A value is
-    /// read in up to three classes (an argument is in `ARGS` and
-    /// `ARGS_GET`, and `ARGS` is read by `multiMatch` links).
+    /// class of values (see `Plan::class_links`); 0 = free. An argument is
+    /// in `ARGS` and `ARGS_GET`, and `ARGS` is read by `multiMatch` links;
+    /// short values (empty, `1`, `true`) are in many more classes, and
+    /// with three slots their verdicts were computed again on every
+    /// request (CRS has 31 classes).
     unions: [(u32, u32); UNION_CLASSES],
     /// Bit n: node n (n < 64) leaves the value unchanged. Most nodes do
     /// for most values, and reading that here, with the record's other
@@ -96,7 +98,7 @@ struct Record {
 }
 
 /// Classes of verdicts a record keeps.
-const UNION_CLASSES: usize = 3;
+const UNION_CLASSES: usize = 8;
 
 /// Limits of one cache (one per thread and ruleset).
 #[derive(Clone, Copy, Debug)]
@@ -750,11 +752,12 @@ mod tests {
         assert_eq!(c.verdict(v, 0), Some(&[0b1001, 0][..]));
         assert_eq!(c.verdict(v, 2), Some(&[0b0001, 0][..]));
         assert_eq!(c.verdict(w, 0), Some(&[0b1111, 1 << 3][..]));
-        // Three classes per value at most.
-        c.set_verdict(v, 3, &[1, 0]);
-        c.set_verdict(v, 4, &[1, 0]);
-        assert_eq!(c.verdict(v, 3), Some(&[1, 0][..]));
-        assert_eq!(c.verdict(v, 4), None);
+        // `UNION_CLASSES` classes per value at most.
+        for class in 3..UNION_CLASSES as u32 + 2 {
+            c.set_verdict(v, class, &[1, 0]);
+        }
+        assert_eq!(c.verdict(v, UNION_CLASSES as u32), Some(&[1, 0][..]));
+        assert_eq!(c.verdict(v, UNION_CLASSES as u32 + 1), None);
         // Emptying the cache forgets them.
         c.clear();
         c.record(b"v");
