@@ -3,6 +3,7 @@
 use super::fmt::{push_i64, push_lossy, push_name};
 use super::memo::{Inst, Origin};
 use super::state::{Allow, RuleSel};
+use super::values::ValList;
 use super::vars::{epoch_secs, for_each_stable, origin_key, selector_matches, Vars};
 use super::xcache::{self, OpResult};
 use super::Transaction;
@@ -705,6 +706,13 @@ impl<'r> Transaction<'r> {
         let chain = self.rs.chain(lr.pl.node);
         // Profiling: the node of each transformation of the chain.
         let prof = self.cache.memo.prof_on;
+        if chain.is_empty() && gate == Gate::Always && !prof {
+            // The common case (CRS's `TX` and count checks): each value as
+            // read, without copies into the transformation buffers.
+            let any = self.test_direct_values(lr, arg, &vals);
+            self.cache.scratch.vals = vals;
+            return any;
+        }
         let mut nodes = std::mem::take(&mut self.cache.scratch.nodes);
         nodes.clear();
         if prof {
@@ -819,6 +827,31 @@ impl<'r> Transaction<'r> {
         self.cache.scratch.multi = ends;
         self.cache.scratch.vals = vals;
         self.cache.scratch.nodes = nodes;
+        any
+    }
+
+    /// [`Self::eval_slot_direct`] for a link without transformations or a
+    /// gate: the operator on each value as read (with `multiMatch` too,
+    /// as there is no other value along an empty chain).
+    fn test_direct_values(&mut self, lr: LinkRef<'r>, arg: &mut Arg_, vals: &ValList) -> bool {
+        let mut any = false;
+        for i in 0..vals.items.len() {
+            let item = vals.items[i];
+            if self.excluded_lr(lr, item.var, vals.key(i)) {
+                continue;
+            }
+            self.stats.memo_misses += 1;
+            let value = vals.value(i);
+            if self.run_operator(lr, arg, Source::Bytes(value)) {
+                any = true;
+                let name = &mut self.state.matched_var_name;
+                name.clear();
+                push_name(name, item.var, vals.key(i));
+                self.state.matched_var.clear();
+                self.state.matched_var.extend_from_slice(value);
+                self.record_match(lr);
+            }
+        }
         any
     }
 
