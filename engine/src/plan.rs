@@ -195,6 +195,9 @@ pub(crate) struct Plan {
     slot_class: Vec<[u32; 2]>,
     /// Words of a verdict (one bit per grouped link).
     verdict_words: usize,
+    /// Per source, `verdict_words` words: the bits of the links whose group
+    /// reads it (see [`Plan::source_mask`]).
+    source_masks: Vec<u64>,
     source_start: Vec<u32>,
     group_sources: Vec<u32>,
 }
@@ -428,6 +431,16 @@ impl Plan {
                     .collect()
             })
             .collect();
+        let verdict_words = verdicts.div_ceil(64).max(1);
+        let mut source_masks = vec![0u64; sources.len() * verdict_words];
+        for (g, links) in links_of_group.iter().enumerate() {
+            for &s in &group_sources[source_start[g] as usize..source_start[g + 1] as usize] {
+                for &li in links {
+                    let bit = plan_links[li].verdict as usize;
+                    source_masks[s as usize * verdict_words + bit / 64] |= 1 << (bit % 64);
+                }
+            }
+        }
         Plan {
             rules: plan_rules,
             links: plan_links,
@@ -444,7 +457,8 @@ impl Plan {
             class_links,
             chain_nodes,
             slot_class,
-            verdict_words: verdicts.div_ceil(64).max(1),
+            verdict_words,
+            source_masks,
             source_start,
             group_sources,
         }
@@ -495,6 +509,15 @@ impl Plan {
     /// Words of a verdict: one bit per grouped link.
     pub(crate) fn verdict_words(&self) -> usize {
         self.verdict_words
+    }
+
+    /// The verdict bits of the links whose slot group reads source `s`: a
+    /// link may match a value of its group's sources exactly when its bit
+    /// is in the union, over those sources, of each source's union of
+    /// verdicts masked by this (see `Memo::fold_source`).
+    pub(crate) fn source_mask(&self, s: u32) -> &[u64] {
+        let w = self.verdict_words;
+        &self.source_masks[s as usize * w..(s as usize + 1) * w]
     }
 
     /// Number of slot groups.

@@ -505,48 +505,47 @@ impl<'r> Transaction<'r> {
     }
 
     /// Whether the link may match a value of its slot group's coarse
-    /// union (see `Plan::group_sources`), computed once per generation
-    /// from its sources' unions of verdicts: whether some value's verdict
-    /// has the link's bit (see `Plan::class_links`). When not, the link is
-    /// ruled out without its slots' target lists or exact unions, counted
-    /// as a skip of every value of those sources.
+    /// union (see `Plan::group_sources`): whether some value of the
+    /// group's sources has the link's bit in its verdict (see
+    /// `Plan::class_links`). The first link of a group in each generation
+    /// brings its sources up to date and folds each (once for all groups)
+    /// into the bits of the links that may match; after that, a link is
+    /// one bit test. When not, the link is ruled out without its slots'
+    /// target lists or exact unions, counted as a skip of every value of
+    /// those sources.
     fn coarse_passes(&mut self, lr: LinkRef<'r>, g: u32) -> bool {
         let generation = self.cache.generation;
-        let rs = self.rs;
-        let bit = lr.pl.verdict;
-        if !rs.plan().group_shared(g) {
-            // Few links: the sources' unions are tested one by one, and the
-            // first that may match ends the test.
-            let mut len = 0u32;
-            for &s in rs.plan().group_sources(g) {
-                self.update_source(lr.program, s);
-                let (has, n) = self.cache.memo.source_has(s, bit);
-                if has {
-                    return true;
-                }
-                len += n;
-            }
-            self.stats.memo_hits += u64::from(len);
-            self.stats.prefilter_skips += u64::from(len);
-            self.stats.coarse_skips += 1;
-            return false;
+        let len = match self.cache.memo.group_folded(g, generation) {
+            Some(len) => len,
+            None => self.fold_group(lr.program, g),
+        };
+        if self.cache.memo.passes(lr.pl.verdict) {
+            return true;
         }
-        if self.cache.memo.coarse(g, generation).is_none() {
-            self.cache.memo.coarse_begin(g, generation);
-            for &s in rs.plan().group_sources(g) {
-                self.update_source(lr.program, s);
-                self.cache.memo.coarse_add(g, s);
+        self.stats.memo_hits += u64::from(len);
+        self.stats.prefilter_skips += u64::from(len);
+        self.stats.coarse_skips += 1;
+        false
+    }
+
+    /// [`Self::coarse_passes`]'s work the first time group `g` is tested in
+    /// a generation: its sources brought up to date and folded in. Returns
+    /// the number of values of its sources.
+    #[inline(never)]
+    fn fold_group(&mut self, program: &'r Program, g: u32) -> u32 {
+        let (rs, generation) = (self.rs, self.cache.generation);
+        let mut len = 0;
+        for &s in rs.plan().group_sources(g) {
+            if !self.cache.memo.source_folded(s, generation) {
+                self.update_source(program, s);
+                self.cache
+                    .memo
+                    .fold_source(s, rs.plan().source_mask(s), generation);
             }
+            len += self.cache.memo.source_has(s, 0).1;
         }
-        match self.cache.memo.coarse(g, generation) {
-            Some((bits, len)) if !has_bit(bits, bit) => {
-                self.stats.memo_hits += u64::from(len);
-                self.stats.prefilter_skips += u64::from(len);
-                self.stats.coarse_skips += 1;
-                false
-            }
-            _ => true,
-        }
+        self.cache.memo.set_group_folded(g, generation, len);
+        len
     }
 
     /// Brings source `s`'s union up to date: a collection's new entries
@@ -1489,13 +1488,6 @@ enum Source<'a> {
 
 /// Whether a union of scan results (bits, byte set, number of values) rules
 /// out an operator with `gate`; if so, its values count as skipped.
-/// Whether bit `bit` of a verdict (or a union of them) is set.
-#[inline(always)]
-fn has_bit(bits: &[u64], bit: u32) -> bool {
-    bits.get((bit / 64) as usize)
-        .is_some_and(|w| w & (1 << (bit % 64)) != 0)
-}
-
 fn rules_out(
     scanner: &Scanner,
     gate: Gate,

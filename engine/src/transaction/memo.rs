@@ -25,9 +25,11 @@
 //! its slots (target × transform node); a slot caches, lazily, the union of
 //! its values' scan results: a rule whose operator cannot match any of them
 //! is skipped after one bit test. Before a slot group's union is computed,
-//! a coarse one is tried: the union of its sources' values, each value's
-//! taken once over every node its source is read at (and cached across
-//! transactions), which rules most links out without a target list.
+//! a coarse one is tried: the union of its sources' values' *verdicts*, a
+//! value's bit per grouped link that may match it (cached across
+//! transactions, and cleared there once a link is known not to match; see
+//! `Plan::class_links`), folded per generation into one bit per link, which
+//! rules most links out without a target list.
 //!
 //! All storage is kept by [`Memo::clear`], so a reused transaction stops
 //! allocating once the buffers have grown.
@@ -124,8 +126,15 @@ pub(super) struct Memo {
     /// (collections only grow) or the generation it was computed in.
     source_covered: Vec<u32>,
     sources: Verdicts,
-    /// Per group: its coarse union (of its sources' verdicts).
-    coarse: Verdicts,
+    /// The links that may match a value of their group's sources, as
+    /// far as the sources folded in are concerned (see
+    /// [`Memo::fold_source`]), valid in generation `passes_gen`; the
+    /// generation each source was folded in, and each group once all its
+    /// sources were (with their number of values).
+    passes: Vec<u64>,
+    passes_gen: u32,
+    source_folded: Vec<u32>,
+    group_folded: Vec<(u32, u32)>,
     path: Vec<NodeId>,
     out: Vec<u8>,
     /// The prefilter's lowercased copy of the value it scans.
@@ -181,7 +190,10 @@ impl Memo {
             inst_union_bits: Vec::new(),
             source_covered: vec![0; sources],
             sources: Verdicts::new(sources, vwords),
-            coarse: Verdicts::new(groups, vwords),
+            passes: vec![0; vwords],
+            passes_gen: 0,
+            source_folded: vec![0; sources],
+            group_folded: vec![(0, 0); groups],
             path: Vec::new(),
             out: Vec::new(),
             lowered: Vec::new(),
@@ -234,7 +246,9 @@ impl Memo {
         self.source_covered.fill(0);
         // Collection sources add to their unions without a `begin`.
         self.sources.empty();
-        self.coarse.forget();
+        self.passes_gen = 0;
+        self.source_folded.fill(0);
+        self.group_folded.fill((0, 0));
     }
 
     /// Forgets slot states and scalar instances of every generation (when
@@ -865,23 +879,48 @@ impl Memo {
         (self.sources.has(s, bit), self.sources.len[s as usize])
     }
 
-    /// Group `g`'s coarse union, if computed in `generation`, with its
-    /// number of values.
+    /// Group `g`'s number of values, if all its sources were folded in
+    /// `generation` (see [`Memo::fold_source`]).
     #[inline]
-    pub fn coarse(&self, g: u32, generation: u32) -> Option<(&[u64], u32)> {
-        self.coarse.get(g, generation)
+    pub fn group_folded(&self, g: u32, generation: u32) -> Option<u32> {
+        let (at, len) = self.group_folded[g as usize];
+        (at == generation).then_some(len)
     }
 
-    /// Starts computing group `g`'s coarse union for `generation`: add its
-    /// sources (once up to date) with [`Memo::coarse_add`].
-    pub fn coarse_begin(&mut self, g: u32, generation: u32) {
-        self.coarse.begin(g, generation);
+    /// Whether source `s` was folded in `generation`.
+    #[inline]
+    pub fn source_folded(&self, s: u32, generation: u32) -> bool {
+        self.source_folded[s as usize] == generation
     }
 
-    /// Adds source `s`'s union to group `g`'s coarse union.
-    pub fn coarse_add(&mut self, g: u32, s: u32) {
-        let (bits, len) = self.sources.union(s);
-        self.coarse.add(g, bits, len);
+    /// Folds source `s`'s union of verdicts (up to date) into the links
+    /// that may match, for `generation`: the bits of the links whose group
+    /// reads it (`mask`, see `Plan::source_mask`) that its values have.
+    pub fn fold_source(&mut self, s: u32, mask: &[u64], generation: u32) {
+        if self.passes_gen != generation {
+            self.passes.fill(0);
+            self.passes_gen = generation;
+        }
+        let (bits, _) = self.sources.union(s);
+        for ((p, b), m) in self.passes.iter_mut().zip(bits).zip(mask) {
+            *p |= b & m;
+        }
+        self.source_folded[s as usize] = generation;
+    }
+
+    /// Records that group `g`'s sources (`len` values) were all folded in
+    /// `generation`.
+    pub fn set_group_folded(&mut self, g: u32, generation: u32, len: u32) {
+        self.group_folded[g as usize] = (generation, len);
+    }
+
+    /// Whether the link of verdict bit `bit` may match a value of its
+    /// group's sources (its group folded in this generation).
+    #[inline]
+    pub fn passes(&self, bit: u32) -> bool {
+        self.passes
+            .get((bit / 64) as usize)
+            .is_some_and(|w| w & (1 << (bit % 64)) != 0)
     }
 }
 
@@ -904,12 +943,6 @@ impl Verdicts {
             bits: vec![0; n * words],
             len: vec![0; n],
         }
-    }
-
-    /// Union `i`, if begun in `generation`, with its number of values.
-    #[inline]
-    fn get(&self, i: u32, generation: u32) -> Option<(&[u64], u32)> {
-        (self.generation(i) == generation).then(|| self.union(i))
     }
 
     /// Union `i`, whatever its generation.
