@@ -63,9 +63,11 @@ pub(super) struct Inst {
 struct Entry {
     start: usize,
     len: usize,
-    /// Scan result and byte set computed.
-    scanned: bool,
-    mask: ByteMask,
+    /// Its scan result and byte set: `gate_masks[gate]` and
+    /// `gate_bits[gate * words..]`; NONE until computed (or read from the
+    /// cross-transaction cache). Most values never need theirs (their
+    /// verdicts are cached): they take no room for one.
+    gate: u32,
     /// The instance and node that produced this value (for the
     /// cross-transaction cache).
     inst: u32,
@@ -87,8 +89,10 @@ pub(super) struct Memo {
     table: Vec<u32>,
     entries: Vec<Entry>,
     arena: Vec<u8>,
-    /// Entry `e`'s scan result is `bits[e * words..(e + 1) * words]`.
-    bits: Vec<u64>,
+    /// Scan results (`words` words each) and byte sets of the entries
+    /// that have one (see `Entry::gate`).
+    gate_bits: Vec<u64>,
+    gate_masks: Vec<ByteMask>,
     insts: Vec<Inst>,
     /// Per `(coll, names)`: collection index → instance.
     coll_insts: Vec<Vec<u32>>,
@@ -171,7 +175,8 @@ impl Memo {
             table: Vec::new(),
             entries: Vec::new(),
             arena: Vec::new(),
-            bits: Vec::new(),
+            gate_bits: Vec::new(),
+            gate_masks: Vec::new(),
             insts: Vec::new(),
             coll_insts: vec![Vec::new(); ORIGIN_KINDS],
             scalar_insts: vec![(0, NONE); V::ALL.len()],
@@ -221,7 +226,8 @@ impl Memo {
         self.table.clear();
         self.entries.clear();
         self.arena.clear();
-        self.bits.clear();
+        self.gate_bits.clear();
+        self.gate_masks.clear();
         self.insts.clear();
         self.inst_rec.clear();
         for v in &mut self.coll_insts {
@@ -326,12 +332,10 @@ impl Memo {
         self.entries.push(Entry {
             start,
             len: self.arena.len() - start,
-            scanned: false,
-            mask: [0; 4],
+            gate: NONE,
             inst,
             node: node as u32,
         });
-        self.bits.resize(self.bits.len() + self.words, 0);
         (self.entries.len() - 1) as u32
     }
 
@@ -367,13 +371,11 @@ impl Memo {
 
     /// Copies a cached scan result into entry `e`, if there is one.
     fn load_gate(&mut self, e: u32, rec: u32, node: usize) -> bool {
-        let w = self.words;
         match self.x.gate(rec, node) {
             Some((bits, mask)) => {
-                let i = e as usize;
-                self.bits[i * w..(i + 1) * w].copy_from_slice(bits);
-                self.entries[i].mask = mask;
-                self.entries[i].scanned = true;
+                self.entries[e as usize].gate = self.gate_masks.len() as u32;
+                self.gate_bits.extend_from_slice(bits);
+                self.gate_masks.push(mask);
                 true
             }
             None => false,
@@ -501,13 +503,9 @@ impl Memo {
         };
         let e = if changed {
             let e = self.push_entry(&out, inst, node);
-            if case_only(t) && f.scanned {
-                let w = self.words;
-                let (src, dst) = (from as usize * w, e as usize * w);
-                self.bits.copy_within(src..src + w, dst);
-                let new = &mut self.entries[e as usize];
-                new.scanned = true;
-                new.mask = f.mask;
+            if case_only(t) {
+                // The same scan result: the same slot.
+                self.entries[e as usize].gate = f.gate;
             }
             e
         } else {
@@ -531,7 +529,7 @@ impl Memo {
     /// verdicts, most values never need theirs).
     #[inline]
     pub fn ensure_gate_data(&mut self, e: u32, scanner: &Scanner, stats: &mut EvalStats) {
-        if !self.entries[e as usize].scanned {
+        if self.entries[e as usize].gate == NONE {
             self.scan_entry(e, scanner, stats);
         }
     }
@@ -550,22 +548,24 @@ impl Memo {
         let w = self.words;
         let value = &self.arena[f.start..f.start + f.len];
         stats.scans += 1;
-        scanner.scan(value, &mut self.bits[i * w..(i + 1) * w], &mut self.lowered);
+        let g = self.gate_masks.len();
+        self.gate_bits.resize((g + 1) * w, 0);
+        let bits = &mut self.gate_bits[g * w..(g + 1) * w];
+        scanner.scan(value, bits, &mut self.lowered);
         let m = byte_mask(value);
-        let en = &mut self.entries[i];
-        en.mask = m;
-        en.scanned = true;
+        self.gate_masks.push(m);
+        self.entries[i].gate = g as u32;
         if let Some(rec) = rec {
             self.x
-                .set_gate(rec, f.node as usize, &self.bits[i * w..(i + 1) * w], m);
+                .set_gate(rec, f.node as usize, &self.gate_bits[g * w..(g + 1) * w], m);
         }
     }
 
     /// The entry's scan result and byte set (see [`Memo::ensure_gate_data`]).
     pub fn gate_data(&self, e: u32) -> (&[u64], &ByteMask) {
-        let i = e as usize;
+        let g = self.entries[e as usize].gate as usize;
         let w = self.words;
-        (&self.bits[i * w..(i + 1) * w], &self.entries[i].mask)
+        (&self.gate_bits[g * w..(g + 1) * w], &self.gate_masks[g])
     }
 
     // ------------------------------------------------------------ targets and slots
@@ -671,14 +671,15 @@ impl Memo {
         self.slot_mask[s] = [0; 4];
         for k in start..start + len {
             let inst = self.target_list[k as usize];
-            let e = self.value(inst, node, tree, stats) as usize;
-            self.ensure_gate_data(e as u32, scanner, stats);
+            let e = self.value(inst, node, tree, stats);
+            self.ensure_gate_data(e, scanner, stats);
+            let g = self.entries[e as usize].gate as usize;
             add_gate(
                 (
                     &mut self.slot_bits[s * w..(s + 1) * w],
                     &mut self.slot_mask[s],
                 ),
-                (&self.bits[e * w..(e + 1) * w], &self.entries[e].mask),
+                (&self.gate_bits[g * w..(g + 1) * w], &self.gate_masks[g]),
             );
         }
         self.slot_ready[s] = true;
