@@ -180,7 +180,13 @@ impl Collection {
     /// for both (`setvar` runs hundreds of times per CRS request, most of
     /// them on new keys).
     pub fn value_mut(&mut self, key: &[u8]) -> &mut Vec<u8> {
-        let i = if self.index.is_empty() {
+        let i = self.position_mut(key);
+        &mut self.entries[i].value
+    }
+
+    /// [`Collection::value_mut`]'s entry: its index among the live entries.
+    pub fn position_mut(&mut self, key: &[u8]) -> usize {
+        if self.index.is_empty() {
             self.push(key, b"");
             self.len - 1
         } else {
@@ -198,8 +204,24 @@ impl Collection {
                     self.len - 1
                 }
             }
-        };
-        &mut self.entries[i].value
+        }
+    }
+
+    /// The value of live entry `i`, if its key is `key` (compared exactly:
+    /// for callers that remember where a key was).
+    pub fn value_at(&self, i: usize, key: &[u8]) -> Option<&[u8]> {
+        self.entries[..self.len]
+            .get(i)
+            .filter(|e| e.key == key)
+            .map(|e| e.value.as_slice())
+    }
+
+    /// [`Collection::value_at`], to be changed in place.
+    pub fn value_at_mut(&mut self, i: usize, key: &[u8]) -> Option<&mut Vec<u8>> {
+        self.entries[..self.len]
+            .get_mut(i)
+            .filter(|e| e.key == key)
+            .map(|e| &mut e.value)
     }
 
     /// Removes every entry with this key (order of the others kept; the

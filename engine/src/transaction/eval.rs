@@ -22,9 +22,6 @@ use std::time::Instant;
 use waf_compiler::ir::*;
 use waf_compiler::names::Variable as V;
 
-/// `TX:0`..`TX:9`.
-const CAPTURE_NAMES: [&[u8]; 10] = [b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9"];
-
 impl<'r> Transaction<'r> {
     pub(super) fn run_phase(&mut self, phase: u8) {
         if self.state.mode == EngineMode::Off {
@@ -965,11 +962,13 @@ impl<'r> Transaction<'r> {
         // it is negated and the value therefore does not match the rule:
         // what libmodsecurity 3.0.9 does (found by corpus/diff_fuzz.py).
         if matched && capture {
-            for (i, name) in CAPTURE_NAMES.iter().enumerate() {
-                if let Some(g) = self.state.caps.get(i) {
-                    self.state.tx.set(name, g);
+            let caps = std::mem::take(&mut self.state.caps);
+            for i in 0..10 {
+                if let Some(g) = caps.get(i) {
+                    self.state.set_capture(i, g);
                 }
             }
+            self.state.caps = caps;
         }
         hit
     }

@@ -49,6 +49,12 @@ pub(super) struct RuleState<'r> {
     pub matches: Vec<MatchedRule>,
     pub match_count: usize,
     pub caps: Captures,
+    /// Where `TX:0`..`TX:9` were last written in `tx` (captures are
+    /// written and read back by macros for every value some rules match:
+    /// CRS 920450 does both for each header). A hint only: checked
+    /// against the entry's key, so a removal or a new transaction makes it
+    /// miss, not lie.
+    pub capture_at: [u32; 10],
 }
 
 /// The buffers of a [`RuleState`] that outlive its transaction (no borrow
@@ -139,6 +145,38 @@ impl<'r> RuleState<'r> {
             matches: Vec::new(),
             match_count: 0,
             caps: Captures::default(),
+            capture_at: [u32::MAX; 10],
+        }
+    }
+
+    /// The name of capture `n` in `TX` (`0`..`9`).
+    fn capture_name(n: usize) -> &'static [u8] {
+        const NAMES: [&[u8]; 10] = [b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9"];
+        NAMES[n]
+    }
+
+    /// `TX:n` (n < 10), found where it was last written when it still is.
+    pub(super) fn capture(&self, n: usize) -> Option<&[u8]> {
+        let name = Self::capture_name(n);
+        match self.tx.value_at(self.capture_at[n] as usize, name) {
+            Some(v) => Some(v),
+            None => self.tx.get(name),
+        }
+    }
+
+    /// Sets `TX:n` (n < 10) to `value`.
+    pub(super) fn set_capture(&mut self, n: usize, value: &[u8]) {
+        let name = Self::capture_name(n);
+        if self
+            .tx
+            .value_at(self.capture_at[n] as usize, name)
+            .is_none()
+        {
+            self.capture_at[n] = self.tx.position_mut(name) as u32;
+        }
+        if let Some(v) = self.tx.value_at_mut(self.capture_at[n] as usize, name) {
+            v.clear();
+            v.extend_from_slice(value);
         }
     }
 

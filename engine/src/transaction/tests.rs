@@ -1201,6 +1201,30 @@ fn verdicts_rule_out_links_known_not_to_match_and_never_hide_a_match() {
     assert_eq!(decide(benign), (Vec::new(), 2, 3));
 }
 
+/// Captures are found again where they were written (`TX:0` is written
+/// and read back for every value a capturing rule matches), and never
+/// stale: after `TX:0` is removed and other variables move into its place,
+/// the next capture and the macros reading it agree with a transaction
+/// that never saw the first.
+#[test]
+fn captures_are_read_back_from_where_they_were_written() {
+    let rs = ruleset(
+        "SecRuleEngine On\n\
+         SecRule ARGS:a \"@rx (b+)\" \"id:1,phase:1,pass,capture,setvar:tx.first=%{tx.0}/%{tx.1}\"\n\
+         SecAction \"id:2,phase:1,pass,setvar:!tx.0,setvar:!tx.1,setvar:tx.filler=x\"\n\
+         SecRule ARGS:c \"@rx (d+)e\" \"id:3,phase:1,pass,capture,setvar:tx.second=%{tx.0}/%{tx.1}\"\n\
+         SecRule TX:first \"@streq bb/bb\" \"id:4,phase:1,pass\"\n\
+         SecRule TX:second \"@streq dde/dd\" \"id:5,phase:1,pass\"\n\
+         SecRule TX:0 \"@streq dde\" \"id:6,phase:1,pass\"\n",
+    );
+    for _ in 0..3 {
+        let tx = get(&rs, "/?a=xbb&c=dde", &[]);
+        assert_eq!(ids(&tx), [1, 2, 3, 4, 5, 6]);
+    }
+    let tx = get(&rs, "/?c=dde", &[]);
+    assert_eq!(ids(&tx), [2, 3, 5, 6]);
+}
+
 /// Rule 2 reads `ARGS` in phase 1 (its values get their instances and
 /// records then); rule 1, in phase 2, has no literal of 3+ bytes, so its
 /// byte gate lets `fine` through as well as `evil`: it runs on both, and

@@ -233,7 +233,16 @@ impl Vars<'_, '_> {
             return;
         }
         match var {
-            V::Tx => first(&self.s.tx, false, out),
+            // `%{TX.0}`..`%{TX.9}`: captures, read back right after they
+            // were written, from where they were.
+            V::Tx => match key.map(str::as_bytes) {
+                Some(&[d]) if d.is_ascii_digit() => {
+                    if let Some(v) = self.s.capture(usize::from(d - b'0')) {
+                        out.extend_from_slice(v);
+                    }
+                }
+                _ => first(&self.s.tx, false, out),
+            },
             V::Env => first(&self.s.env, false, out),
             V::Ip | V::Session | V::User | V::Global | V::Resource => {
                 if let Some(c) = self.s.persistent(var) {
