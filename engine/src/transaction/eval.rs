@@ -804,15 +804,9 @@ impl<'r> Transaction<'r> {
                         continue;
                     }
                 }
-                let hit = self.run_operator(lr, arg, Source::Bytes(value));
-                if hit {
+                if self.run_operator(lr, arg, Source::Bytes(value)) {
                     any = true;
-                    let name = &mut self.state.matched_var_name;
-                    name.clear();
-                    push_name(name, item.var, vals.key(i));
-                    self.state.matched_var.clear();
-                    self.state.matched_var.extend_from_slice(value);
-                    self.record_match(lr);
+                    self.direct_match(lr, item.var, vals.key(i), value);
                 }
             }
         }
@@ -840,15 +834,21 @@ impl<'r> Transaction<'r> {
             let value = vals.value(i);
             if self.run_operator(lr, arg, Source::Bytes(value)) {
                 any = true;
-                let name = &mut self.state.matched_var_name;
-                name.clear();
-                push_name(name, item.var, vals.key(i));
-                self.state.matched_var.clear();
-                self.state.matched_var.extend_from_slice(value);
-                self.record_match(lr);
+                self.direct_match(lr, item.var, vals.key(i), value);
             }
         }
         any
+    }
+
+    /// A value read directly (of `var`, under `key`) matched the link: it
+    /// becomes `MATCHED_VAR` and runs the per-match actions.
+    fn direct_match(&mut self, lr: LinkRef<'r>, var: V, key: &[u8], value: &[u8]) {
+        let name = &mut self.state.matched_var_name;
+        name.clear();
+        push_name(name, var, key);
+        self.state.matched_var.clear();
+        self.state.matched_var.extend_from_slice(value);
+        self.record_match(lr);
     }
 
     /// Runs the operator on one value; when it matches with `capture`
