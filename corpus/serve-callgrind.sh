@@ -34,8 +34,9 @@ for bin in "$@"; do
   valgrind --tool=callgrind --callgrind-out-file="$out.%p" "$bin" serve --workers 1 \
     -c "$work/rules.conf" --listen 127.0.0.1:19761 --upstream http://127.0.0.1:19760 \
     --error-log "$work/error.$n.log" 2>"$work/serve.$n.out" &
-  vpid=$!
-  wait_http http://127.0.0.1:19761/
+  vpid=$!; pids+=("$vpid")
+  # CRS compiles ~50 times slower under valgrind: 20-40 s on this machine.
+  wait_http_secs=180 wait_http http://127.0.0.1:19761/
   python3 "$here/send_requests.py" "$work/benign.jsonl" 19761 2 >/dev/null
   callgrind_control -z "$vpid" >/dev/null
   sent="$(python3 "$here/send_requests.py" "$work/benign.jsonl" 19761 2)"

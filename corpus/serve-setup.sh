@@ -48,13 +48,13 @@ need_waf() {
   [ -x "$WAF" ] || { echo "$script: build $WAF first (cargo build --release -p waf-cli)" >&2; exit 2; }
 }
 
-# wait_http URL...: each URL answers (any status) within 30 s; else the
-# servers' output ($work/*.out) and exit 1.
+# wait_http URL...: each URL answers (any status) within $wait_http_secs
+# seconds (default 30); else the servers' output ($work/*.out) and exit 1.
 wait_http() {
   local url ok
   for url in "$@"; do
     ok=0
-    for _ in $(seq 1 300); do
+    for _ in $(seq 1 $((${wait_http_secs:-30} * 10))); do
       if curl -s -o /dev/null "$url"; then ok=1; break; fi
       sleep 0.1
     done
