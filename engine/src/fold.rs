@@ -14,8 +14,10 @@
 //! each `TX` name either its value (or its absence) on every path, or
 //! "unknown". A rule is *decided* when it is one link without
 //! transformations, captures or exclusions, reading only `TX:name` values
-//! that are known, with a constant operator argument: its operator can be
-//! run at load. A decided rule that cannot match on any request is marked
+//! that are known, with an operator argument that is constant or expands
+//! from known `TX` values only: its operator can be run at load. A chain
+//! whose first link is decided and never matches is decided too (it never
+//! matches); one whose first link always matches is evaluated. A decided rule that cannot match on any request is marked
 //! [`Decision::Never`], and the engine steps over it without
 //! evaluating it (it would do nothing but clear `MATCHED_VARS`). A decided
 //! rule that matches on every request reaching it gets its matched values
@@ -430,8 +432,13 @@ fn decide(program: &Program, rule: &Rule, st: &TxState) -> Option<Outcome> {
         // No operator to skip: the engine runs its actions directly.
         return Some(Outcome::Matches(None));
     }
-    let [link] = rule.links.as_slice() else {
-        return None;
+    // A chain is decided when its first link never matches: the links
+    // after it are then never reached (CRS's `SecRule &TX:MAX_NUM_ARGS
+    // "@eq 1" "chain"` when the limit is not set).
+    let (link, chained) = match rule.links.as_slice() {
+        [link] => (link, false),
+        [link, ..] => (link, true),
+        [] => return None,
     };
     if link.capture || link.multi_match || !link.exclusions.is_empty() || backtracks(program, link)
     {
@@ -445,11 +452,14 @@ fn decide(program: &Program, rule: &Rule, st: &TxState) -> Option<Outcome> {
     }
     let op = &program.operators[link.operator.index()];
     // The string and numeric operators: pure functions of the value and
-    // their argument, which must be constant.
-    let Some(Arg::Const(arg)) = op.kind.argument() else {
-        return None;
+    // their argument, which must be constant, or expand from known `TX`
+    // values only (`@lt %{tx.blocking_paranoia_level}`).
+    let arg: Vec<u8> = match op.kind.argument() {
+        Some(Arg::Const(arg)) => arg.as_bytes().to_vec(),
+        Some(Arg::Macro(m)) => st.expand(&m.parts)?,
+        None => return None,
     };
-    let arg = arg.as_bytes();
+    let arg = arg.as_slice();
     // The values the rule tests, as `collect_into` reads them and
     // `push_name` names them: `TX` keys are stored lowercased by `setvar`
     // (the only writer of a known value), and a count is named `TX`.
@@ -509,6 +519,10 @@ fn decide(program: &Program, rule: &Rule, st: &TxState) -> Option<Outcome> {
     let Some(first_hit_slot) = first_hit_slot else {
         return Some(Outcome::Never);
     };
+    if chained {
+        // The first link matches: the rest of the chain reads the request.
+        return None;
+    }
     // The engine runs the per-match actions after each value it finds, and
     // reads a target's values as it comes to the target: a `setvar` to a
     // name a later target reads would change that target's values, so such
@@ -712,6 +726,53 @@ mod tests {
         // 31, 51: a is 1 throughout. 42: b is 2 after 41. 52: b is 1 if
         // phase 4 did not run, 2 if it did: unknown.
         assert_eq!(ids, [31, 42, 51]);
+    }
+
+    #[test]
+    fn chains_and_macro_arguments_are_decided() {
+        let ids = never(
+            "SecAction \"id:1,phase:1,pass,nolog,setvar:tx.level=1,setvar:tx.limit=2\"\n\
+             SecRule &TX:MAX \"@eq 1\" \"id:2,phase:1,pass,nolog,chain\"\n\
+             SecRule &ARGS \"@gt %{tx.max}\" \"setvar:tx.x=1\"\n\
+             SecRule &TX:LIMIT \"@eq 1\" \"id:3,phase:1,pass,nolog,chain\"\n\
+             SecRule &ARGS \"@gt %{tx.limit}\" \"setvar:tx.x=1\"\n\
+             SecRule TX:LEVEL \"@lt %{tx.limit}\" \"id:4,phase:1,pass,nolog,skipAfter:END\"\n\
+             SecRule TX:LEVEL \"@ge %{tx.limit}\" \"id:5,phase:1,pass,nolog\"\n\
+             SecRule TX:LEVEL \"@ge %{tx.unset}\" \"id:6,phase:1,pass,nolog\"\n\
+             SecRule TX:LEVEL \"@ge %{request_uri}\" \"id:7,phase:1,pass,nolog\"\n\
+             SecMarker END\n\
+             SecRule TX:X \"@eq 1\" \"id:8,phase:1,pass,nolog\"\n",
+        );
+        // 2: `tx.max` is unset, its count 0: the chain never goes on. 3:
+        // its first link matches, the rest reads the request: evaluated,
+        // and `tx.x` unknown after it (8). 4 always jumps (1 < 2), so 5
+        // to 7 are never reached. 6 and 7 would not be decided anyway: an
+        // unset name, a request variable.
+        assert_eq!(ids, [2]);
+        let rs = match Ruleset::from_str(
+            "t.conf",
+            "SecAction \"id:1,phase:1,pass,nolog,setvar:tx.level=1,setvar:tx.limit=2\"\n\
+             SecRule TX:LEVEL \"@ge %{tx.limit}\" \"id:5,phase:1,pass,nolog\"\n\
+             SecRule TX:LEVEL \"@ge %{tx.unset}\" \"id:6,phase:1,pass,nolog\"\n\
+             SecRule TX:LEVEL \"@ge %{request_uri}\" \"id:7,phase:1,pass,nolog\"\n\
+             SecRule TX:LEVEL \"@lt %{tx.limit}\" \"id:9,phase:1,pass,nolog\"\n",
+        ) {
+            Ok(r) => r,
+            Err(e) => panic!("{e}"),
+        };
+        let f = analyse(rs.program());
+        let decisions: Vec<Decision> = (0..5).map(|i| f.decision(i)).collect();
+        assert_eq!(
+            decisions,
+            [
+                // A `SecAction` runs its actions directly.
+                Decision::Evaluate,
+                Decision::Never,
+                Decision::Evaluate,
+                Decision::Evaluate,
+                Decision::Replay
+            ]
+        );
     }
 
     #[test]
