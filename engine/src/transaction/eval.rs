@@ -137,6 +137,7 @@ impl<'r> Transaction<'r> {
             } else {
                 match replay {
                     Some(r) => self.replay_rule(program, ri, r),
+                    None if self.ruled_out(program, ri) => false,
                     None => self.eval_rule(program, ri),
                 }
             };
@@ -198,6 +199,40 @@ impl<'r> Transaction<'r> {
             self.cache.memo.forget_generations();
             self.cache.generation = 1;
         }
+    }
+
+    /// Whether the rule's first link is ruled out by its group's coarse
+    /// union (see [`Self::coarse_passes`]): then the rule is done, counted
+    /// as `eval_rule` would count it, without entering it. Most of CRS's
+    /// rules end here on benign requests (~140 of ~180 evaluated).
+    #[inline]
+    fn ruled_out(&mut self, program: &'r Program, ri: RuleIdx) -> bool {
+        let pr = self.rs.plan().rule(ri);
+        if pr.first_group == u32::MAX || !self.grouped() {
+            return false;
+        }
+        let generation = self.cache.generation;
+        let len = match self.cache.memo.group_folded(pr.first_group, generation) {
+            Some(len) => len,
+            None => self.fold_group(program, pr.first_group),
+        };
+        if self.cache.memo.passes(pr.first_verdict) {
+            return false;
+        }
+        self.stats.rules_evaluated += 1;
+        self.state.matched_vars.clear();
+        self.stats.memo_hits += u64::from(len);
+        self.stats.prefilter_skips += u64::from(len);
+        self.stats.coarse_skips += 1;
+        true
+    }
+
+    /// Whether links are ruled out by their slot groups' unions (off when
+    /// statistics per slot and node are wanted, which need the
+    /// slot-by-slot path).
+    #[inline]
+    fn grouped(&self) -> bool {
+        self.options.memo && self.options.prefilter && !self.cache.memo.prof_on
     }
 
     fn eval_rule(&mut self, program: &'r Program, ri: RuleIdx) -> bool {
@@ -267,9 +302,7 @@ impl<'r> Transaction<'r> {
 
     fn eval_link(&mut self, lr: LinkRef<'r>) -> bool {
         if let Some(g) = lr.pl.group {
-            // Statistics per slot and node need the slot-by-slot path.
-            let grouped = self.options.memo && self.options.prefilter && !self.cache.memo.prof_on;
-            if grouped && !self.group_passes(lr, g) {
+            if self.grouped() && !self.group_passes(lr, g) {
                 return false;
             }
         }
@@ -338,9 +371,7 @@ impl<'r> Transaction<'r> {
         // link's coarse union) rule values out one by one: sharper than the
         // slot's union of scan results, which is then not needed.
         let class = match lr.pl.group {
-            Some(_) if self.options.memo && self.options.prefilter && !self.cache.memo.prof_on => {
-                self.rs.plan().slot_class(slot, lr.pl.multi_match)
-            }
+            Some(_) if self.grouped() => self.rs.plan().slot_class(slot, lr.pl.multi_match),
             _ => None,
         };
         let scanner = self.rs.scanner();
