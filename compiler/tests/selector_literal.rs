@@ -221,3 +221,78 @@ fn a_key_ruled_out_by_its_first_byte_never_matches() {
         }
     }
 }
+
+/// A `setvar` name's answer known before it is expanded
+/// (`SelectorRegex::answer_for_name`) is the regex's answer on every key the
+/// name can expand to: constant names exactly; computed names by their
+/// literal beginning, whatever the rest (line feeds and non-ASCII bytes
+/// included).
+#[test]
+fn a_known_answer_for_a_name_holds_for_every_expansion() {
+    use waf_compiler::ir::{MacroPart, MacroString};
+    use waf_compiler::names::Variable;
+    let patterns = [
+        "^header_name_920450_",
+        "^id",
+        "SESS",
+        "MULTIPART_HEADERS_CONTENT_TYPES_*",
+        "rfi_parameter_.*",
+        "^pbjs-\\w+$",
+        "^h",
+    ];
+    let starts = [
+        "header_name_920450_",
+        "HEADER_NAME_920450_x",
+        "header_name_",
+        "x_multipart_headers_content_types_",
+        "rfi_parameter_",
+        "id",
+        "my_sess",
+        "",
+        "anomaly_score",
+        "pbjs-",
+    ];
+    let rests: &[&str] = &[
+        "",
+        "a",
+        "content-range",
+        "\nid",
+        "\nheader_name_920450_",
+        "SESS",
+        "\u{212A}",
+        "-x_y",
+    ];
+    for p in patterns {
+        let rx = selector(p);
+        for start in starts {
+            // Constant names: exactly the regex's answer (keys are stored
+            // lowercased).
+            let constant = MacroString::literal(start);
+            assert_eq!(
+                rx.answer_for_name(&constant),
+                Some(rx.is_match(start.to_ascii_lowercase().as_bytes())),
+                "{p} on the constant {start:?}"
+            );
+            let computed = MacroString {
+                parts: vec![
+                    MacroPart::Literal(start.to_string()),
+                    MacroPart::Var {
+                        variable: Variable::Tx,
+                        key: Some("0".into()),
+                    },
+                ],
+            };
+            let Some(known) = rx.answer_for_name(&computed) else {
+                continue;
+            };
+            for rest in rests {
+                let key = format!("{start}{rest}").to_ascii_lowercase();
+                assert_eq!(
+                    rx.is_match(key.as_bytes()),
+                    known,
+                    "{p} on {key:?}, known from {start:?}"
+                );
+            }
+        }
+    }
+}

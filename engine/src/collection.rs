@@ -10,10 +10,15 @@
 //! later pushes reuse them, so a transaction reused for request after request
 //! stops allocating once its collections have grown to the traffic's shape.
 
+use waf_compiler::ir::KeySelectors;
+
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Entry {
     pub key: Vec<u8>,
     pub value: Vec<u8>,
+    /// What the program's selector regexes answer for the key, where its
+    /// writer knew it ([`Collection::value_mut_with`]; none otherwise).
+    pub selectors: KeySelectors,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -67,6 +72,7 @@ impl Collection {
         e.key.extend_from_slice(key);
         e.value.clear();
         e.value.extend_from_slice(value);
+        e.selectors = KeySelectors::default();
         self.len += 1;
         self.next_same[i] = 0;
         i
@@ -182,6 +188,20 @@ impl Collection {
     pub fn value_mut(&mut self, key: &[u8]) -> &mut Vec<u8> {
         let i = self.position_mut(key);
         &mut self.entries[i].value
+    }
+
+    /// [`Collection::value_mut`], keeping with a new entry what the selector
+    /// regexes answer for its key (an entry found keeps its own: a key equal
+    /// but for ASCII case gets the same answers from case-insensitive
+    /// regexes).
+    pub fn value_mut_with(&mut self, key: &[u8], selectors: KeySelectors) -> &mut Vec<u8> {
+        let len = self.len;
+        let i = self.position_mut(key);
+        let e = &mut self.entries[i];
+        if self.len > len {
+            e.selectors = selectors;
+        }
+        &mut e.value
     }
 
     /// [`Collection::value_mut`]'s entry: its index among the live entries.

@@ -631,6 +631,33 @@ impl SelectorRegex {
         }
     }
 
+    /// Whether the regex matches every key a `setvar` named `name` stores
+    /// (lowercased), if that is known before the name is expanded: for a
+    /// constant name, the regex's answer; for a computed one, a literal
+    /// beginning that already holds this regex's literal (at its start,
+    /// for an anchored one) makes every such key match. `None` otherwise.
+    pub fn answer_for_name(&self, name: &MacroString) -> Option<bool> {
+        if let Some(n) = name.as_literal() {
+            return Some(self.is_match(n.to_ascii_lowercase().as_bytes()));
+        }
+        let Some(MacroPart::Literal(start)) = name.parts.first() else {
+            return None;
+        };
+        let start = start.as_bytes();
+        let holds = match self.literal.as_ref()? {
+            KeyLiteral::Prefix(lit) => {
+                start.len() >= lit.len() && start[..lit.len()].eq_ignore_ascii_case(lit)
+            }
+            KeyLiteral::Contains(lit) => {
+                !lit.is_empty()
+                    && start
+                        .windows(lit.len())
+                        .any(|w| w.eq_ignore_ascii_case(lit))
+            }
+        };
+        holds.then_some(true)
+    }
+
     /// False when the regex cannot match `key` for its first byte (see
     /// [`SelectorRegex::first_bytes`]); true when it may.
     #[inline]
@@ -1212,6 +1239,46 @@ pub struct SetVar {
     pub lowercase_literal: bool,
     /// What is done to it.
     pub op: SetVarOp,
+    /// Which selector regexes the stored name is known to match or not,
+    /// whatever the request: a scan of `TX` by a selector (`TX:/^header_name_920450_/`,
+    /// ~150 keys per request) reads the answer kept with each key instead of
+    /// testing it.
+    pub key_selectors: KeySelectors,
+}
+
+/// The answers of the program's first 64 selector regexes
+/// ([`Program::selector_regexes`], bit `i` for regex `i`) for a collection
+/// key, where they are known before the key is: for a `setvar` with a
+/// constant name, every answer; with a computed name
+/// (`tx.header_name_920450_%{tx.0}`), those its literal beginning decides.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+pub struct KeySelectors {
+    /// The regexes whose answer is known.
+    pub known: u64,
+    /// Of those, the ones that match.
+    pub matched: u64,
+}
+
+impl KeySelectors {
+    /// What the selector regexes of `regexes` say of a key named by
+    /// `name` (stored lowercased, as `setvar` stores names).
+    pub fn of(regexes: &[SelectorRegex], name: &MacroString) -> KeySelectors {
+        let mut k = KeySelectors::default();
+        for (i, rx) in regexes.iter().enumerate().take(64) {
+            if let Some(m) = rx.answer_for_name(name) {
+                k.known |= 1 << i;
+                k.matched |= u64::from(m) << i;
+            }
+        }
+        k
+    }
+
+    /// Selector regex `i`'s answer, if known.
+    #[inline]
+    pub fn get(&self, i: usize) -> Option<bool> {
+        let bit = 1u64.checked_shl(i as u32)?;
+        (self.known & bit != 0).then_some(self.matched & bit != 0)
+    }
 }
 
 /// What a `setvar` does.

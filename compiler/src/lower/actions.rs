@@ -457,6 +457,8 @@ impl Lowerer<'_> {
             name,
             lowercase_literal,
             op,
+            // Set once every selector regex is compiled (`Lower::finish`).
+            key_selectors: KeySelectors::default(),
         })
     }
 

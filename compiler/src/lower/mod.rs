@@ -755,6 +755,18 @@ impl<'a> Lowerer<'a> {
         for rx in &mut self.p.regexes {
             rx.set_limits(limits);
         }
+        // What each `setvar`'s key answers to the selector regexes, now
+        // that all of them are compiled.
+        let selectors = &self.p.selector_regexes;
+        for rule in &mut self.p.rules {
+            for link in &mut rule.links {
+                for a in &mut link.actions {
+                    if let LinkAction::SetVar(sv) = a {
+                        sv.key_selectors = KeySelectors::of(selectors, &sv.name);
+                    }
+                }
+            }
+        }
         // Phase lists: rules in file order; removed rules are checked but not run.
         let mut phase_pos: Vec<Option<usize>> = vec![None; self.p.rules.len()];
         for (ri, rule) in self.p.rules.iter().enumerate() {

@@ -1334,7 +1334,7 @@ impl<'r> Transaction<'r> {
         let Some(coll) = self.state.writable(sv.collection) else {
             return;
         };
-        local_setvar(coll, &sv.op, name, value);
+        local_setvar(coll, sv, name, value);
     }
 
     /// Opens persistent collection `coll` under the key in
@@ -1536,12 +1536,17 @@ fn rules_out(
 }
 
 /// `setvar` on a collection of the transaction.
-fn local_setvar(coll: &mut Collection, op: &SetVarOp, name: &[u8], value: &[u8]) {
+fn local_setvar(coll: &mut Collection, sv: &SetVar, name: &[u8], value: &[u8]) {
+    let op = &sv.op;
     match op {
-        SetVarOp::Set(_) => coll.set(name, value),
+        SetVarOp::Set(_) => {
+            let v = coll.value_mut_with(name, sv.key_selectors);
+            v.clear();
+            v.extend_from_slice(value);
+        }
         SetVarOp::Delete => coll.remove(name),
         SetVarOp::Add(_) | SetVarOp::Sub(_) => {
-            let cur = coll.value_mut(name);
+            let cur = coll.value_mut_with(name, sv.key_selectors);
             let add = matches!(op, SetVarOp::Add(_));
             let n = operator::setvar_arith(cur, operator::atoll(value), add);
             cur.clear();

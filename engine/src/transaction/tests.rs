@@ -1397,3 +1397,30 @@ fn a_persistent_collection_not_opened_is_not_written() {
     }
     assert_eq!(rs.collection_store().records(), 0);
 }
+
+/// A scan of `TX` by a selector regex reads the answers `setvar` kept with
+/// the keys it wrote (constant names, and computed names whose beginning
+/// decides) and tests the others: the same keys either way, line feeds in
+/// a computed name included.
+#[test]
+fn tx_scans_by_selector_find_every_key_however_it_was_written() {
+    let rs = ruleset(
+        "SecAction \"id:1,phase:1,pass,nolog,setvar:tx.h_const=1,setvar:tx.other=2,setvar:'tx.H_UPPER=3'\"\n\
+         SecRule REQUEST_HEADERS_NAMES \"@rx ^.*$\" \"id:2,phase:1,pass,nolog,capture,t:lowercase,setvar:'tx.h_%{tx.0}=%{tx.0}',setvar:'tx.x%{tx.0}=1'\"\n\
+         SecRule ARGS:n \"@rx (.*)\" \"id:3,phase:1,pass,nolog,capture,setvar:'tx.%{tx.1}=1'\"\n\
+         SecRule &TX:/^h_/ \"@eq 0\" \"id:10,phase:1,pass,nolog,setvar:tx.n_h=0\"\n\
+         SecRule TX:/^h_/ \"@rx .\" \"id:11,phase:1,pass,nolog,setvar:'tx.seen=%{MATCHED_VARS_NAMES}'\"\n\
+         SecRule TX:/h_upp/ \"@rx .\" \"id:12,phase:1,pass,nolog\"\n\
+         SecRule TX:/^xa/ \"@rx .\" \"id:13,phase:1,pass,nolog\"\n\
+         SecRule TX:/^other/ \"@rx .\" \"id:14,phase:1,pass,nolog\"\n\
+         SecRule TX:/^h_line/ \"@rx .\" \"id:15,phase:1,pass,nolog\"\n",
+    );
+    let tx = get(&rs, "/?n=x%0Ah_line", &[("A", "1"), ("B", "2")]);
+    // 10: `h_const`, `h_upper`, `h_a`, `h_b` exist. 12: `h_upper` (stored
+    // lowercased) contains `h_upp`. 13: `xa`. 14: `other`. 15: the key
+    // `x\nh_line`, written by a name the regex cannot know before it is
+    // expanded, matches after its line feed.
+    assert_eq!(ids(&tx), [1, 2, 3, 11, 12, 13, 14, 15]);
+    let names = tx.tx_var("seen").map(<[u8]>::to_vec).unwrap_or_default();
+    assert_eq!(String::from_utf8_lossy(&names), "TX:h_const");
+}

@@ -133,9 +133,15 @@ impl Vars<'_, '_> {
             }
             // `TX:/^header_name_920450_/` tests every `TX` key (~120 per
             // request): its regex is looked up once, not per key.
+            // A key `setvar` wrote with a constant name, or a computed one
+            // whose beginning decides, carries the answer.
             Selector::Regex(id) => {
                 let rx = &program.selector_regexes[id.index()];
-                for e in c.iter().filter(|e| rx.is_match(&e.key)) {
+                let matches = |e: &Entry| match e.selectors.get(id.index()) {
+                    Some(m) => m,
+                    None => rx.is_match(&e.key),
+                };
+                for e in c.iter().filter(|e| matches(e)) {
                     out.push(var, &e.key, &e.value, None);
                 }
             }
