@@ -12,13 +12,30 @@
 
 use waf_compiler::ir::KeySelectors;
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct Entry {
     pub key: Vec<u8>,
     pub value: Vec<u8>,
     /// What the program's selector regexes answer for the key, where its
     /// writer knew it ([`Collection::value_mut_with`]; none otherwise).
     pub selectors: KeySelectors,
+}
+
+impl Clone for Entry {
+    fn clone(&self) -> Entry {
+        Entry {
+            key: self.key.clone(),
+            value: self.value.clone(),
+            selectors: self.selectors,
+        }
+    }
+
+    /// Into this entry's buffers (a pooled entry keeps its capacity).
+    fn clone_from(&mut self, source: &Entry) {
+        self.key.clone_from(&source.key);
+        self.value.clone_from(&source.value);
+        self.selectors = source.selectors;
+    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -39,6 +56,25 @@ pub struct Collection {
 }
 
 impl Collection {
+    /// Becomes a copy of `other` (its entries in order, and its index), in
+    /// this collection's buffers: once they have grown to `other`'s size,
+    /// without allocating.
+    pub fn copy_from(&mut self, other: &Collection) {
+        let n = other.len;
+        if self.entries.len() < n {
+            self.entries.resize_with(n, Entry::default);
+        }
+        for (e, o) in self.entries.iter_mut().zip(&other.entries[..n]) {
+            e.clone_from(o);
+        }
+        self.len = n;
+        self.index.clone_from(&other.index);
+        // One per entry, pooled ones included (unlinked until reused).
+        self.next_same.clear();
+        self.next_same.extend_from_slice(&other.next_same[..n]);
+        self.next_same.resize(self.entries.len(), 0);
+    }
+
     pub fn clear(&mut self) {
         // An empty collection's index is already all zeros (every path to
         // `len == 0` zeroes it): `MATCHED_VARS` is cleared before every

@@ -35,6 +35,7 @@
 #![warn(missing_docs)]
 
 mod background;
+mod blocks;
 mod body;
 pub mod coding;
 mod collection;

@@ -157,6 +157,31 @@ pub struct MatchedRule {
 }
 
 impl MatchedRule {
+    /// Becomes a copy of `src` in this record's buffers (a pooled record
+    /// keeps its strings' capacity). The shared fields are cloned only when
+    /// they differ: a record usually held the same rule's match before (the
+    /// same rules match in the same order request after request), and
+    /// cloning an `Arc` writes its count, a cache line every worker thread
+    /// touches.
+    pub(crate) fn assign(&mut self, src: &MatchedRule) {
+        self.id = src.id;
+        self.phase = src.phase;
+        self.msg.clone_from(&src.msg);
+        self.logdata.clone_from(&src.logdata);
+        self.severity = src.severity;
+        share(&mut self.tags, &src.tags);
+        match (&mut self.ver, &src.ver) {
+            (Some(a), Some(b)) => share(a, b),
+            (a, b) => a.clone_from(b),
+        }
+        self.matched_var_name.clone_from(&src.matched_var_name);
+        self.matched_var.clone_from(&src.matched_var);
+        self.log = src.log;
+        self.auditlog = src.auditlog;
+        self.disruptive = src.disruptive;
+        share(&mut self.location, &src.location);
+    }
+
     /// A ModSecurity-style error-log line (what go-ftw's `[id "..."]` and
     /// `match_regex` checks read). Always one line: control bytes, `\`, `"`
     /// and non-ASCII bytes of request data are written as `\xHH`, as Apache's
@@ -224,4 +249,11 @@ fn escape_bytes(s: &[u8]) -> String {
         }
     }
     out
+}
+
+/// `*dst = src.clone()`, unless both already point at the same value.
+pub(crate) fn share<T: ?Sized>(dst: &mut Arc<T>, src: &Arc<T>) {
+    if !Arc::ptr_eq(dst, src) {
+        dst.clone_from(src);
+    }
 }

@@ -24,6 +24,8 @@ pub struct Ruleset {
     plan: Plan,
     /// The rules partial evaluation proved cannot match.
     folding: crate::fold::Folding,
+    /// Runs of decided rules applied at once.
+    blocks: crate::blocks::Blocks,
     /// The DFAs being built after load (see [`Ruleset::finish_building`]).
     background: Background,
     /// What [`Ruleset::transaction`] uses.
@@ -145,6 +147,7 @@ impl Ruleset {
         let plan = Plan::new(&program, &scanner);
         let background = Background::start(&program);
         let folding = crate::fold::analyse(&program);
+        let blocks = crate::blocks::Blocks::new(&program, &folding, &plan);
         let unicode_map = program.settings.unicode_map.as_ref().and_then(|m| {
             crate::transform::UnicodeMap::parse(&m.contents, m.code_page).map(std::sync::Arc::new)
         });
@@ -155,6 +158,7 @@ impl Ruleset {
         Ruleset {
             unicode_map,
             folding,
+            blocks,
             program,
             plan,
             background,
@@ -282,6 +286,11 @@ impl Ruleset {
     /// The evaluation plan (dense per-rule, per-link and per-slot facts).
     pub(crate) fn folding(&self) -> &crate::fold::Folding {
         &self.folding
+    }
+
+    /// The runs of decided rules applied at once (see [`crate::blocks`]).
+    pub(crate) fn blocks(&self) -> &crate::blocks::Blocks {
+        &self.blocks
     }
 
     /// How many rules partial evaluation at load proved cannot match on any

@@ -36,6 +36,7 @@
 //! [`EvalOptions`] turns memoization and the prefilter off (the "naive"
 //! mode), which must give the same decisions.
 
+mod block;
 mod cache;
 mod eval;
 pub(crate) mod fmt;

@@ -11,13 +11,12 @@ use crate::body::Processor;
 use crate::collection::Collection;
 use crate::fold::{Decision, Replay};
 use crate::operator;
-use crate::outcome::{Cause, Intervention, MatchedRule};
+use crate::outcome::{share, Cause, Intervention, MatchedRule};
 use crate::plan::{PlanLink, UnionSource};
 use crate::prefilter::{byte_mask, ByteMask, Gate, Scanner};
 use crate::sources::{stable_coll, Coll};
 use crate::stats::EvalStats;
 use crate::store::StoreOp;
-use std::sync::Arc;
 use std::time::Instant;
 use waf_compiler::ir::*;
 use waf_compiler::names::Variable as V;
@@ -72,7 +71,7 @@ impl<'r> Transaction<'r> {
                 .ensure(program.transforms.nodes.len(), program.slots.len());
         }
         let rules = &program.phase(phase).rules;
-        let folding = self.rs.folding();
+        let (folding, blocks) = (self.rs.folding(), self.rs.blocks());
         let mut fold = self.options.fold && folding.any() && self.fold_applies(phase);
         if (1..=8).contains(&phase) {
             self.state.phases_started |= 1 << (phase - 1);
@@ -90,6 +89,16 @@ impl<'r> Transaction<'r> {
             if self.state.allow == Allow::Request && phase <= 2 {
                 completed = false;
                 break;
+            }
+            // A run of decided rules whose effect is known: copied at once
+            // (their rules are decided, so no removal touched them).
+            if fold && self.state.fold_intact && !self.options.profile {
+                if let Some((id, b)) = blocks.at(phase, i) {
+                    if self.run_block(program, id, b) {
+                        i = b.end;
+                        continue;
+                    }
+                }
             }
             let ri = rules[i];
             if self.state.any_removed() && self.state.is_removed(program.rule(ri)) {
@@ -235,7 +244,7 @@ impl<'r> Transaction<'r> {
         self.options.memo && self.options.prefilter && !self.cache.memo.prof_on
     }
 
-    fn eval_rule(&mut self, program: &'r Program, ri: RuleIdx) -> bool {
+    pub(super) fn eval_rule(&mut self, program: &'r Program, ri: RuleIdx) -> bool {
         self.stats.rules_evaluated += 1;
         self.state.matched_vars.clear();
         let pr = self.rs.plan().rule(ri);
@@ -276,7 +285,12 @@ impl<'r> Transaction<'r> {
     /// `eval_rule` and `eval_slot_direct` would, each value becomes
     /// `MATCHED_VAR` and runs the per-match actions, then the rule's match
     /// is recorded.
-    fn replay_rule(&mut self, program: &'r Program, ri: RuleIdx, replay: &Replay) -> bool {
+    pub(super) fn replay_rule(
+        &mut self,
+        program: &'r Program,
+        ri: RuleIdx,
+        replay: &Replay,
+    ) -> bool {
         self.stats.rules_evaluated += 1;
         self.stats.rules_replayed += 1;
         self.state.matched_vars.clear();
@@ -1013,6 +1027,7 @@ impl<'r> Transaction<'r> {
             return false;
         }
         self.stats.pcre_limit_hits += hits;
+        self.state.tx_pristine = false;
         self.state.tx.set(b"MSC_PCRE_LIMITS_EXCEEDED", b"1");
         true
     }
@@ -1152,8 +1167,7 @@ impl<'r> Transaction<'r> {
         // disruptive action.
         let rm = self.rs.plan().rule_meta(ri);
         if let Some(sev) = rm.severity {
-            let n = sev.number();
-            self.state.highest_severity = Some(self.state.highest_severity.map_or(n, |h| h.min(n)));
+            self.state.note_severity(sev.number());
         }
         let disruptive = !rm.pass;
         if self.state.match_count == self.state.matches.len() {
@@ -1195,20 +1209,12 @@ impl<'r> Transaction<'r> {
         // same rules match in the same order request after request): then
         // nothing is cloned, and no shared reference count is written (an
         // atomic write to a cache line every worker thread touches).
-        if !Arc::ptr_eq(&m.tags, &rm.tags) {
-            m.tags.clone_from(&rm.tags);
+        share(&mut m.tags, &rm.tags);
+        match (&mut m.ver, &rm.ver) {
+            (Some(a), Some(b)) => share(a, b),
+            (a, b) => a.clone_from(b),
         }
-        let same_ver = match (&m.ver, &rm.ver) {
-            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-            (None, None) => true,
-            _ => false,
-        };
-        if !same_ver {
-            m.ver.clone_from(&rm.ver);
-        }
-        if !Arc::ptr_eq(&m.location, &rm.location) {
-            m.location.clone_from(&rm.location);
-        }
+        share(&mut m.location, &rm.location);
         m.matched_var_name.clone_from(&st.matched_var_name);
         m.matched_var.clear();
         push_lossy(&mut m.matched_var, &st.matched_var);

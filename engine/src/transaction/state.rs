@@ -55,6 +55,11 @@ pub(super) struct RuleState<'r> {
     /// against the entry's key, so a removal or a new transaction makes it
     /// miss, not lie.
     pub capture_at: [u32; 10],
+    /// Nothing but static blocks (see `crate::blocks`) wrote `TX` in this
+    /// transaction, and `tx_block` is the last of those that did (or
+    /// `blocks::NONE`): `TX` is what that block's effect holds.
+    pub tx_pristine: bool,
+    pub tx_block: u32,
 }
 
 /// The buffers of a [`RuleState`] that outlive its transaction (no borrow
@@ -146,6 +151,8 @@ impl<'r> RuleState<'r> {
             match_count: 0,
             caps: Captures::default(),
             capture_at: [u32::MAX; 10],
+            tx_pristine: true,
+            tx_block: crate::blocks::NONE,
         }
     }
 
@@ -166,6 +173,7 @@ impl<'r> RuleState<'r> {
 
     /// Sets `TX:n` (n < 10) to `value`.
     pub(super) fn set_capture(&mut self, n: usize, value: &[u8]) {
+        self.tx_pristine = false;
         let name = Self::capture_name(n);
         if self
             .tx
@@ -250,6 +258,14 @@ impl<'r> RuleState<'r> {
         self.intervention = None;
         self.match_count = 0;
         self.caps.clear();
+        self.tx_pristine = true;
+        self.tx_block = crate::blocks::NONE;
+    }
+
+    /// A rule of severity `n` matched: `HIGHEST_SEVERITY` is the most
+    /// severe (lowest number) so far.
+    pub(super) fn note_severity(&mut self, n: u8) {
+        self.highest_severity = Some(self.highest_severity.map_or(n, |h| h.min(n)));
     }
 
     /// Whether some `ctl:ruleRemove*` is in effect (else no rule needs checking).
@@ -275,7 +291,10 @@ impl<'r> RuleState<'r> {
     /// The writable collection `var` (`TX`, or one `initcol` opened).
     pub(super) fn writable(&mut self, var: V) -> Option<&mut Collection> {
         match var {
-            V::Tx => Some(&mut self.tx),
+            V::Tx => {
+                self.tx_pristine = false;
+                Some(&mut self.tx)
+            }
             other => self.opened_mut(other).map(|o| &mut o.coll),
         }
     }

@@ -1424,3 +1424,70 @@ fn tx_scans_by_selector_find_every_key_however_it_was_written() {
     let names = tx.tx_var("seen").map(<[u8]>::to_vec).unwrap_or_default();
     assert_eq!(String::from_utf8_lossy(&names), "TX:h_const");
 }
+
+#[test]
+fn static_blocks_do_what_their_rules_would_whatever_ran_before() {
+    // 1-4: a block writing TX (4 jumps over 5 to END). 10: evaluated,
+    // writes TX when it matches. 11: a second block, whose setvar reads
+    // what the first left; it may be copied only while nothing but
+    // blocks wrote TX. 12 reads the score.
+    let rs = ruleset(
+        "SecRuleEngine On\n\
+         SecAction \"id:1,phase:1,pass,nolog,setvar:tx.level=1,setvar:tx.score=0\"\n\
+         SecRule &TX:limit \"@eq 0\" \"id:2,phase:1,pass,log,setvar:tx.limit=%{tx.level}0\"\n\
+         SecRule TX:LEVEL \"@lt 1\" \"id:3,phase:1,pass,nolog,skipAfter:END\"\n\
+         SecRule TX:LEVEL \"@lt 2\" \"id:4,phase:1,pass,log,severity:2,skipAfter:END\"\n\
+         SecRule ARGS \"@rx .\" \"id:5,phase:1,pass,log,setvar:tx.level=9\"\n\
+         SecMarker END\n\
+         SecRule ARGS:a \"@rx x\" \"id:10,phase:1,pass,log,setvar:tx.score=+5\"\n\
+         SecAction \"id:11,phase:2,pass,log,setvar:tx.total=%{tx.limit}%{tx.score}\"\n\
+         SecRule TX:SCORE \"@ge 5\" \"id:12,phase:2,deny,status:403,log\"\n",
+    );
+    assert_eq!(rs.blocks().len(), 2);
+    let uris = ["/", "/?a=x", "/", "/?a=x", "/?b=1", "/"];
+    let run = |tx: &mut crate::Transaction<'_>, uri: &str| {
+        tx.reset();
+        tx.process_connection("10.0.0.1", 40000, "127.0.0.1", 80);
+        tx.process_uri(uri.as_bytes(), b"GET", b"HTTP/1.1");
+        tx.process_request_headers();
+        tx.process_request_body();
+        let vars = ["level", "score", "limit", "total"].map(|v| tx.tx_var(v).map(<[u8]>::to_vec));
+        let matched: Vec<_> = tx
+            .matched_rules()
+            .iter()
+            .map(|m| (m.id, m.matched_var_name.clone(), m.matched_var.clone()))
+            .collect();
+        let stats = tx.stats();
+        (
+            matched,
+            vars,
+            tx.intervention().map(|i| i.status),
+            tx.state.highest_severity,
+            stats.rules_evaluated,
+            stats.rules_replayed + stats.rules_folded,
+        )
+    };
+    let mut fast = rs.transaction();
+    let mut naive = rs.transaction_with(crate::EvalOptions {
+        fold: false,
+        ..crate::EvalOptions::default()
+    });
+    // Twice round: the first run of a block records it, the later ones copy.
+    for uri in uris.iter().chain(&uris) {
+        let (want, got) = (run(&mut naive, uri), run(&mut fast, uri));
+        assert_eq!(got.0, want.0, "{uri}");
+        assert_eq!(got.1, want.1, "{uri}");
+        assert_eq!(got.2, want.2, "{uri}");
+        assert_eq!(got.3, want.3, "{uri}");
+    }
+    let (matched, vars, status, ..) = run(&mut fast, "/?a=x");
+    let ids: Vec<u64> = matched.iter().map(|m| m.0).collect();
+    assert_eq!(ids, [1, 2, 4, 10, 11, 12]);
+    assert_eq!(vars[3].as_deref(), Some(&b"105"[..]));
+    assert_eq!(status, Some(403));
+    // Without 10's write, the second block is copied too.
+    let (_, vars, status, ..) = run(&mut fast, "/");
+    assert_eq!(vars[3].as_deref(), Some(&b"100"[..]));
+    assert_eq!(status, None);
+    assert_eq!(rs.blocks().recorded(), 2);
+}
