@@ -110,6 +110,14 @@ impl Blocks {
                     let Some(writes) = static_rule(program, folding, plan, ri) else {
                         break;
                     };
+                    // The rules before a first `TX` write make a block of
+                    // their own: copied whatever `TX` holds, where the
+                    // writes are copied only while it is pristine (CRS's
+                    // paranoia-level skips of a file, then REQUEST-949's
+                    // score sums after a request's own writes).
+                    if writes && !block.writes_tx && !block.rules.is_empty() {
+                        break;
+                    }
                     // A rule that matches takes its jump, as the rule loop
                     // does (markers and skips lead forwards; a block would
                     // not follow anything else).

@@ -1428,7 +1428,8 @@ fn tx_scans_by_selector_find_every_key_however_it_was_written() {
 #[test]
 fn static_blocks_do_what_their_rules_would_whatever_ran_before() {
     // 1-4: a block writing TX (4 jumps over 5 to END). 10: evaluated,
-    // writes TX when it matches. 11: a second block, whose setvar reads
+    // writes TX when it matches. 8-9: a block that does not write TX,
+    // copied whatever TX holds. 11: a third block, whose setvar reads
     // what the first left; it may be copied only while nothing but
     // blocks wrote TX. 12 reads the score.
     let rs = ruleset(
@@ -1440,10 +1441,12 @@ fn static_blocks_do_what_their_rules_would_whatever_ran_before() {
          SecRule ARGS \"@rx .\" \"id:5,phase:1,pass,log,setvar:tx.level=9\"\n\
          SecMarker END\n\
          SecRule ARGS:a \"@rx x\" \"id:10,phase:1,pass,log,setvar:tx.score=+5\"\n\
+         SecRule TX:LEVEL \"@lt 1\" \"id:8,phase:2,pass,nolog\"\n\
+         SecRule TX:LEVEL \"@lt 2\" \"id:9,phase:2,pass,nolog\"\n\
          SecAction \"id:11,phase:2,pass,log,setvar:tx.total=%{tx.limit}%{tx.score}\"\n\
          SecRule TX:SCORE \"@ge 5\" \"id:12,phase:2,deny,status:403,log\"\n",
     );
-    assert_eq!(rs.blocks().len(), 2);
+    assert_eq!(rs.blocks().len(), 3);
     let uris = ["/", "/?a=x", "/", "/?a=x", "/?b=1", "/"];
     let run = |tx: &mut crate::Transaction<'_>, uri: &str| {
         tx.reset();
@@ -1482,12 +1485,12 @@ fn static_blocks_do_what_their_rules_would_whatever_ran_before() {
     }
     let (matched, vars, status, ..) = run(&mut fast, "/?a=x");
     let ids: Vec<u64> = matched.iter().map(|m| m.0).collect();
-    assert_eq!(ids, [1, 2, 4, 10, 11, 12]);
+    assert_eq!(ids, [1, 2, 4, 10, 9, 11, 12]);
     assert_eq!(vars[3].as_deref(), Some(&b"105"[..]));
     assert_eq!(status, Some(403));
     // Without 10's write, the second block is copied too.
     let (_, vars, status, ..) = run(&mut fast, "/");
     assert_eq!(vars[3].as_deref(), Some(&b"100"[..]));
     assert_eq!(status, None);
-    assert_eq!(rs.blocks().recorded(), 2);
+    assert_eq!(rs.blocks().recorded(), 3);
 }
