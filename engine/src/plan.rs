@@ -11,6 +11,7 @@
 use crate::prefilter::Scanner;
 use crate::sources::{is_volatile, stable_coll, Coll};
 use crate::transform::Transform;
+use std::collections::HashMap;
 use std::sync::Arc;
 use waf_compiler::ir::{NodeId, Program, RuleIdx, SlotId, TargetId};
 
@@ -214,6 +215,12 @@ impl Plan {
         let chains = (0..program.transforms.nodes.len())
             .map(|n| program.transforms.chain(NodeId(n as u32)))
             .collect();
+        // Rules with the same tags or version share one of each: a match
+        // record keeps its shared fields when the next rule to fill it has
+        // the same (see `MatchedRule::assign`), and a clone of another
+        // writes a reference count every worker thread touches.
+        let mut tag_sets: HashMap<&[String], Arc<[String]>> = HashMap::new();
+        let mut versions: HashMap<&str, Arc<str>> = HashMap::new();
         let rule_meta = program
             .rules
             .iter()
@@ -231,8 +238,15 @@ impl Plan {
                         .any(|a| !matches!(a, waf_compiler::ir::LinkAction::SetVar(_)))
                 }),
                 matched_vars: reads_matched_vars(program, r),
-                tags: r.meta.tags.iter().cloned().collect(),
-                ver: r.meta.ver.as_deref().map(Arc::from),
+                tags: tag_sets
+                    .entry(r.meta.tags.as_slice())
+                    .or_insert_with(|| r.meta.tags.iter().cloned().collect())
+                    .clone(),
+                ver: r
+                    .meta
+                    .ver
+                    .as_deref()
+                    .map(|v| versions.entry(v).or_insert_with(|| Arc::from(v)).clone()),
                 location: Arc::from(r.location.as_str()),
             })
             .collect();
