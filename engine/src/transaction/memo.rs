@@ -946,10 +946,15 @@ impl Verdicts {
         }
     }
 
-    /// Union `i`, whatever its generation.
+    /// Union `i`, whatever its generation (no bits while it covers no
+    /// value: its bits are emptied by its first value, not when it is
+    /// emptied).
     fn union(&self, i: u32) -> (&[u64], u32) {
         let (i, w) = (i as usize, self.words);
-        (&self.bits[i * w..(i + 1) * w], self.len[i])
+        match self.len[i] {
+            0 => (&[], 0),
+            len => (&self.bits[i * w..(i + 1) * w], len),
+        }
     }
 
     /// Whether union `i` has bit `bit` (one load: links test this hundreds
@@ -957,9 +962,11 @@ impl Verdicts {
     #[inline]
     fn has(&self, i: u32, bit: u32) -> bool {
         let at = i as usize * self.words + (bit / 64) as usize;
-        self.bits
-            .get(at)
-            .is_some_and(|w| w & (1 << (bit % 64)) != 0)
+        self.len[i as usize] != 0
+            && self
+                .bits
+                .get(at)
+                .is_some_and(|w| w & (1 << (bit % 64)) != 0)
     }
 
     fn generation(&self, i: u32) -> u32 {
@@ -968,9 +975,8 @@ impl Verdicts {
 
     /// Empties union `i`, to be computed for `generation`.
     fn begin(&mut self, i: u32, generation: u32) {
-        let (i, w) = (i as usize, self.words);
+        let i = i as usize;
         self.generation[i] = generation;
-        self.bits[i * w..(i + 1) * w].fill(0);
         self.len[i] = 0;
     }
 
@@ -979,8 +985,12 @@ impl Verdicts {
     fn add(&mut self, i: u32, from: &[u64], n: u32) {
         let (i, w) = (i as usize, self.words);
         if let (Some(into), Some(from)) = (self.bits.get_mut(i * w..(i + 1) * w), from.get(..w)) {
-            for (d, b) in into.iter_mut().zip(from) {
-                *d |= b;
+            if self.len[i] == 0 {
+                into.copy_from_slice(from);
+            } else {
+                for (d, b) in into.iter_mut().zip(from) {
+                    *d |= b;
+                }
             }
         }
         self.len[i] += n;
@@ -991,10 +1001,10 @@ impl Verdicts {
         self.generation.fill(0);
     }
 
-    /// Empties every union and forgets its generation.
+    /// Empties every union and forgets its generation (a union's bits
+    /// are emptied by its first value: see [`Verdicts::union`]).
     fn empty(&mut self) {
         self.forget();
-        self.bits.fill(0);
         self.len.fill(0);
     }
 }
