@@ -23,6 +23,8 @@
 //!   before it left, with nothing else written (`RuleState::tx_pristine`),
 //!   and the last of those is the one before it on the path a request
 //!   takes when none of its evaluated rules jumps ([`Block::prev`]).
+//!   So a run's rules before its first `TX` write are a block of their
+//!   own, which the first kind's rule covers.
 //!
 //! A rule belongs in a block when it is decided (never matches, is replayed,
 //! or is a `SecAction`), passes, has no `msg`/`logdata` (their macros are
