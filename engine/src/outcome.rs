@@ -164,22 +164,38 @@ impl MatchedRule {
     /// cloning an `Arc` writes its count, a cache line every worker thread
     /// touches.
     pub(crate) fn assign(&mut self, src: &MatchedRule) {
-        self.id = src.id;
-        self.phase = src.phase;
-        self.msg.clone_from(&src.msg);
-        self.logdata.clone_from(&src.logdata);
-        self.severity = src.severity;
-        share(&mut self.tags, &src.tags);
-        match (&mut self.ver, &src.ver) {
+        // Every field, named: a field added to the record is not forgotten here.
+        let MatchedRule {
+            id,
+            phase,
+            msg,
+            logdata,
+            severity,
+            tags,
+            ver,
+            matched_var_name,
+            matched_var,
+            log,
+            auditlog,
+            disruptive,
+            location,
+        } = src;
+        self.id = *id;
+        self.phase = *phase;
+        self.msg.clone_from(msg);
+        self.logdata.clone_from(logdata);
+        self.severity = *severity;
+        share(&mut self.tags, tags);
+        match (&mut self.ver, ver) {
             (Some(a), Some(b)) => share(a, b),
             (a, b) => a.clone_from(b),
         }
-        self.matched_var_name.clone_from(&src.matched_var_name);
-        self.matched_var.clone_from(&src.matched_var);
-        self.log = src.log;
-        self.auditlog = src.auditlog;
-        self.disruptive = src.disruptive;
-        share(&mut self.location, &src.location);
+        self.matched_var_name.clone_from(matched_var_name);
+        self.matched_var.clone_from(matched_var);
+        self.log = *log;
+        self.auditlog = *auditlog;
+        self.disruptive = *disruptive;
+        share(&mut self.location, location);
     }
 
     /// A ModSecurity-style error-log line (what go-ftw's `[id "..."]` and
