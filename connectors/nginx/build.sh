@@ -6,6 +6,11 @@
 #
 #   connectors/nginx/build.sh        -> target/release/ngx_http_waf_module.so
 #
+# The library is taken from cargo's target directory ($CARGO_TARGET_DIR when
+# set, relative paths being relative to the repository as cargo runs there);
+# the module always lands in the repository's target/release, where the
+# scripts under corpus/ load it from.
+#
 # Needs cargo, a C compiler and Debian's nginx-dev (installed with apt-get
 # when missing and running as root).
 set -euo pipefail
@@ -20,15 +25,18 @@ if [ ! -f "$src/configure" ]; then
   fi
 fi
 (cd "$root" && cargo build --release -p waf-ffi)
+cargo_target="${CARGO_TARGET_DIR:-target}"
+case "$cargo_target" in /*) ;; *) cargo_target="$root/$cargo_target" ;; esac
 work="$(mktemp -d /tmp/waf-nginx-build.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 cp -r "$src"/. "$work"/
 cd "$work"
 # shellcheck disable=SC1091
 . ./conf_flags
-WAF_INCLUDE="$root/ffi/include" WAF_LIB="$root/target/release/libwaf.a" \
+WAF_INCLUDE="$root/ffi/include" WAF_LIB="$cargo_target/release/libwaf.a" \
   ./configure "${NGX_CONF_FLAGS[@]}" --add-dynamic-module="$here" > configure.log 2>&1 \
   || { tail -20 configure.log >&2; exit 1; }
 make -f objs/Makefile modules > make.log 2>&1 || { tail -30 make.log >&2; exit 1; }
+mkdir -p "$root/target/release"
 cp objs/ngx_http_waf_module.so "$root/target/release/ngx_http_waf_module.so"
 echo "$root/target/release/ngx_http_waf_module.so"
