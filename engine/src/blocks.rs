@@ -162,6 +162,12 @@ impl Blocks {
         self.blocks.get(id as usize).map(|b| (id, b))
     }
 
+    /// Block `id` (an id [`Blocks::at`] gave).
+    #[inline]
+    pub(crate) fn get(&self, id: u32) -> Option<&Block> {
+        self.blocks.get(id as usize)
+    }
+
     /// How many blocks there are.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {

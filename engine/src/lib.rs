@@ -50,6 +50,7 @@ mod prefilter;
 mod ruleset;
 mod sources;
 mod stats;
+mod steps;
 mod store;
 mod transaction;
 mod transform;

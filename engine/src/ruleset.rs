@@ -26,6 +26,8 @@ pub struct Ruleset {
     folding: crate::fold::Folding,
     /// Runs of decided rules applied at once.
     blocks: crate::blocks::Blocks,
+    /// What the rule loop reads first at each position of each phase.
+    steps: crate::steps::Steps,
     /// The DFAs being built after load (see [`Ruleset::finish_building`]).
     background: Background,
     /// What [`Ruleset::transaction`] uses.
@@ -148,6 +150,7 @@ impl Ruleset {
         let background = Background::start(&program);
         let folding = crate::fold::analyse(&program);
         let blocks = crate::blocks::Blocks::new(&program, &folding, &plan);
+        let steps = crate::steps::Steps::new(&program, &folding, &plan, &blocks);
         let unicode_map = program.settings.unicode_map.as_ref().and_then(|m| {
             crate::transform::UnicodeMap::parse(&m.contents, m.code_page).map(std::sync::Arc::new)
         });
@@ -159,6 +162,7 @@ impl Ruleset {
             unicode_map,
             folding,
             blocks,
+            steps,
             program,
             plan,
             background,
@@ -283,7 +287,12 @@ impl Ruleset {
         self.options
     }
 
-    /// The evaluation plan (dense per-rule, per-link and per-slot facts).
+    /// The rule loop's view of each phase (see [`crate::steps`]).
+    pub(crate) fn steps(&self) -> &crate::steps::Steps {
+        &self.steps
+    }
+
+    /// What partial evaluation decided about each rule.
     pub(crate) fn folding(&self) -> &crate::fold::Folding {
         &self.folding
     }

@@ -268,6 +268,18 @@ impl<'r> RuleState<'r> {
         self.highest_severity = Some(self.highest_severity.map_or(n, |h| h.min(n)));
     }
 
+    /// Whether phase `phase`'s rule loop stops before its next rule: an
+    /// intervention, or an `allow` that covers the rest of the phase.
+    #[inline]
+    pub(super) fn stops(&self, phase: u8) -> bool {
+        self.intervention.is_some()
+            || match self.allow {
+                Allow::None => false,
+                Allow::All | Allow::Phase => true,
+                Allow::Request => phase <= 2,
+            }
+    }
+
     /// Whether some `ctl:ruleRemove*` is in effect (else no rule needs checking).
     pub(super) fn any_removed(&self) -> bool {
         !(self.removed_ids.is_empty()
