@@ -85,7 +85,7 @@ pub(crate) struct SlotInfo {
 }
 
 /// Where the values of a slot group's *coarse union* come from (see
-/// [`Plan::group_sources`]): all of a request collection's values or
+/// [`Plan::group_list`]): all of a request collection's values or
 /// names, whatever a target's selector keeps; or, for any other memoized
 /// target, the target's own values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -169,15 +169,20 @@ pub(crate) struct Plan {
     /// Per group: whether it has an exact union. A `multiMatch` link tests
     /// its values at every node of its chain, not only at its slots'
     /// nodes: its group (apart from other links') has no exact union, and
-    /// its sources' classes span the whole chain (see `group_sources`).
+    /// its sources' classes span the whole chain (see `group_list`).
     group_exact: Vec<bool>,
     /// Per group: how many links read it. A group's unions pay off when
     /// three or more links test them; one or two links test the sources'
     /// and slots' unions one by one instead (84 of CRS PL1's 104 groups:
     /// building their unions cost more than the tests they replaced).
     group_links: Vec<u32>,
-    /// The coarse unions' sources, and each group's:
-    /// `group_sources[source_start[g]..source_start[g + 1]]` index `sources`.
+    /// The coarse unions' sources, and each group's: the list
+    /// `l = group_list[g]`, whose sources
+    /// `list_sources[source_start[l]..source_start[l + 1]]` index `sources`.
+    /// Groups that read the same variables at different nodes of their
+    /// chains have the same list (CRS PL1: 104 groups, far fewer lists), so
+    /// that a list is brought up to date and folded once per generation,
+    /// not once per group (see `Memo::list_folded`).
     /// A value's coarse union is the union of its scan results at every
     /// node its source is read at by a grouped slot (its *class*: sources
     /// with the same nodes share one), so one union per value, cached
@@ -205,8 +210,9 @@ pub(crate) struct Plan {
     /// Per source, `verdict_words` words: the bits of the links whose group
     /// reads it (see [`Plan::source_mask`]).
     source_masks: Vec<u64>,
+    group_list: Vec<u32>,
     source_start: Vec<u32>,
-    group_sources: Vec<u32>,
+    list_sources: Vec<u32>,
 }
 
 impl Plan {
@@ -346,9 +352,10 @@ impl Plan {
         let mut key_links: Vec<Vec<usize>> = Vec::new();
         let mut key_slots: Vec<Vec<SlotId>> = Vec::new();
         let mut keys: Vec<ClassKey> = Vec::new();
-        let (mut source_start, mut group_sources) = (vec![0u32], Vec::new());
+        let (mut source_start, mut list_sources) = (vec![0u32], Vec::new());
+        let mut group_list = Vec::new();
         for g in 0..group_start.len() - 1 {
-            let first = group_sources.len();
+            let first = list_sources.len();
             let chain = !group_exact[g];
             for &slot in &group_slots[group_start[g] as usize..group_start[g + 1] as usize] {
                 let target = slot_info[slot.index()].target;
@@ -394,11 +401,26 @@ impl Plan {
                     }
                 }
                 key_slots[k].push(slot);
-                if !group_sources[first..].contains(&(id as u32)) {
-                    group_sources.push(id as u32);
+                if !list_sources[first..].contains(&(id as u32)) {
+                    list_sources.push(id as u32);
                 }
             }
-            source_start.push(group_sources.len() as u32);
+            list_sources[first..].sort_unstable();
+            let lists = source_start.len() - 1;
+            let same = (0..lists).find(|&l| {
+                list_sources[source_start[l] as usize..source_start[l + 1] as usize]
+                    == list_sources[first..]
+            });
+            match same {
+                Some(l) => {
+                    list_sources.truncate(first);
+                    group_list.push(l as u32);
+                }
+                None => {
+                    source_start.push(list_sources.len() as u32);
+                    group_list.push(lists as u32);
+                }
+            }
         }
         // Keys whose links are the same share a class (a value's verdict
         // is cached per class).
@@ -456,7 +478,8 @@ impl Plan {
         let verdict_words = verdicts.div_ceil(64).max(1);
         let mut source_masks = vec![0u64; sources.len() * verdict_words];
         for (g, links) in links_of_group.iter().enumerate() {
-            for &s in &group_sources[source_start[g] as usize..source_start[g + 1] as usize] {
+            let l = group_list[g] as usize;
+            for &s in &list_sources[source_start[l] as usize..source_start[l + 1] as usize] {
                 for &li in links {
                     let bit = plan_links[li].verdict as usize;
                     source_masks[s as usize * verdict_words + bit / 64] |= 1 << (bit % 64);
@@ -491,21 +514,34 @@ impl Plan {
             slot_class,
             verdict_words,
             source_masks,
+            group_list,
             source_start,
-            group_sources,
+            list_sources,
         }
     }
 
-    /// The coarse unions' sources (see [`Plan::group_sources`]).
+    /// The coarse unions' sources (see [`Plan::group_list`]).
     pub(crate) fn sources(&self) -> &[UnionSource] {
         &self.sources
     }
 
-    /// The sources of group `g`'s coarse union, as indexes in
+    /// The list of sources of group `g`'s coarse union (groups with the
+    /// same sources share one).
+    #[inline]
+    pub(crate) fn group_list(&self, g: u32) -> u32 {
+        self.group_list[g as usize]
+    }
+
+    /// Number of lists of sources (see [`Plan::group_list`]).
+    pub(crate) fn source_lists(&self) -> usize {
+        self.source_start.len() - 1
+    }
+
+    /// The sources of list `l` (see [`Plan::group_list`]), as indexes in
     /// [`Plan::sources`].
-    pub(crate) fn group_sources(&self, g: u32) -> &[u32] {
-        let g = g as usize;
-        &self.group_sources[self.source_start[g] as usize..self.source_start[g + 1] as usize]
+    pub(crate) fn list_sources(&self, l: u32) -> &[u32] {
+        let l = l as usize;
+        &self.list_sources[self.source_start[l] as usize..self.source_start[l + 1] as usize]
     }
 
     /// Source `s`'s class of values.

@@ -213,24 +213,16 @@ impl<'r> Transaction<'r> {
 
     /// Whether the rule whose first link is in slot group `group`, with
     /// verdict bit `verdict`, is ruled out by the group's coarse union (see
-    /// [`Self::coarse_passes`]): then the rule is done, counted as
+    /// [`Self::coarse_rules_out`]): then the rule is done, counted as
     /// `eval_rule` would count it, without entering it. Most of CRS's rules
     /// end here on benign requests (~140 of ~230 evaluated).
     #[inline]
     fn ruled_out(&mut self, program: &'r Program, group: u32, verdict: u32) -> bool {
-        let generation = self.cache.generation;
-        let len = match self.cache.memo.group_folded(group, generation) {
-            Some(len) => len,
-            None => self.fold_group(program, group),
-        };
-        if self.cache.memo.passes(verdict) {
+        if !self.coarse_rules_out(program, group, verdict) {
             return false;
         }
         self.stats.rules_evaluated += 1;
         self.state.matched_vars.clear();
-        self.stats.memo_hits += u64::from(len);
-        self.stats.prefilter_skips += u64::from(len);
-        self.stats.coarse_skips += 1;
         true
     }
 
@@ -513,7 +505,7 @@ impl<'r> Transaction<'r> {
     /// generation); when not, the link is ruled out, counted as if each
     /// slot had been.
     fn group_passes(&mut self, lr: LinkRef<'r>, g: u32) -> bool {
-        if !self.coarse_passes(lr, g) {
+        if self.coarse_rules_out(lr.program, g, lr.pl.verdict) {
             return false;
         }
         let (program, rs) = (lr.program, self.rs);
@@ -544,38 +536,39 @@ impl<'r> Transaction<'r> {
         !rules_out(rs.scanner(), lr.pl.gate, union, &mut self.stats)
     }
 
-    /// Whether the link may match a value of its slot group's coarse
-    /// union (see `Plan::group_sources`): whether some value of the
-    /// group's sources has the link's bit in its verdict (see
-    /// `Plan::class_links`). The first link of a group in each generation
-    /// brings its sources up to date and folds each (once for all groups)
-    /// into the bits of the links that may match; after that, a link is
-    /// one bit test. When not, the link is ruled out without its slots'
-    /// target lists or exact unions, counted as a skip of every value of
-    /// those sources.
-    fn coarse_passes(&mut self, lr: LinkRef<'r>, g: u32) -> bool {
-        let generation = self.cache.generation;
-        let len = match self.cache.memo.group_folded(g, generation) {
+    /// Whether no value of slot group `group`'s coarse union (see
+    /// `Plan::group_list`) has verdict bit `verdict` (see
+    /// `Plan::class_links`), i.e. the link with that bit cannot match. The
+    /// first test of a group in each generation brings its sources up to
+    /// date and folds each (once for all groups) into the bits of the links
+    /// that may match; after that, a test is one bit test. When ruled out,
+    /// the link is done without its slots' target lists or exact unions,
+    /// counted as a skip of every value of those sources.
+    #[inline(always)]
+    fn coarse_rules_out(&mut self, program: &'r Program, group: u32, verdict: u32) -> bool {
+        let (generation, list) = (self.cache.generation, self.rs.plan().group_list(group));
+        let len = match self.cache.memo.list_folded(list, generation) {
             Some(len) => len,
-            None => self.fold_group(lr.program, g),
+            None => self.fold_list(program, list),
         };
-        if self.cache.memo.passes(lr.pl.verdict) {
-            return true;
+        if self.cache.memo.passes(verdict) {
+            return false;
         }
         self.stats.memo_hits += u64::from(len);
         self.stats.prefilter_skips += u64::from(len);
         self.stats.coarse_skips += 1;
-        false
+        true
     }
 
-    /// [`Self::coarse_passes`]'s work the first time group `g` is tested in
-    /// a generation: its sources brought up to date and folded in. Returns
+    /// [`Self::coarse_rules_out`]'s work the first time a group with the
+    /// list of sources `l` (see `Plan::group_list`) is tested in a
+    /// generation: its sources brought up to date and folded in. Returns
     /// the number of values of its sources.
     #[inline(never)]
-    fn fold_group(&mut self, program: &'r Program, g: u32) -> u32 {
+    fn fold_list(&mut self, program: &'r Program, l: u32) -> u32 {
         let (rs, generation) = (self.rs, self.cache.generation);
         let mut len = 0;
-        for &s in rs.plan().group_sources(g) {
+        for &s in rs.plan().list_sources(l) {
             if !self.cache.memo.source_folded(s, generation) {
                 self.update_source(program, s);
                 self.cache
@@ -584,7 +577,7 @@ impl<'r> Transaction<'r> {
             }
             len += self.cache.memo.source_has(s, 0).1;
         }
-        self.cache.memo.set_group_folded(g, generation, len);
+        self.cache.memo.set_list_folded(l, generation, len);
         len
     }
 

@@ -119,7 +119,7 @@ pub(super) struct Memo {
     /// Per slot group (see `Plan::group_slots`): the union of its slot
     /// unions, valid in the generation it was begun in.
     groups: Unions,
-    // Coarse unions (see `Plan::group_sources`). Per instance, `UNION_WAYS`
+    // Coarse unions (see `Plan::group_list`). Per instance, `UNION_WAYS`
     // ways: its verdict for a class of values (see `Plan::class_links`),
     // once computed (or read from the cross-transaction cache).
     /// The class of each way's verdict (NONE: none yet).
@@ -133,12 +133,13 @@ pub(super) struct Memo {
     /// The links that may match a value of their group's sources, as
     /// far as the sources folded in are concerned (see
     /// [`Memo::fold_source`]), valid in generation `passes_gen`; the
-    /// generation each source was folded in, and each group once all its
-    /// sources were (with their number of values).
+    /// generation each source was folded in, and each list of sources
+    /// (see `Plan::group_list`) once all its sources were (with their
+    /// number of values).
     passes: Vec<u64>,
     passes_gen: u32,
     source_folded: Vec<u32>,
-    group_folded: Vec<(u32, u32)>,
+    list_folded: Vec<(u32, u32)>,
     path: Vec<NodeId>,
     out: Vec<u8>,
     /// The prefilter's lowercased copy of the value it scans.
@@ -198,7 +199,7 @@ impl Memo {
             passes: vec![0; vwords],
             passes_gen: 0,
             source_folded: vec![0; sources],
-            group_folded: vec![(0, 0); groups],
+            list_folded: vec![(0, 0); rs.plan().source_lists()],
             path: Vec::new(),
             out: Vec::new(),
             lowered: Vec::new(),
@@ -254,7 +255,7 @@ impl Memo {
         self.sources.empty();
         self.passes_gen = 0;
         self.source_folded.fill(0);
-        self.group_folded.fill((0, 0));
+        self.list_folded.fill((0, 0));
     }
 
     /// Forgets slot states and scalar instances of every generation (when
@@ -880,11 +881,11 @@ impl Memo {
         (self.sources.has(s, bit), self.sources.len[s as usize])
     }
 
-    /// Group `g`'s number of values, if all its sources were folded in
-    /// `generation` (see [`Memo::fold_source`]).
+    /// List `l`'s number of values (see `Plan::group_list`), if all its
+    /// sources were folded in `generation` (see [`Memo::fold_source`]).
     #[inline]
-    pub fn group_folded(&self, g: u32, generation: u32) -> Option<u32> {
-        let (at, len) = self.group_folded[g as usize];
+    pub fn list_folded(&self, l: u32, generation: u32) -> Option<u32> {
+        let (at, len) = self.list_folded[l as usize];
         (at == generation).then_some(len)
     }
 
@@ -909,10 +910,10 @@ impl Memo {
         self.source_folded[s as usize] = generation;
     }
 
-    /// Records that group `g`'s sources (`len` values) were all folded in
+    /// Records that list `l`'s sources (`len` values) were all folded in
     /// `generation`.
-    pub fn set_group_folded(&mut self, g: u32, generation: u32, len: u32) {
-        self.group_folded[g as usize] = (generation, len);
+    pub fn set_list_folded(&mut self, l: u32, generation: u32, len: u32) {
+        self.list_folded[l as usize] = (generation, len);
     }
 
     /// Whether the link of verdict bit `bit` may match a value of its
