@@ -25,12 +25,6 @@ pub(crate) struct PlanRule {
     pub links: u32,
     pub n_links: u32,
     pub unconditional: bool,
-    /// The slot group and verdict bit of the rule's first link, when it
-    /// is grouped (`u32::MAX` otherwise): the rule loop rules most rules
-    /// out by that one bit before evaluating them (see
-    /// `Transaction::run_rules`).
-    pub first_group: u32,
-    pub first_verdict: u32,
 }
 
 /// A link's hot fields.
@@ -281,8 +275,6 @@ impl Plan {
                 links: plan_links.len() as u32,
                 n_links: r.links.len() as u32,
                 unconditional: r.unconditional,
-                first_group: u32::MAX,
-                first_verdict: u32::MAX,
             });
             for (k, l) in r.links.iter().enumerate() {
                 let gate = scanner.gate(l.operator);
@@ -485,16 +477,6 @@ impl Plan {
                     let bit = plan_links[li].verdict as usize;
                     source_masks[s as usize * verdict_words + bit / 64] |= 1 << (bit % 64);
                 }
-            }
-        }
-        for r in plan_rules
-            .iter_mut()
-            .filter(|r| !r.unconditional && r.n_links > 0)
-        {
-            let first = &plan_links[r.links as usize];
-            if let Some(g) = first.group {
-                r.first_group = g;
-                r.first_verdict = first.verdict;
             }
         }
         Plan {

@@ -315,6 +315,7 @@ impl Ruleset {
         self.folding.replayable()
     }
 
+    /// The evaluation plan (dense per-rule, per-link and per-slot facts).
     pub(crate) fn plan(&self) -> &Plan {
         &self.plan
     }

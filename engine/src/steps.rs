@@ -23,7 +23,8 @@ pub(crate) struct Step {
     /// [`NONE`].
     pub block: u32,
     /// The slot group and verdict bit of the rule's first link when it is
-    /// grouped ([`NONE`] otherwise; see `PlanRule::first_group`).
+    /// grouped ([`NONE`] otherwise): the loop rules most rules out by that
+    /// one bit of the group's coarse union before entering them.
     pub group: u32,
     pub verdict: u32,
     /// What partial evaluation decided about the rule.
@@ -48,11 +49,15 @@ impl Steps {
                 .enumerate()
                 .map(|(pos, &ri)| {
                     let pr = plan.rule(ri);
+                    let first = (!pr.unconditional && pr.n_links > 0)
+                        .then(|| plan.link(pr.links))
+                        .and_then(|l| Some((l.group?, l.verdict)));
+                    let (group, verdict) = first.unwrap_or((NONE, NONE));
                     Step {
                         rule: ri,
                         block: blocks.at(phase, pos).map_or(NONE, |(id, _)| id),
-                        group: pr.first_group,
-                        verdict: pr.first_verdict,
+                        group,
+                        verdict,
                         decision: folding.decision(ri.index()),
                     }
                 })
