@@ -998,13 +998,7 @@ impl<'r> Transaction<'r> {
         // it is negated and the value therefore does not match the rule:
         // what libmodsecurity 3.0.9 does (found by corpus/diff_fuzz.py).
         if matched && capture {
-            let caps = std::mem::take(&mut self.state.caps);
-            for i in 0..10 {
-                if let Some(g) = caps.get(i) {
-                    self.state.set_capture(i, g);
-                }
-            }
-            self.state.caps = caps;
+            self.state.store_captures();
         }
         hit
     }

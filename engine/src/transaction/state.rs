@@ -171,20 +171,28 @@ impl<'r> RuleState<'r> {
         }
     }
 
-    /// Sets `TX:n` (n < 10) to `value`.
-    pub(super) fn set_capture(&mut self, n: usize, value: &[u8]) {
-        self.tx_pristine = false;
-        let name = Self::capture_name(n);
-        if self
-            .tx
-            .value_at(self.capture_at[n] as usize, name)
-            .is_none()
-        {
-            self.capture_at[n] = self.tx.position_mut(name) as u32;
-        }
-        if let Some(v) = self.tx.value_at_mut(self.capture_at[n] as usize, name) {
-            v.clear();
-            v.extend_from_slice(value);
+    /// Sets `TX:n` to group n of the operator's last captures, for each
+    /// group that participated (`capture` after a match). The groups are
+    /// read in place: `caps` and `tx` are separate fields.
+    pub(super) fn store_captures(&mut self) {
+        let RuleState {
+            caps,
+            tx,
+            capture_at,
+            tx_pristine,
+            ..
+        } = self;
+        for (n, at) in capture_at.iter_mut().enumerate() {
+            let Some(value) = caps.get(n) else { continue };
+            *tx_pristine = false;
+            let name = Self::capture_name(n);
+            if tx.value_at(*at as usize, name).is_none() {
+                *at = tx.position_mut(name) as u32;
+            }
+            if let Some(v) = tx.value_at_mut(*at as usize, name) {
+                v.clear();
+                v.extend_from_slice(value);
+            }
         }
     }
 
