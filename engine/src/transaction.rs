@@ -145,18 +145,12 @@ impl Drop for Transaction<'_> {
             let placeholder = Inputs::new(BodyParser::default(), ArgLimit::default());
             std::mem::replace(&mut self.inputs, placeholder)
         });
-        let leftovers = Leftovers {
-            cache: std::mem::take(&mut self.cache),
-            inputs,
-            state: self.state.take_buffers(),
-        };
-        let shell = match self.shell.take() {
-            Some(mut shell) => {
-                *shell = leftovers;
-                shell
-            }
-            None => Box::new(leftovers),
-        };
+        // Each part is moved into the box by itself: a `Leftovers` built
+        // first and then moved in would copy its ~4 KB twice.
+        let mut shell = self.shell.take().unwrap_or_default();
+        shell.cache = std::mem::take(&mut self.cache);
+        shell.inputs = inputs;
+        shell.state = self.state.take_buffers();
         self.rs.pool.give(shell);
     }
 }
@@ -178,13 +172,14 @@ impl<'r> Transaction<'r> {
         // A dropped transaction's buffers when there are some: grown, and
         // with a warm cross-transaction cache.
         let mut shell = rs.pool.take().and_then(|c| c.downcast::<Leftovers>().ok());
-        let leftovers = shell.as_deref_mut().map(std::mem::take);
-        let (cache, inputs, state) = match leftovers {
+        // The parts are taken out one by one (see `Drop`).
+        let (cache, inputs, state) = match shell.as_deref_mut() {
             Some(l) => (
-                l.cache,
+                std::mem::take(&mut l.cache),
                 l.inputs
+                    .take()
                     .unwrap_or_else(|| Inputs::new(BodyParser::new(config), arg_limit(s))),
-                RuleState::with_buffers(s, l.state),
+                RuleState::with_buffers(s, std::mem::take(&mut l.state)),
             ),
             None => (
                 EvalCache {
