@@ -54,6 +54,13 @@ pub struct Args {
     /// Show a progress bar on standard error even when it is not a terminal.
     #[arg(long)]
     pub progress: bool,
+    /// Before each timed request, write this many KiB of a scratch buffer
+    /// (a cache line at a time), so that the request starts with the CPU
+    /// caches cold, as it does in a proxy, where the network stack, the
+    /// HTTP code and other processes run between two requests of the
+    /// engine; 0: off. Throughput then counts the requests' time only.
+    #[arg(long, default_value_t = 0, value_name = "KIB")]
+    pub evict_kib: usize,
     #[command(flatten)]
     pub engine: EngineFlags,
 }
@@ -100,11 +107,17 @@ pub fn run(args: Args) -> CmdResult {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 let (rs, corpus, progress) = (&rs, &corpus, &progress);
-                let warmup = args.warmup;
+                let run = Run {
+                    warmup: args.warmup,
+                    passes,
+                    fast_opts,
+                    naive,
+                    evict_bytes: args.evict_kib.saturating_mul(1024),
+                };
                 s.spawn(move || {
                     let mine: Vec<&CorpusRequest> =
                         corpus.requests.iter().skip(t).step_by(threads).collect();
-                    worker(rs, &mine, warmup, passes, fast_opts, naive, progress)
+                    worker(rs, &mine, run, progress)
                 })
             })
             .collect();
@@ -175,12 +188,17 @@ pub fn run(args: Args) -> CmdResult {
 fn worker(
     rs: &Ruleset,
     reqs: &[&CorpusRequest],
-    warmup: usize,
-    passes: usize,
-    fast_opts: EvalOptions,
-    naive: Option<EvalOptions>,
+    run: Run,
     progress: &Progress,
 ) -> (Measured, Option<Measured>, usize) {
+    let Run {
+        warmup,
+        passes,
+        fast_opts,
+        naive,
+        evict_bytes,
+    } = run;
+    let mut evictor = Evictor::new(evict_bytes);
     let mut tx = rs.transaction_with(fast_opts);
     let mut ntx = naive.map(|o| rs.transaction_with(o));
     for _ in 0..warmup {
@@ -215,10 +233,13 @@ fn worker(
         for (i, r) in reqs.iter().enumerate() {
             let naive_first = (pass + i) % 2 == 1;
             if let (true, Some(n), Some(m)) = (naive_first, ntx.as_mut(), slow.as_mut()) {
+                evictor.run();
                 time_one(n, r, m);
             }
+            evictor.run();
             time_one(&mut tx, r, &mut fast);
             if let (false, Some(n), Some(m)) = (naive_first, ntx.as_mut(), slow.as_mut()) {
+                evictor.run();
                 time_one(n, r, m);
             }
             if let Some(n) = ntx.as_ref() {
@@ -234,6 +255,38 @@ fn worker(
         m.stats = n.stats();
     }
     (fast, slow, disagreements)
+}
+
+/// What a worker runs (see [`Args`]).
+#[derive(Clone, Copy)]
+struct Run {
+    warmup: usize,
+    passes: usize,
+    fast_opts: EvalOptions,
+    naive: Option<EvalOptions>,
+    evict_bytes: usize,
+}
+
+/// `--evict-kib`: a scratch buffer written through between requests.
+struct Evictor {
+    buf: Vec<u8>,
+}
+
+impl Evictor {
+    fn new(bytes: usize) -> Evictor {
+        Evictor {
+            buf: vec![0; bytes],
+        }
+    }
+
+    /// Writes a byte of every cache line of the buffer: each line is read
+    /// for ownership, which evicts what the engine left in the caches.
+    fn run(&mut self) {
+        for b in self.buf.iter_mut().step_by(64) {
+            *b = b.wrapping_add(1);
+        }
+        std::hint::black_box(&mut self.buf);
+    }
 }
 
 pub(crate) fn run_one(tx: &mut Transaction<'_>, r: &CorpusRequest) {
@@ -296,14 +349,16 @@ struct Summary {
     mean: f64,
 }
 
-fn summarize(m: &Measured, wall: Duration, threads: usize, interleaved: bool) -> Summary {
+/// `by_busy`: throughput from the time spent on requests, not the wall
+/// time (two modes interleaved, or `--evict-kib` writing between requests).
+fn summarize(m: &Measured, wall: Duration, threads: usize, by_busy: bool) -> Summary {
     let mut l = m.latencies.clone();
     l.sort_unstable();
     let us = |ns: u64| ns as f64 / 1000.0;
     let n = l.len();
     // With one mode, wall time is what the threads spent on requests; when
     // two modes are interleaved, each mode's share is its own busy time.
-    let elapsed = if interleaved {
+    let elapsed = if by_busy {
         m.busy.as_secs_f64() / threads as f64
     } else {
         wall.as_secs_f64()
@@ -390,8 +445,8 @@ impl Report<'_> {
     }
 
     fn json(&self) -> serde_json::Value {
-        let interleaved = self.naive.is_some();
-        let f = summarize(self.fast, self.wall, self.threads, interleaved);
+        let by_busy = self.naive.is_some() || self.args.evict_kib > 0;
+        let f = summarize(self.fast, self.wall, self.threads, by_busy);
         let n_req = f.requests.max(1) as f64;
         let st = &self.fast.stats;
         let mut v = json!({
@@ -400,6 +455,7 @@ impl Report<'_> {
             "passes": self.passes,
             "warmup": self.args.warmup,
             "threads": self.threads,
+            "evict_kib": self.args.evict_kib,
             "machine": Self::machine(),
             "corpus_files": self.corpus.files,
             "bytes_per_request": self.corpus.requests.iter().map(CorpusRequest::size).sum::<usize>() as f64
@@ -450,8 +506,8 @@ impl Report<'_> {
     }
 
     fn print(&self) {
-        let interleaved = self.naive.is_some();
-        let f = summarize(self.fast, self.wall, self.threads, interleaved);
+        let by_busy = self.naive.is_some() || self.args.evict_kib > 0;
+        let f = summarize(self.fast, self.wall, self.threads, by_busy);
         let st = &self.fast.stats;
         let n_req = f.requests.max(1) as f64;
         let mut o = std::io::stdout().lock();
@@ -465,6 +521,13 @@ impl Report<'_> {
             self.args.warmup,
             self.threads
         );
+        if self.args.evict_kib > 0 {
+            let _ = writeln!(
+                o,
+                "caches evicted before each timed request ({} KiB written); throughput from the requests' time",
+                self.args.evict_kib
+            );
+        }
         let _ = writeln!(o, "machine: {}", Self::machine());
         let _ = writeln!(
             o,
@@ -484,8 +547,10 @@ impl Report<'_> {
             o,
             "throughput: {:.0} requests/s{}",
             f.throughput,
-            if interleaved {
+            if self.naive.is_some() {
                 " (busy time; naive interleaved)"
+            } else if by_busy {
+                " (busy time)"
             } else {
                 ""
             }

@@ -1208,3 +1208,36 @@ fn serve_check_validates_without_listening() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("not-a-ca.pem"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn bench_can_start_each_request_with_cold_caches() {
+    let corpus = temp_file(
+        "bench-evict",
+        "c.jsonl",
+        br#"{"id":"a","uri":"/?q=1","headers":[["Host","h"]]}
+{"id":"b","uri":"/?q=%3Cscript%3E","headers":[["Host","h"]]}
+"#,
+    );
+    let corpus = corpus.to_str().expect("utf-8 path");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["bench", "--corpus", corpus, "--passes", "2", "--top", "0"];
+        args.extend_from_slice(extra);
+        let o = waf(&args);
+        assert_success(&o);
+        o
+    };
+    let o = run(&["--json", "--evict-kib", "64"]);
+    let d: serde_json::Value = serde_json::from_slice(&o.stdout).expect("bench json");
+    assert_eq!(d["evict_kib"], 64);
+    assert_eq!(d["timed_requests"], 4);
+    assert_eq!(d["interrupted"], 2, "the same decisions with cold caches");
+    let text = stdout(&run(&["--evict-kib", "64"]));
+    assert!(
+        text.contains("caches evicted before each timed request (64 KiB written)"),
+        "{text}"
+    );
+    assert!(text.contains("requests/s (busy time)"), "{text}");
+    let d: serde_json::Value =
+        serde_json::from_slice(&run(&["--json"]).stdout).expect("bench json");
+    assert_eq!(d["evict_kib"], 0);
+}
