@@ -7,7 +7,8 @@
 #   corpus/bench-ab.sh OLD_WAF NEW_WAF CORPUS [ROUNDS]
 #
 # Configuration: CRS at paranoia level $PL (default 1) from $CRS (default
-# ../shared/crs), as `corpus/crs-config.sh` prints it.
+# ../shared/crs), as `corpus/crs-config.sh` prints it. $BENCH_ARGS is
+# passed to both (e.g. BENCH_ARGS="--evict-kib 4096" for cold caches).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 old="$1"; new="$2"; corpus="$3"; rounds="${4:-5}"
@@ -19,7 +20,8 @@ runs=()
 for ((r = 1; r <= rounds; r++)); do
   for which in old new; do
     bin=$old; [ "$which" = new ] && bin=$new
-    json="$("$bin" bench --json -c "$conf" --corpus "$corpus" --passes 3 --warmup 1 2>/dev/null)"
+    # shellcheck disable=SC2086 # BENCH_ARGS is a list of arguments
+    json="$("$bin" bench --json -c "$conf" --corpus "$corpus" --passes 3 --warmup 1 ${BENCH_ARGS:-} 2>/dev/null)"
     runs+=("$which $(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["latency_us"]["p50"], d["throughput_rps"])' "$json")")
     echo "round $r $which: p50 ${runs[-1]#* }" >&2
   done

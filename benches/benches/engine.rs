@@ -339,17 +339,12 @@ fn check(rules: &Ruleset, cases: &[(&str, &Request, bool)]) {
     for (name, req, want_blocked) in cases {
         let tx = run(rules, req);
         let got = tx.intervention().is_some();
-        let logged: Vec<u64> = tx
-            .matched_rules()
-            .iter()
-            .filter(|m| m.log)
-            .map(|m| m.id)
-            .collect();
+        let logged: Vec<u64> = tx.matched_rules().filter(|m| m.log).map(|m| m.id).collect();
         if !want_blocked && !logged.is_empty() {
             eprintln!("note: {name} is not blocked but matches rules {logged:?}");
         }
         if got != *want_blocked {
-            let ids: Vec<u64> = tx.matched_rules().iter().map(|m| m.id).collect();
+            let ids: Vec<u64> = tx.matched_rules().map(|m| m.id).collect();
             panic!(
                 "{name}: expected {}, got {} (intervention {:?}, matched rules {ids:?})",
                 if *want_blocked {

@@ -308,7 +308,7 @@ fn time_one(tx: &mut Transaction<'_>, r: &CorpusRequest, m: &mut Measured) {
 pub(crate) fn decision(tx: &Transaction<'_>) -> (Option<(u16, u64)>, Vec<u64>) {
     (
         tx.intervention().map(|i| (i.status, i.rule_id)),
-        tx.matched_rules().iter().map(|m| m.id).collect(),
+        tx.matched_rules().map(|m| m.id).collect(),
     )
 }
 

@@ -57,7 +57,7 @@ mod transform;
 
 pub use injection::{Injection, Libinjection};
 pub use options::EvalOptions;
-pub use outcome::{Cause, Intervention, MatchedRule};
+pub use outcome::{Cause, Intervention, MatchedRule, MatchedRules};
 pub use ruleset::{PrefilterStats, Ruleset, DEFAULT_RULES, DEFAULT_RULES_NAME};
 pub use stats::{ChainProfile, EvalStats, RuleProfile};
 pub use store::{epoch_secs, CollectionStore, DeltaKind, DeltaOp, RecordDelta, StoreLimits};

@@ -123,6 +123,78 @@ impl Intervention {
     }
 }
 
+/// Where a transaction's match is kept: one of its own records, or a
+/// record of the ruleset's (a static block's match, the same for every
+/// transaction that reaches the block: see `crate::blocks`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum MatchRef<'r> {
+    Own(u32),
+    Shared(&'r MatchedRule),
+}
+
+/// The rules a transaction matched, in order ([`crate::Transaction::matched_rules`]).
+///
+/// An iterator rather than a slice: a static block's matches are the
+/// ruleset's records, read in place; copying them into each transaction
+/// (a few dozen per CRS request, each with its strings) read and wrote
+/// hundreds of cache lines that are cold when a proxy runs the engine.
+#[derive(Clone, Debug)]
+pub struct MatchedRules<'a> {
+    refs: std::slice::Iter<'a, MatchRef<'a>>,
+    own: &'a [MatchedRule],
+}
+
+impl<'a> MatchedRules<'a> {
+    pub(crate) fn new(refs: &'a [MatchRef<'a>], own: &'a [MatchedRule]) -> MatchedRules<'a> {
+        MatchedRules {
+            refs: refs.iter(),
+            own,
+        }
+    }
+
+    /// Whether no rule (left to iterate) matched.
+    pub fn is_empty(&self) -> bool {
+        self.refs.len() == 0
+    }
+
+    fn resolve(&self, r: &MatchRef<'a>) -> &'a MatchedRule {
+        match *r {
+            MatchRef::Shared(m) => m,
+            // An own reference is to a record the transaction filled.
+            MatchRef::Own(i) => &self.own[i as usize],
+        }
+    }
+}
+
+impl<'a> Iterator for MatchedRules<'a> {
+    type Item = &'a MatchedRule;
+
+    fn next(&mut self) -> Option<&'a MatchedRule> {
+        let r = self.refs.next()?;
+        Some(self.resolve(r))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.refs.size_hint()
+    }
+
+    fn nth(&mut self, n: usize) -> Option<&'a MatchedRule> {
+        let r = self.refs.nth(n)?;
+        Some(self.resolve(r))
+    }
+}
+
+impl DoubleEndedIterator for MatchedRules<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        let r = self.refs.next_back()?;
+        Some(self.resolve(r))
+    }
+}
+
+impl ExactSizeIterator for MatchedRules<'_> {}
+
+impl std::iter::FusedIterator for MatchedRules<'_> {}
+
 /// A rule that matched, with its metadata macro-expanded at match time.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MatchedRule {
@@ -157,47 +229,6 @@ pub struct MatchedRule {
 }
 
 impl MatchedRule {
-    /// Becomes a copy of `src` in this record's buffers (a pooled record
-    /// keeps its strings' capacity). The shared fields are cloned only when
-    /// they differ: a record usually held the same rule's match before (the
-    /// same rules match in the same order request after request), and
-    /// cloning an `Arc` writes its count, a cache line every worker thread
-    /// touches.
-    pub(crate) fn assign(&mut self, src: &MatchedRule) {
-        // Every field, named: a field added to the record is not forgotten here.
-        let MatchedRule {
-            id,
-            phase,
-            msg,
-            logdata,
-            severity,
-            tags,
-            ver,
-            matched_var_name,
-            matched_var,
-            log,
-            auditlog,
-            disruptive,
-            location,
-        } = src;
-        self.id = *id;
-        self.phase = *phase;
-        self.msg.clone_from(msg);
-        self.logdata.clone_from(logdata);
-        self.severity = *severity;
-        share(&mut self.tags, tags);
-        match (&mut self.ver, ver) {
-            (Some(a), Some(b)) => share(a, b),
-            (a, b) => a.clone_from(b),
-        }
-        self.matched_var_name.clone_from(matched_var_name);
-        self.matched_var.clone_from(matched_var);
-        self.log = *log;
-        self.auditlog = *auditlog;
-        self.disruptive = *disruptive;
-        share(&mut self.location, location);
-    }
-
     /// A ModSecurity-style error-log line (what go-ftw's `[id "..."]` and
     /// `match_regex` checks read). Always one line: control bytes, `\`, `"`
     /// and non-ASCII bytes of request data are written as `\xHH`, as Apache's

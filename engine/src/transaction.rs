@@ -49,7 +49,7 @@ mod xcache;
 
 use crate::body::{self, ArgLimit, BodyParser, Processor};
 use crate::options::EvalOptions;
-use crate::outcome::{Cause, Intervention, MatchedRule};
+use crate::outcome::{Cause, Intervention, MatchedRules};
 use crate::ruleset::Ruleset;
 use crate::stats::{ChainProfile, EvalStats, RuleProfile};
 use cache::EvalCache;
@@ -593,12 +593,12 @@ impl<'r> Transaction<'r> {
     }
 
     /// Every rule that matched, in order (including `nolog` ones).
-    pub fn matched_rules(&self) -> &[MatchedRule] {
-        &self.state.matches[..self.state.match_count]
+    pub fn matched_rules(&self) -> MatchedRules<'_> {
+        MatchedRules::new(&self.state.match_refs, &self.state.matches)
     }
 
     /// The transaction's error-log lines as ModSecurity writes them: one per
-    /// matched rule that logs ([`MatchedRule::log_line`]), then the
+    /// matched rule that logs ([`crate::MatchedRule::log_line`]), then the
     /// intervention's ([`Intervention::log_line`]). Ask after
     /// [`Transaction::process_logging`].
     pub fn log_lines(&self) -> impl Iterator<Item = String> + '_ {
@@ -616,11 +616,11 @@ impl<'r> Transaction<'r> {
         let uri = String::from_utf8_lossy(self.uri_raw());
         let id = self.unique_id();
         let matched = self.matched_rules();
-        let from = cursor.rules.min(matched.len());
-        let rules = matched[from..].iter().filter(|m| m.log).map(Ok);
+        let count = matched.len();
+        let rules = matched.skip(cursor.rules).filter(|m| m.log).map(Ok);
         let intervention = self.intervention().filter(|_| !cursor.intervention);
         let next = LogCursor {
-            rules: matched.len(),
+            rules: count,
             intervention: cursor.intervention || intervention.is_some(),
         };
         let lines = rules
@@ -700,7 +700,7 @@ impl<'r> Transaction<'r> {
             AuditEngine::On => true,
             AuditEngine::RelevantOnly => {
                 self.state.intervention.is_some()
-                    || self.matched_rules().iter().any(|m| m.auditlog && m.log)
+                    || self.matched_rules().any(|m| m.auditlog && m.log)
             }
         };
         relevant.then_some(self.state.audit_parts)

@@ -140,7 +140,6 @@ fn warmed_up_transaction_allocates_nothing() {
                 "{} blocked: {:?}",
                 String::from_utf8_lossy(r.uri),
                 tx.matched_rules()
-                    .iter()
                     .map(|m| (m.id, &m.msg))
                     .collect::<Vec<_>>()
             );

@@ -508,7 +508,6 @@ fn run(tx: &mut Transaction<'_>, r: &Request) -> Outcome {
         intervention: tx.intervention().map(|i| (i.status, i.rule_id)),
         matched: tx
             .matched_rules()
-            .iter()
             .map(|m| {
                 (
                     m.id,

@@ -23,7 +23,6 @@ fn decoded(config: &str, value: &str) -> String {
     tx.add_request_header(b"Host", b"example.com");
     tx.process_request_headers();
     tx.matched_rules()
-        .iter()
         .find(|m| m.id == 1)
         .map(|m| m.logdata.clone())
         .unwrap_or_default()

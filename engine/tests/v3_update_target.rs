@@ -15,7 +15,7 @@ fn matched(rules: &str) -> Vec<u64> {
     tx.add_request_header(b"Host", b"example.com");
     tx.add_request_header(b"Cookie", b"sid=4");
     tx.process_request_headers();
-    let mut ids: Vec<u64> = tx.matched_rules().iter().map(|m| m.id).collect();
+    let mut ids: Vec<u64> = tx.matched_rules().map(|m| m.id).collect();
     ids.dedup();
     ids
 }
@@ -187,7 +187,7 @@ fn a_tx_selector_finds_a_key_with_a_line_feed() {
         tx.process_uri(uri, b"GET", b"HTTP/1.1");
         tx.add_request_header(b"Host", b"example.com");
         tx.process_request_headers();
-        tx.matched_rules().iter().any(|m| m.id == 2)
+        tx.matched_rules().any(|m| m.id == 2)
     };
     for selector in ["/^id/", "/^i[d]/"] {
         assert!(run(selector, b"/?k=x%0Aid"), "{selector}");

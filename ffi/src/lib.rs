@@ -1063,7 +1063,7 @@ pub unsafe extern "C" fn waf_matched_rules(
             let uri = String::from_utf8_lossy(t.tx.uri_raw()).into_owned();
             let id = t.tx.unique_id();
             let mut strings = Vec::with_capacity(cap.min(rules.len()) * 3);
-            for (k, m) in rules.iter().take(cap).enumerate() {
+            for (k, m) in rules.clone().take(cap).enumerate() {
                 let (msg, data, line) = (
                     c_string(&m.msg),
                     c_string(&m.logdata),

@@ -142,7 +142,6 @@ fuzz_target!(|data: &[u8]| {
         feed(&mut naive, data);
         let key = |tx: &Transaction<'_>| {
             tx.matched_rules()
-                .iter()
                 .map(|m| (m.id, m.matched_var_name.clone(), m.matched_var.clone()))
                 .collect::<Vec<_>>()
         };

@@ -1277,7 +1277,7 @@ SecRule REQUEST_BODY "@rx ." "id:5,phase:2,pass,log"
         for r in &c.requests {
             let mut tx = rs.transaction();
             r.feed(&mut tx);
-            let ids: Vec<u64> = tx.matched_rules().iter().map(|m| m.id).collect();
+            let ids: Vec<u64> = tx.matched_rules().map(|m| m.id).collect();
             let d = crate::request::decide(&rs, r);
             assert_eq!(ids, d.matched_ids_all, "{}", r.id);
             assert_eq!(tx.intervention().map(|i| i.rule_id), d.rule_id, "{}", r.id);

@@ -243,7 +243,7 @@ fn outcome(rs: &Ruleset, r: &Request) -> Outcome {
     }
     (
         tx.intervention().map(|i| i.status),
-        tx.matched_rules().iter().map(|m| m.id).collect(),
+        tx.matched_rules().map(|m| m.id).collect(),
     )
 }
 

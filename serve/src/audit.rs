@@ -59,7 +59,6 @@ fn headers(h: &HeaderMap) -> Value {
 pub(crate) fn record(tx: &Transaction<'_>, x: &Exchange<'_>, parts: AuditParts) -> String {
     let messages: Vec<Value> = tx
         .matched_rules()
-        .iter()
         .filter(|m| m.log)
         .map(|m| {
             let (file, line) = m.location.rsplit_once(':').unwrap_or((&m.location, ""));
@@ -148,7 +147,7 @@ pub(crate) fn record(tx: &Transaction<'_>, x: &Exchange<'_>, parts: AuditParts) 
         transaction.insert("messages".into(), Value::Array(messages));
     }
     if parts.contains('K') {
-        let ids: Vec<Value> = tx.matched_rules().iter().map(|m| m.id.into()).collect();
+        let ids: Vec<Value> = tx.matched_rules().map(|m| m.id.into()).collect();
         transaction.insert("matched_rules".into(), Value::Array(ids));
     }
     json!({ "transaction": transaction }).to_string()

@@ -4,7 +4,7 @@
 use super::Transaction;
 use crate::blocks::{Block, BlockEffect};
 use crate::fold::Decision;
-use crate::outcome::MatchedRule;
+use crate::outcome::MatchRef;
 use waf_compiler::ir::{Program, RuleIdx};
 
 impl<'r> Transaction<'r> {
@@ -72,17 +72,14 @@ impl<'r> Transaction<'r> {
     }
 
     /// Copies a recorded effect into the transaction.
-    fn apply_block(&mut self, e: &BlockEffect) {
+    fn apply_block(&mut self, e: &'r BlockEffect) {
         let st = &mut self.state;
         if let Some(tx) = &e.tx {
             st.tx.copy_from(tx);
         }
+        // The block's records, read in place (see `MatchedRules`).
         for m in &e.matches {
-            if st.match_count == st.matches.len() {
-                st.matches.push(MatchedRule::default());
-            }
-            st.matches[st.match_count].assign(m);
-            st.match_count += 1;
+            st.match_refs.push(MatchRef::Shared(m));
             if let Some(sev) = m.severity {
                 st.note_severity(sev.number());
             }

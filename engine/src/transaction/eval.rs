@@ -12,7 +12,7 @@ use crate::body::Processor;
 use crate::collection::Collection;
 use crate::fold::{Decision, Replay};
 use crate::operator;
-use crate::outcome::{share, Cause, Intervention, MatchedRule};
+use crate::outcome::{share, Cause, Intervention, MatchRef, MatchedRule};
 use crate::plan::{PlanLink, UnionSource};
 use crate::prefilter::{byte_mask, ByteMask, Gate, Scanner};
 use crate::sources::{stable_coll, Coll};
@@ -1207,6 +1207,7 @@ impl<'r> Transaction<'r> {
         m.log = rm.log;
         m.auditlog = rm.auditlog;
         m.disruptive = disruptive;
+        st.match_refs.push(MatchRef::Own(st.match_count as u32));
         st.match_count += 1;
         if rm.pass {
             return;

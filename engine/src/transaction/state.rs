@@ -4,7 +4,7 @@
 
 use crate::collection::Collection;
 use crate::operator::Captures;
-use crate::outcome::{Intervention, MatchedRule};
+use crate::outcome::{Intervention, MatchRef, MatchedRule};
 use waf_compiler::ir::{AuditEngine, AuditParts, EngineMode, Exclusion, Rule, Settings};
 use waf_compiler::names::Variable as V;
 
@@ -45,7 +45,11 @@ pub(super) struct RuleState<'r> {
     /// No removal in effect touches a rule partial evaluation decided.
     pub fold_intact: bool,
     pub intervention: Option<Intervention>,
-    /// `matches[..match_count]` are this transaction's; the rest are pooled.
+    /// The rules that matched, in order: records of `matches`, or of the
+    /// ruleset's static blocks.
+    pub match_refs: Vec<MatchRef<'r>>,
+    /// `matches[..match_count]` are this transaction's records; the rest
+    /// are pooled.
     pub matches: Vec<MatchedRule>,
     pub match_count: usize,
     pub caps: Captures,
@@ -78,6 +82,7 @@ pub(super) struct StateBuffers {
     caps: Captures,
     removed_ids: Vec<(u64, u64)>,
     // Empty, their allocations kept: see `unborrow`.
+    match_refs: Vec<MatchRef<'static>>,
     removed_tags: Vec<&'static str>,
     removed_msgs: Vec<&'static str>,
     removed_targets: Vec<(RuleSel<'static>, &'static Exclusion)>,
@@ -86,7 +91,8 @@ pub(super) struct StateBuffers {
 /// `v`'s allocation, emptied, as a vector that borrows nothing: the
 /// standard library collects an emptied `into_iter` into the same buffer
 /// when the element layouts agree (they do: only the lifetime differs), so
-/// the `ctl:ruleRemove*` lists of a pooled state keep their capacity.
+/// the `ctl:ruleRemove*` lists and the match references of a pooled state
+/// keep their capacity.
 fn unborrow<T, U>(v: Vec<T>) -> Vec<U> {
     v.into_iter().filter_map(|_| None).collect()
 }
@@ -147,6 +153,7 @@ impl<'r> RuleState<'r> {
             phases_started: 0,
             fold_intact: true,
             intervention: None,
+            match_refs: Vec::new(),
             matches: Vec::new(),
             match_count: 0,
             caps: Captures::default(),
@@ -208,6 +215,7 @@ impl<'r> RuleState<'r> {
             matched_var_name: b.matched_var_name,
             matched_vars: b.matched_vars,
             matches: b.matches,
+            match_refs: unborrow(b.match_refs),
             caps: b.caps,
             removed_ids: b.removed_ids,
             removed_tags: b.removed_tags,
@@ -230,6 +238,7 @@ impl<'r> RuleState<'r> {
             matched_var_name: take(&mut self.matched_var_name),
             matched_vars: take(&mut self.matched_vars),
             matches: take(&mut self.matches),
+            match_refs: unborrow(take(&mut self.match_refs)),
             caps: take(&mut self.caps),
             removed_ids: take(&mut self.removed_ids),
             removed_tags: unborrow(take(&mut self.removed_tags)),
@@ -264,6 +273,7 @@ impl<'r> RuleState<'r> {
         self.phases_started = 0;
         self.fold_intact = true;
         self.intervention = None;
+        self.match_refs.clear();
         self.match_count = 0;
         self.caps.clear();
         self.tx_pristine = true;

@@ -8,7 +8,7 @@ fn ruleset(rules: &str) -> Ruleset {
 }
 
 fn ids(tx: &crate::Transaction<'_>) -> Vec<u64> {
-    tx.matched_rules().iter().map(|m| m.id).collect()
+    tx.matched_rules().map(|m| m.id).collect()
 }
 
 fn get<'r>(rs: &'r Ruleset, uri: &str, headers: &[(&str, &str)]) -> crate::Transaction<'r> {
@@ -45,7 +45,10 @@ fn args_transformations_and_deny() {
         tx.intervention().map(|i| (i.status, i.rule_id)),
         Some((406, 1))
     );
-    assert_eq!(tx.matched_rules()[0].msg, "xss in ARGS:x");
+    assert_eq!(
+        tx.matched_rules().next().expect("a match").msg,
+        "xss in ARGS:x"
+    );
 }
 
 #[test]
@@ -70,9 +73,9 @@ fn chains_setvar_and_anomaly_scoring() {
     let tx = get(&rs, "/", &[("User-Agent", "a bot")]);
     assert_eq!(ids(&tx), [1, 2, 4]);
     assert_eq!(tx.tx_var("score"), Some(&b"5"[..]));
-    assert_eq!(tx.matched_rules()[2].msg, "score 5");
+    assert_eq!(tx.matched_rules().nth(2).expect("a match").msg, "score 5");
     assert!(
-        !tx.matched_rules()[0].log,
+        !tx.matched_rules().next().expect("a match").log,
         "nolog is recorded as not logged"
     );
 }
@@ -313,7 +316,10 @@ fn process_partial_inspects_the_first_bytes() {
     let tx = post_chunks(&rs, "text/plain", &[b"1234", b"5678"]);
     assert!(tx.intervention().is_none());
     assert_eq!(ids(&tx), [1, 2]);
-    assert_eq!(tx.matched_rules()[1].logdata, "123456");
+    assert_eq!(
+        tx.matched_rules().nth(1).expect("a match").logdata,
+        "123456"
+    );
 }
 
 #[test]
@@ -460,7 +466,11 @@ fn log_lines_are_one_line_and_unforgeable() {
         "SecRule ARGS \"@rx evil\" \"id:7,phase:1,pass,msg:'m',logdata:'%{MATCHED_VAR}'\"\n",
     );
     let tx = get(&rs, "/?a=evil%0d%0a%22%5Bid%20%22942100%22%5D", &[]);
-    let line = tx.matched_rules()[0].log_line("/", "u");
+    let line = tx
+        .matched_rules()
+        .next()
+        .expect("a match")
+        .log_line("/", "u");
     assert!(!line.contains('\n') && !line.contains('\r'), "{line}");
     assert_eq!(line.matches("[id \"").count(), 1, "{line}");
     assert!(
@@ -481,7 +491,6 @@ fn body_variables_as_modsecurity_v3_writes_them() {
     );
     let data = |tx: &crate::Transaction<'_>| -> Vec<(u64, String)> {
         tx.matched_rules()
-            .iter()
             .map(|m| (m.id, m.logdata.clone()))
             .collect()
     };
@@ -538,7 +547,11 @@ fn long_log_fields_are_cut_as_modsecurity_v3_cuts_them() {
     let value = "y".repeat(318);
     let tx = get(&rs, &format!("/?a={value}"), &[]);
     let uri = format!("/{}", "u".repeat(250));
-    let line = tx.matched_rules()[0].log_line(&uri, "u");
+    let line = tx
+        .matched_rules()
+        .next()
+        .expect("a match")
+        .log_line(&uri, "u");
     assert!(
         line.contains(&format!(
             "[data \"{} (118 characters omitted)\"]",
@@ -719,7 +732,6 @@ fn rules_that_always_match_are_replayed_as_evaluated() {
     );
     let records = |tx: &crate::Transaction<'_>| -> Vec<(u64, String, String, String, String)> {
         tx.matched_rules()
-            .iter()
             .map(|m| {
                 let (name, var) = (m.matched_var_name.clone(), m.matched_var.clone());
                 (m.id, m.msg.clone(), m.logdata.clone(), name, var)
@@ -1457,7 +1469,6 @@ fn static_blocks_do_what_their_rules_would_whatever_ran_before() {
         let vars = ["level", "score", "limit", "total"].map(|v| tx.tx_var(v).map(<[u8]>::to_vec));
         let matched: Vec<_> = tx
             .matched_rules()
-            .iter()
             .map(|m| (m.id, m.matched_var_name.clone(), m.matched_var.clone()))
             .collect();
         let stats = tx.stats();

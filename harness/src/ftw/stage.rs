@@ -116,7 +116,7 @@ pub fn execute(rs: &Ruleset, input: &super::model::Input) -> Outcome {
     };
 
     let uri = String::from_utf8_lossy(&req.uri).into_owned();
-    for m in tx.matched_rules().iter().filter(|m| m.log) {
+    for m in tx.matched_rules().filter(|m| m.log) {
         out.log
             .push(error_log_line(&m.log_line(&uri, tx.unique_id())));
         if !out.logged_ids.contains(&m.id) {
