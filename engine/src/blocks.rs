@@ -52,10 +52,14 @@ pub(crate) struct Blocks {
 }
 
 /// A run of rules applied at once (see the module documentation).
+///
+/// A CRS request applies some 25 blocks, each read from cold memory when a
+/// proxy runs the engine: the block and its effect take two cache lines,
+/// what is copied from the effect is behind pointers.
 #[derive(Debug)]
 pub(crate) struct Block {
     /// The rules, in the order they run.
-    pub rules: Vec<RuleIdx>,
+    pub rules: Box<[RuleIdx]>,
     /// The position in the phase's rule list where the run goes on.
     pub end: usize,
     /// Some rule writes `TX`.
@@ -75,16 +79,20 @@ pub(crate) struct Block {
 #[derive(Debug)]
 pub(crate) struct BlockEffect {
     /// `TX` as the block left it (for a block that writes `TX`).
-    pub tx: Option<Collection>,
-    /// The match records of its rules, in order.
-    pub matches: Vec<MatchedRule>,
+    pub tx: Option<Box<Collection>>,
+    /// The match records of its rules, in order (read in place by the
+    /// transactions that apply the block: see `crate::MatchedRules`).
+    pub matches: Box<[MatchedRule]>,
+    /// The most severe (lowest) severity of those records: what they do
+    /// to `HIGHEST_SEVERITY`, without reading each.
+    pub severity: Option<u8>,
     /// `MATCHED_VAR_NAME` and `MATCHED_VAR` as its last rule that sets
     /// them left them.
-    pub matched_var: Option<(String, Vec<u8>)>,
+    pub matched_var: Option<Box<(String, Vec<u8>)>>,
     /// Its rules evaluated, replayed and stepped over.
-    pub evaluated: u64,
-    pub replayed: u64,
-    pub folded: u64,
+    pub evaluated: u32,
+    pub replayed: u32,
+    pub folded: u32,
 }
 
 impl Blocks {
@@ -99,8 +107,9 @@ impl Blocks {
             let mut pos = 0;
             while pos < rules.len() {
                 let start = pos;
+                let mut members = Vec::new();
                 let mut block = Block {
-                    rules: Vec::new(),
+                    rules: Box::default(),
                     end: 0,
                     writes_tx: false,
                     sets_matched_var: false,
@@ -117,7 +126,7 @@ impl Blocks {
                     // writes are copied only while it is pristine (CRS's
                     // paranoia-level skips of a file, then REQUEST-949's
                     // score sums after a request's own writes).
-                    if writes && !block.writes_tx && !block.rules.is_empty() {
+                    if writes && !block.writes_tx && !members.is_empty() {
                         break;
                     }
                     // A rule that matches takes its jump, as the rule loop
@@ -131,17 +140,18 @@ impl Blocks {
                     if next <= pos {
                         break;
                     }
-                    block.rules.push(ri);
+                    members.push(ri);
                     block.writes_tx |= writes;
                     block.sets_matched_var |= decision != Decision::Never;
                     pos = next;
                 }
-                if block.rules.is_empty() {
+                if members.is_empty() {
                     // An evaluated rule: a request whose rules do not jump
                     // goes on with the next.
                     pos += 1;
                     continue;
                 }
+                block.rules = members.into_boxed_slice();
                 block.end = pos.min(rules.len());
                 let id = b.blocks.len() as u32;
                 if block.writes_tx {

@@ -4,7 +4,7 @@
 use super::Transaction;
 use crate::blocks::{Block, BlockEffect};
 use crate::fold::Decision;
-use crate::outcome::MatchRef;
+use crate::outcome::{MatchRef, MatchedRule};
 use waf_compiler::ir::{Program, RuleIdx};
 
 impl<'r> Transaction<'r> {
@@ -39,15 +39,21 @@ impl<'r> Transaction<'r> {
         // The block's own writes are what a pristine `TX` holds.
         self.state.tx_pristine = pristine;
         let st = &self.state;
+        let matches: Box<[MatchedRule]> = st.matches[first..st.match_count].into();
         BlockEffect {
-            tx: b.writes_tx.then(|| st.tx.clone()),
-            matches: st.matches[first..st.match_count].to_vec(),
+            tx: b.writes_tx.then(|| Box::new(st.tx.clone())),
+            severity: matches
+                .iter()
+                .filter_map(|m| m.severity.map(|s| s.number()))
+                .min(),
+            matches,
             matched_var: b
                 .sets_matched_var
-                .then(|| (st.matched_var_name.clone(), st.matched_var.clone())),
-            evaluated: self.stats.rules_evaluated - before.rules_evaluated,
-            replayed: self.stats.rules_replayed - before.rules_replayed,
-            folded: self.stats.rules_folded - before.rules_folded,
+                .then(|| Box::new((st.matched_var_name.clone(), st.matched_var.clone()))),
+            // A block has fewer rules than the program: the counts fit.
+            evaluated: count(self.stats.rules_evaluated - before.rules_evaluated),
+            replayed: count(self.stats.rules_replayed - before.rules_replayed),
+            folded: count(self.stats.rules_folded - before.rules_folded),
         }
     }
 
@@ -78,20 +84,23 @@ impl<'r> Transaction<'r> {
             st.tx.copy_from(tx);
         }
         // The block's records, read in place (see `MatchedRules`).
-        for m in &e.matches {
-            st.match_refs.push(MatchRef::Shared(m));
-            if let Some(sev) = m.severity {
-                st.note_severity(sev.number());
-            }
+        st.match_refs.extend(e.matches.iter().map(MatchRef::Shared));
+        if let Some(n) = e.severity {
+            st.note_severity(n);
         }
-        if let Some((name, value)) = &e.matched_var {
+        if let Some((name, value)) = e.matched_var.as_deref() {
             st.matched_var_name.clone_from(name);
             st.matched_var.clone_from(value);
         }
         // Every rule clears it as it starts, and none of a block fills it.
         st.matched_vars.clear();
-        self.stats.rules_evaluated += e.evaluated;
-        self.stats.rules_replayed += e.replayed;
-        self.stats.rules_folded += e.folded;
+        self.stats.rules_evaluated += u64::from(e.evaluated);
+        self.stats.rules_replayed += u64::from(e.replayed);
+        self.stats.rules_folded += u64::from(e.folded);
     }
+}
+
+/// A block's count of rules, as its effect keeps it.
+fn count(n: u64) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
