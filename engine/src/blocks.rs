@@ -31,7 +31,7 @@
 //! expanded per match), no action but `setvar`s on `TX` whose macros read
 //! only `TX` or the matched value, and does not fill `MATCHED_VARS`.
 
-use crate::collection::Collection;
+use crate::collection::Packed;
 use crate::fold::{Decision, Folding};
 use crate::outcome::MatchedRule;
 use crate::plan::Plan;
@@ -79,7 +79,7 @@ pub(crate) struct Block {
 #[derive(Debug)]
 pub(crate) struct BlockEffect {
     /// `TX` as the block left it (for a block that writes `TX`).
-    pub tx: Option<Box<Collection>>,
+    pub tx: Option<Box<Packed>>,
     /// The match records of its rules, in order (read in place by the
     /// transactions that apply the block: see `crate::MatchedRules`).
     pub matches: Box<[MatchedRule]>,

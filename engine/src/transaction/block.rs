@@ -41,7 +41,7 @@ impl<'r> Transaction<'r> {
         let st = &self.state;
         let matches: Box<[MatchedRule]> = st.matches[first..st.match_count].into();
         BlockEffect {
-            tx: b.writes_tx.then(|| Box::new(st.tx.clone())),
+            tx: b.writes_tx.then(|| Box::new(st.tx.pack())),
             severity: matches
                 .iter()
                 .filter_map(|m| m.severity.map(|s| s.number()))
@@ -81,7 +81,7 @@ impl<'r> Transaction<'r> {
     fn apply_block(&mut self, e: &'r BlockEffect) {
         let st = &mut self.state;
         if let Some(tx) = &e.tx {
-            st.tx.copy_from(tx);
+            st.tx.copy_from_packed(tx);
         }
         // The block's records, read in place (see `MatchedRules`).
         st.match_refs.extend(e.matches.iter().map(MatchRef::Shared));
