@@ -114,6 +114,7 @@ impl Collection {
         }
         self.len = n;
         self.index.clone_from(&p.index);
+        // One per entry, pooled ones included (unlinked until reused).
         self.next_same.clear();
         self.next_same.extend_from_slice(&p.next_same);
         self.next_same.resize(self.entries.len(), 0);
