@@ -376,3 +376,41 @@ impl Ruleset {
         self.plan.chain(node)
     }
 }
+
+#[cfg(test)]
+mod pool_tests {
+    use super::CachePool;
+
+    fn take_u32(pool: &CachePool) -> Option<u32> {
+        pool.take()
+            .and_then(|b| b.downcast::<u32>().ok())
+            .map(|b| *b)
+    }
+
+    #[test]
+    fn a_thread_takes_back_its_own_buffers_first() {
+        let pool = CachePool::default();
+        pool.give(Box::new(1u32));
+        // Another thread gives back later: its box is on top.
+        std::thread::scope(|s| {
+            s.spawn(|| pool.give(Box::new(2u32)));
+        });
+        assert_eq!(take_u32(&pool), Some(1), "this thread's own box first");
+        // None of this thread's left: the most recent of any thread.
+        assert_eq!(take_u32(&pool), Some(2));
+        assert_eq!(take_u32(&pool), None);
+    }
+
+    #[test]
+    fn the_pool_keeps_at_most_its_capacity() {
+        let pool = CachePool::default();
+        for i in 0..CachePool::CAPACITY as u32 + 5 {
+            pool.give(Box::new(i));
+        }
+        let mut n = 0;
+        while take_u32(&pool).is_some() {
+            n += 1;
+        }
+        assert_eq!(n, CachePool::CAPACITY);
+    }
+}
