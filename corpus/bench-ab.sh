@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Same-run A/B comparison of two `waf` binaries (e.g. before and after a
 # refactor): `waf bench` on one corpus and configuration, the two binaries
-# alternated ROUNDS times so that the machine's drift hits both alike.
+# alternated ROUNDS times so that the machine's drift hits both alike
+# (which runs first alternates too).
 # Prints each run's p50 and throughput, then the medians and the ratio.
 #
 #   corpus/bench-ab.sh OLD_WAF NEW_WAF CORPUS [ROUNDS]
@@ -18,7 +19,10 @@ conf="$(mktemp)"; trap 'rm -f "$conf"' EXIT
 "$here/crs-config.sh" "$CRS" "$PL" > "$conf"
 runs=()
 for ((r = 1; r <= rounds; r++)); do
-  for which in old new; do
+  # Which binary runs first alternates between rounds (see serve-ab.sh).
+  order="old new"
+  [ $((r % 2)) = 0 ] && order="new old"
+  for which in $order; do
     bin=$old; [ "$which" = new ] && bin=$new
     # shellcheck disable=SC2086 # BENCH_ARGS is a list of arguments
     json="$("$bin" bench --json -c "$conf" --corpus "$corpus" --passes 3 --warmup 1 ${BENCH_ARGS:-} 2>/dev/null)"

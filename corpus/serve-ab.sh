@@ -3,8 +3,9 @@
 # change to `waf serve`): both serve side by side in front of one nginx
 # backend, and wrk (-t2 -c32, 8 s) alternates between them ROUNDS times on
 # the benign corpus of corpus/serve-load.sh, so that the machine's drift
-# hits both alike. Prints each run's req/s and the proxy's CPU µs per
-# request (from /proc), then the medians and the paired differences.
+# hits both alike; which of the two runs first alternates between rounds.
+# Prints each run's req/s and the proxy's CPU µs per request (from
+# /proc), then the medians and the paired differences.
 #
 #   corpus/serve-ab.sh OLD_WAF NEW_WAF [ROUNDS] [crs|none]
 #
@@ -37,7 +38,13 @@ tick="$(getconf CLK_TCK)"
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 : > "$work/runs"
 for ((r = 1; r <= rounds; r++)); do
-  for which in old new; do
+  # Odd rounds run the old binary first, even rounds the new one: the
+  # second run of a round had an edge of a few us per request (an A/A
+  # test, or a change and its reverse, came out in favour of whichever
+  # ran second), which alternating cancels.
+  order="old new"
+  [ $((r % 2)) = 0 ] && order="new old"
+  for which in $order; do
     pid=$old_pid; port=19731
     [ "$which" = new ] && { pid=$new_pid; port=19732; }
     c0="$(cpu "$pid")"
