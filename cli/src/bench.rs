@@ -475,6 +475,7 @@ impl Report<'_> {
             "memo_hit_ratio": st.memo_hit_ratio(),
             "xcache_hit_ratio": if self.fast_opts().xcache { json!(st.xcache_hit_ratio()) } else { serde_json::Value::Null },
             "xcache_op_hits_per_request": st.xcache_op_hits as f64 / n_req,
+            "xcache_resets": st.xcache_resets,
             "prefilter_skip_rate": st.prefilter_skip_rate(),
             "regex_evals_per_request": st.regex_evals as f64 / n_req,
             "op_runs_per_request": st.op_runs as f64 / n_req,
@@ -566,8 +567,12 @@ impl Report<'_> {
             self.fast.interrupted, f.requests
         );
         let xcache = if self.fast_opts().xcache {
+            let resets = match st.xcache_resets {
+                0 => String::new(),
+                n => format!(", full {n} time(s): --value-cache is too small for the corpus"),
+            };
             format!(
-                "{:.1}% ({:.1} operator results/request)",
+                "{:.1}% ({:.1} operator results/request{resets})",
                 100.0 * st.xcache_hit_ratio(),
                 st.xcache_op_hits as f64 / n_req
             )

@@ -589,6 +589,7 @@ impl Report {
                     "xcache_hits": st.xcache_hits,
                     "xcache_misses": st.xcache_misses,
                     "xcache_op_hits": st.xcache_op_hits,
+                    "xcache_resets": st.xcache_resets,
                     "pcre_limit_hits": st.pcre_limit_hits,
                     "rules_evaluated_per_request": st.rules_evaluated as f64 / req,
                     "op_runs_per_request": st.op_runs as f64 / req,

@@ -35,6 +35,10 @@ pub struct EvalStats {
     pub xcache_misses: u64,
     /// Operator results taken from the cross-transaction cache.
     pub xcache_op_hits: u64,
+    /// Times the cross-transaction cache was full and started over (often:
+    /// it is too small for the values that repeat in the traffic, see
+    /// [`crate::EvalOptions::xcache_records`]).
+    pub xcache_resets: u64,
     /// PCRE2 searches that reached the match limit and so did not match
     /// (only patterns run on PCRE2 under `WafPcreFallback On`).
     pub pcre_limit_hits: u64,
@@ -56,6 +60,7 @@ impl EvalStats {
         self.xcache_hits += o.xcache_hits;
         self.xcache_misses += o.xcache_misses;
         self.xcache_op_hits += o.xcache_op_hits;
+        self.xcache_resets += o.xcache_resets;
         self.pcre_limit_hits += o.pcre_limit_hits;
     }
 

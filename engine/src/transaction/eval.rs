@@ -43,18 +43,19 @@ impl<'r> Transaction<'r> {
         // Replaces the placeholder (or, after a panic in a phase, a cache
         // that may be half-updated: it is dropped).
         m.x = xcache::home_take(self.rs.id()).unwrap_or_else(|| m.new_xcache(records));
-        m.x_taken = Some((m.x.hits, m.x.misses));
+        m.x_taken = Some((m.x.hits, m.x.misses, m.x.resets));
     }
 
     /// Gives the cache back to the thread, its counts added to the stats.
     fn return_xcache(&mut self) {
         let m = &mut self.cache.memo;
-        let Some((hits, misses)) = m.x_taken.take() else {
+        let Some((hits, misses, resets)) = m.x_taken.take() else {
             return;
         };
         let x = std::mem::take(&mut m.x);
         self.stats.xcache_hits += x.hits - hits;
         self.stats.xcache_misses += x.misses - misses;
+        self.stats.xcache_resets += x.resets - resets;
         xcache::home_give(self.rs.id(), x);
     }
 

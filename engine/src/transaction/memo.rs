@@ -153,7 +153,7 @@ pub(super) struct Memo {
     pub x: XCache,
     pub x_on: bool,
     /// While borrowed: its hit and miss counts when it was taken.
-    pub x_taken: Option<(u64, u64)>,
+    pub x_taken: Option<(u64, u64, u64)>,
     /// Per-node counters (kept by `clear`; filled only when `prof_on`, after
     /// the transaction sized them).
     pub prof: ChainProfile,

@@ -1277,6 +1277,36 @@ fn the_thread_cache_is_shared_and_never_read_across_threads() {
     });
 }
 
+/// A cross-transaction cache too small for the values that repeat starts
+/// over when full, and each transaction counts the resets it caused (what
+/// `waf serve` exports, to size the cache by).
+#[test]
+fn a_full_cache_starts_over_and_is_counted() {
+    let rs = ruleset(THREAD_CACHE_RULES);
+    let opts = crate::EvalOptions {
+        xcache_records: 16,
+        ..rs.eval_options()
+    };
+    let mut resets = 0;
+    for _ in 0..2 {
+        for i in 0..40 {
+            let tx = through_phase1(rs.transaction_with(opts), "GET", &format!("/?a=v{i}"), &[]);
+            resets += tx.stats().xcache_resets;
+        }
+    }
+    // 40 values, each admitted on its second sighting, into 16 records.
+    assert!(resets > 0);
+    // Values that fit never reset the cache.
+    let rs = ruleset(THREAD_CACHE_RULES);
+    let mut resets = 0;
+    for _ in 0..3 {
+        for i in 0..10 {
+            resets += get(&rs, &format!("/?a=v{i}"), &[]).stats().xcache_resets;
+        }
+    }
+    assert_eq!(resets, 0);
+}
+
 /// A transaction whose next phase runs on another thread looks its values
 /// up again in that thread's cache, rather than missing it for the rest of
 /// the request.

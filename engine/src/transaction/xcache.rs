@@ -160,6 +160,8 @@ pub(super) struct XCache {
     epoch: u32,
     pub hits: u64,
     pub misses: u64,
+    /// Times the cache was full and started over.
+    pub resets: u64,
 }
 
 impl XCache {
@@ -236,6 +238,7 @@ impl XCache {
             || self.gate_full()
         {
             self.clear();
+            self.resets += 1;
             return self.record_fresh(raw, hash);
         }
         let id = self.records.len() as u32;
@@ -711,12 +714,14 @@ mod tests {
         c.set_op(a, 1, 7, OpResult::Match);
         assert_eq!(c.op(a, 1, 7), Some(OpResult::Match));
         assert_eq!(c.op(b, 1, 7), None);
-        // Filling the record budget empties the cache.
+        // Filling the record budget empties the cache, and counts it.
+        assert_eq!(c.resets, 0);
         for v in [&b"c"[..], b"d", b"e"] {
             c.record(v);
             c.record(v);
         }
         assert_eq!(c.len(), 1);
+        assert_eq!(c.resets, 1);
         assert_eq!(c.op(a, 1, 7), None);
         // Too big to cache.
         assert_eq!(c.record(&[0u8; 200]), None);
