@@ -140,11 +140,57 @@ pub struct LogCounts {
     pub access_dropped: u64,
 }
 
+/// Shards of [`EngineCounts`]: more than the worker threads of most
+/// machines; two threads that share one only contend on it.
+const SHARDS: usize = 16;
+
+/// The engine's counters ([`waf_engine::EvalStats`]) summed over the
+/// finished transactions, in shards a cache line pair each: a thread adds
+/// to the shard it was given on first use, so the workers' per-request
+/// additions (a dozen counters) do not bounce one line between the cores
+/// as a single set of atomics would. `/metrics` sums the shards.
+#[derive(Default)]
+struct EngineCounts {
+    shards: [Shard; SHARDS],
+}
+
+#[derive(Default)]
+#[repr(align(128))]
+struct Shard([AtomicU64; crate::profile::STAT_FIELDS]);
+
+impl EngineCounts {
+    fn add(&self, stats: &waf_engine::EvalStats) {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        thread_local! {
+            static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS;
+        }
+        let shard = &self.shards[SHARD.with(|s| *s)];
+        let mut stats = *stats;
+        for (c, (_, v)) in shard.0.iter().zip(crate::profile::stat_fields(&mut stats)) {
+            if *v != 0 {
+                c.fetch_add(*v, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn total(&self) -> waf_engine::EvalStats {
+        let mut total = waf_engine::EvalStats::default();
+        for shard in &self.shards {
+            for (c, (_, v)) in shard.0.iter().zip(crate::profile::stat_fields(&mut total)) {
+                *v += c.load(Ordering::Relaxed);
+            }
+        }
+        total
+    }
+}
+
 /// What the proxy counts. Cheap to update from every request: atomics, and
 /// one short lock per intervention.
 #[derive(Default)]
 pub struct Metrics {
     requests: AtomicU64,
+    /// The engine's counters over the finished transactions.
+    engine: EngineCounts,
     /// (rule id, status) → interventions.
     interventions: Mutex<BTreeMap<(u64, u16), u64>>,
     upstream_errors: AtomicU64,
@@ -453,6 +499,16 @@ impl Metrics {
                 }
             }
         }
+    }
+
+    /// Adds a finished transaction's engine counters.
+    pub(crate) fn engine(&self, tx: &waf_engine::Transaction<'_>) {
+        self.engine.add(&tx.stats());
+    }
+
+    /// The engine's counters summed over the finished transactions.
+    pub fn engine_stats(&self) -> waf_engine::EvalStats {
+        self.engine.total()
     }
 
     /// Adds a finished transaction's rule profile (profiling on).
@@ -829,6 +885,7 @@ impl Metrics {
                 }
             }
         }
+        crate::profile::render_stats(&self.engine.total(), &mut s);
         if let Ok(p) = self.profile.lock() {
             if let Some(p) = p.as_ref() {
                 p.render(&mut s);

@@ -61,7 +61,24 @@ impl RuleCounters {
     }
 }
 
-fn stat_fields(s: &mut EvalStats) -> [(&'static str, &mut u64); 11] {
+/// The Prometheus text of the engine's counters, `waf_engine_{name}_total`
+/// (what [`Aggregate::parse`] reads back into [`Aggregate::stats`]).
+pub(crate) fn render_stats(stats: &EvalStats, s: &mut String) {
+    let mut stats = *stats;
+    for (name, v) in stat_fields(&mut stats) {
+        let _ = writeln!(
+            s,
+            "# HELP waf_engine_{name}_total The engine's {name} counter (EvalStats), over the requests finished.\n# TYPE waf_engine_{name}_total counter\nwaf_engine_{name}_total {v}"
+        );
+    }
+}
+
+/// Counters of [`stat_fields`].
+pub(crate) const STAT_FIELDS: usize = 12;
+
+/// The engine's counters by their names in `/metrics`
+/// (`waf_engine_{name}_total`).
+pub(crate) fn stat_fields(s: &mut EvalStats) -> [(&'static str, &mut u64); STAT_FIELDS] {
     [
         ("memo_hits", &mut s.memo_hits),
         ("memo_misses", &mut s.memo_misses),
@@ -73,6 +90,7 @@ fn stat_fields(s: &mut EvalStats) -> [(&'static str, &mut u64); 11] {
         ("xcache_hits", &mut s.xcache_hits),
         ("xcache_misses", &mut s.xcache_misses),
         ("xcache_op_hits", &mut s.xcache_op_hits),
+        ("xcache_resets", &mut s.xcache_resets),
         ("pcre_limit_hits", &mut s.pcre_limit_hits),
     ]
 }
@@ -126,20 +144,14 @@ impl Aggregate {
         }
     }
 
-    /// The Prometheus text of the totals.
+    /// The Prometheus text of the per-rule totals (the engine's counters
+    /// are [`render_stats`]'s, from every transaction, profiled or not).
     pub fn render(&self, s: &mut String) {
         let _ = writeln!(
             s,
             "# HELP waf_profiled_requests_total Transactions whose rule profile is counted below.\n# TYPE waf_profiled_requests_total counter\nwaf_profiled_requests_total {}",
             self.requests
         );
-        let mut stats = self.stats;
-        for (name, v) in stat_fields(&mut stats) {
-            let _ = writeln!(
-                s,
-                "# HELP waf_engine_{name}_total The engine's {name} counter (EvalStats).\n# TYPE waf_engine_{name}_total counter\nwaf_engine_{name}_total {v}"
-            );
-        }
         for (k, (name, help)) in RULE_METRICS.iter().enumerate() {
             let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter");
             for (id, c) in &self.rules {
@@ -256,6 +268,7 @@ mod tests {
         assert_eq!(a.rules[&7].matches, 1);
         let mut text = String::new();
         a.render(&mut text);
+        render_stats(&a.stats, &mut text);
         let b = Aggregate::parse(&text).expect("parse");
         assert_eq!(b.rules, a.rules);
         assert_eq!(b.requests, 3);

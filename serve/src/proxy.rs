@@ -780,6 +780,7 @@ fn hop_by_hop(name: &HeaderName) -> bool {
 /// Writes the matched rules that log, and the intervention, to the error
 /// log; and the transaction to the audit log when it is relevant.
 fn log_transaction(state: &State, tx: &Transaction<'_>, x: &Exchange<'_>) {
+    state.metrics.engine(tx);
     for line in tx.log_lines() {
         state.log.write(line);
     }

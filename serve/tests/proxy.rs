@@ -891,6 +891,55 @@ async fn phase_times_are_histograms() {
     }
 }
 
+/// The engine's counters are exported for every request, profiling on or
+/// not: among them the cache of values' hits, misses and resets, by which
+/// `--value-cache` is sized.
+#[tokio::test]
+async fn the_engines_counters_are_exported() {
+    let s = setup(text_rules(), None).await;
+    let counter = |text: &str, name: &str| -> u64 {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("{name} missing: {text}"));
+        line.rsplit(' ')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .expect("count")
+    };
+    // The same values again and again: admitted on their second sighting,
+    // found from then on (on whichever worker a connection went to).
+    for _ in 0..8 {
+        send(s.server.addr(), "POST", "/form", "a=1")
+            .await
+            .expect("response");
+    }
+    let text = s.server.metrics().render(Default::default());
+    assert!(
+        counter(&text, "waf_engine_rules_evaluated_total") > 0,
+        "{text}"
+    );
+    assert!(
+        counter(&text, "waf_engine_xcache_misses_total") > 0,
+        "{text}"
+    );
+    assert!(counter(&text, "waf_engine_xcache_hits_total") > 0, "{text}");
+    assert_eq!(
+        counter(&text, "waf_engine_xcache_resets_total"),
+        0,
+        "{text}"
+    );
+    assert!(
+        !text.contains("waf_rule_evaluations_total"),
+        "no per-rule counters: {text}"
+    );
+    let stats = s.server.metrics().engine_stats();
+    assert_eq!(
+        stats.xcache_hits,
+        counter(&text, "waf_engine_xcache_hits_total")
+    );
+}
+
 #[tokio::test]
 async fn profiling_exports_per_rule_counters() {
     let s = setup_with(text_rules(), None, |c| c.profile = true).await;
