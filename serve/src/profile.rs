@@ -100,7 +100,9 @@ pub(crate) fn stat_fields(s: &mut EvalStats) -> [(&'static str, &mut u64); STAT_
 pub struct Aggregate {
     /// Transactions added.
     pub requests: u64,
-    /// The engine's counters, summed.
+    /// The engine's counters, summed (when parsed from `/metrics`: a live
+    /// proxy counts them for every transaction, profiled or not, apart
+    /// from this, see `Metrics::engine_stats`).
     pub stats: EvalStats,
     /// Per rule id.
     pub rules: BTreeMap<u64, RuleCounters>,
@@ -113,7 +115,6 @@ impl Aggregate {
     /// Adds one finished transaction (run with profiling on).
     pub fn add(&mut self, tx: &Transaction<'_>) {
         self.requests += 1;
-        self.stats.add(&tx.stats());
         let p = tx.rule_profile();
         let rules = &tx.ruleset().program().rules;
         for (i, rule) in rules.iter().enumerate() {
@@ -254,6 +255,7 @@ mod tests {
         )
         .expect("rules");
         let mut a = Aggregate::default();
+        let mut stats = EvalStats::default();
         for q in [&b"/?a=x"[..], b"/?a=y", b"/?a=z"] {
             let mut tx = rs.transaction_with(waf_engine::EvalOptions {
                 profile: true,
@@ -262,17 +264,19 @@ mod tests {
             tx.process_uri(q, b"GET", b"HTTP/1.1");
             tx.process_request_headers();
             a.add(&tx);
+            stats.add(&tx.stats());
         }
         assert_eq!(a.requests, 3);
         assert_eq!(a.rules[&7].evals, 3);
         assert_eq!(a.rules[&7].matches, 1);
         let mut text = String::new();
         a.render(&mut text);
-        render_stats(&a.stats, &mut text);
+        render_stats(&stats, &mut text);
         let b = Aggregate::parse(&text).expect("parse");
         assert_eq!(b.rules, a.rules);
         assert_eq!(b.requests, 3);
-        assert_eq!(b.stats.rules_evaluated, a.stats.rules_evaluated);
+        assert!(stats.rules_evaluated > 0);
+        assert_eq!(b.stats.rules_evaluated, stats.rules_evaluated);
         let mut twice = b.clone();
         twice.merge(&b);
         assert_eq!(twice.rules[&8].matches, 2);

@@ -860,6 +860,18 @@ async fn over_the_time_budget_fails_closed_by_default_and_open_when_asked() {
     );
 }
 
+/// The value of the `/metrics` line for `series` (a name with its labels).
+fn metric(text: &str, series: &str) -> u64 {
+    let line = text
+        .lines()
+        .find(|l| l.strip_prefix(series).is_some_and(|v| v.starts_with(' ')))
+        .unwrap_or_else(|| panic!("{series} missing: {text}"));
+    line.rsplit(' ')
+        .next()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("not a count: {line}"))
+}
+
 #[tokio::test]
 async fn phase_times_are_histograms() {
     let s = setup(text_rules(), None).await;
@@ -871,17 +883,9 @@ async fn phase_times_are_histograms() {
     let text = s.server.metrics().render(Default::default());
     for phase in 1..=5 {
         let count = format!("waf_phase_seconds_count{{phase=\"{phase}\"}}");
-        let line = text
-            .lines()
-            .find(|l| l.starts_with(&count))
-            .unwrap_or_else(|| panic!("{count} missing: {text}"));
-        let n: u64 = line
-            .rsplit(' ')
-            .next()
-            .and_then(|v| v.parse().ok())
-            .expect("count");
+        let n = metric(&text, &count);
         // One observation per request and phase.
-        assert_eq!(n, 3, "{line}");
+        assert_eq!(n, 3, "{count}");
         assert!(
             text.contains(&format!(
                 "waf_phase_seconds_bucket{{phase=\"{phase}\",le=\"+Inf\"}} {n}\n"
@@ -897,16 +901,6 @@ async fn phase_times_are_histograms() {
 #[tokio::test]
 async fn the_engines_counters_are_exported() {
     let s = setup(text_rules(), None).await;
-    let counter = |text: &str, name: &str| -> u64 {
-        let line = text
-            .lines()
-            .find(|l| l.starts_with(&format!("{name} ")))
-            .unwrap_or_else(|| panic!("{name} missing: {text}"));
-        line.rsplit(' ')
-            .next()
-            .and_then(|v| v.parse().ok())
-            .expect("count")
-    };
     // The same values again and again: admitted on their second sighting,
     // found from then on (on whichever worker a connection went to).
     for _ in 0..8 {
@@ -916,19 +910,15 @@ async fn the_engines_counters_are_exported() {
     }
     let text = s.server.metrics().render(Default::default());
     assert!(
-        counter(&text, "waf_engine_rules_evaluated_total") > 0,
+        metric(&text, "waf_engine_rules_evaluated_total") > 0,
         "{text}"
     );
     assert!(
-        counter(&text, "waf_engine_xcache_misses_total") > 0,
+        metric(&text, "waf_engine_xcache_misses_total") > 0,
         "{text}"
     );
-    assert!(counter(&text, "waf_engine_xcache_hits_total") > 0, "{text}");
-    assert_eq!(
-        counter(&text, "waf_engine_xcache_resets_total"),
-        0,
-        "{text}"
-    );
+    assert!(metric(&text, "waf_engine_xcache_hits_total") > 0, "{text}");
+    assert_eq!(metric(&text, "waf_engine_xcache_resets_total"), 0, "{text}");
     assert!(
         !text.contains("waf_rule_evaluations_total"),
         "no per-rule counters: {text}"
@@ -936,7 +926,7 @@ async fn the_engines_counters_are_exported() {
     let stats = s.server.metrics().engine_stats();
     assert_eq!(
         stats.xcache_hits,
-        counter(&text, "waf_engine_xcache_hits_total")
+        metric(&text, "waf_engine_xcache_hits_total")
     );
 }
 
