@@ -451,13 +451,8 @@ async fn reload_swaps_rules_and_keeps_them_on_error() {
     )
     .expect("write");
     // What an alert on stale rules reads.
-    let gauge = |name: &str| -> f64 {
-        let text = s.server.metrics().render(Default::default());
-        text.lines()
-            .find_map(|l| l.strip_prefix(&format!("{name} ")))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("no {name} in {text}"))
-    };
+    let gauge =
+        |name: &str| -> f64 { metric_as(&s.server.metrics().render(Default::default()), name) };
     let loaded = gauge("waf_rules_loaded_timestamp_seconds");
     assert_eq!(gauge("waf_last_reload_successful"), 1.0);
     assert!(s.server.reload().is_err(), "broken rules are refused");
@@ -511,11 +506,7 @@ async fn persistent_collections_count_across_requests_and_reloads() {
     s.server.reload().expect("the new rules compile");
     assert_eq!(status(uri.clone()).await, StatusCode::TOO_MANY_REQUESTS);
     let text = s.server.metrics().render(Default::default());
-    let records: f64 = text
-        .lines()
-        .find_map(|l| l.strip_prefix("waf_collection_records "))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no waf_collection_records in {text}"));
+    let records: f64 = metric_as(&text, "waf_collection_records");
     assert!(records >= 2.0, "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -861,7 +852,7 @@ async fn over_the_time_budget_fails_closed_by_default_and_open_when_asked() {
 }
 
 /// The value of the `/metrics` line for `series` (a name with its labels).
-fn metric(text: &str, series: &str) -> u64 {
+fn metric_as<T: std::str::FromStr>(text: &str, series: &str) -> T {
     let line = text
         .lines()
         .find(|l| l.strip_prefix(series).is_some_and(|v| v.starts_with(' ')))
@@ -869,7 +860,12 @@ fn metric(text: &str, series: &str) -> u64 {
     line.rsplit(' ')
         .next()
         .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("not a count: {line}"))
+        .unwrap_or_else(|| panic!("not a value: {line}"))
+}
+
+/// [`metric_as`] for a counter.
+fn metric(text: &str, series: &str) -> u64 {
+    metric_as(text, series)
 }
 
 #[tokio::test]
