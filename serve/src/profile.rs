@@ -100,9 +100,9 @@ pub(crate) fn stat_fields(s: &mut EvalStats) -> [(&'static str, &mut u64); STAT_
 pub struct Aggregate {
     /// Transactions added.
     pub requests: u64,
-    /// The engine's counters, summed (when parsed from `/metrics`: a live
-    /// proxy counts them for every transaction, profiled or not, apart
-    /// from this, see `Metrics::engine_stats`).
+    /// The engine's counters, summed: filled by [`Aggregate::parse`] from
+    /// `/metrics`, not by [`Aggregate::add`] (a live proxy counts them for
+    /// every transaction, profiled or not, in `Metrics::engine_stats`).
     pub stats: EvalStats,
     /// Per rule id.
     pub rules: BTreeMap<u64, RuleCounters>,
