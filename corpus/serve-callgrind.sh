@@ -5,7 +5,7 @@
 # blur (timings move by 10-30 % from one minute to the next; instruction
 # counts repeat to the instruction). `waf serve --workers 1` in front of an
 # nginx backend answering 200; the 1,000 benign requests of serve-load.sh
-# (gen_benign.py, seed 1, bodies included) sent in order over one
+# (the peers' gen_benign.py, seed 1, bodies included) sent in order over one
 # keep-alive connection, twice to warm the caches, then the counters are
 # zeroed and they are sent twice more and counted.
 #

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Handoff under load: a new `waf serve` takes the port over from the running
-# one N times while wrk sends benign requests (corpus/gen_benign.py, bodies
-# included) through CRS PL1 on keep-alive connections. Each time: a new
+# one N times while wrk sends benign requests (the peers' gen_benign.py,
+# bodies included) through CRS PL1 on keep-alive connections. Each time: a new
 # process starts with --reuse-port on the same addresses, is waited for
 # ("listening on" in its output), then the old one gets SIGTERM and is
 # waited for (it stops accepting, answers each connection's next request

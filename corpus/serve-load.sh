@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Load comparison of `waf serve` with nginx + ModSecurity v3, same machine,
 # same run (issue 11's table): wrk sends benign browser-like requests
-# (corpus/gen_benign.py, bodies included) through
+# (../shared/peers/corpus/gen_benign.py, as issue 11 says; bodies included;
+# see benign_requests in serve-setup.sh) through
 #   (a) nginx proxying, no WAF
 #   (b) nginx + libnginx-mod-http-modsecurity (ModSecurity v3) + CRS PL1
 #   (c) waf serve, no rules
@@ -25,7 +26,8 @@
 #
 # Needs: target/release/waf (cargo build --release -p waf-cli), python3, and
 # Debian's nginx, libnginx-mod-http-modsecurity and wrk (installed here with
-# apt-get when missing and running as root). CRS from $CRS (../shared/crs).
+# apt-get when missing and running as root). CRS from $CRS (../shared/crs),
+# the request generator from $PEERS (../shared/peers).
 # Everything listens on 127.0.0.1 only; all processes are stopped on exit.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Hot reload under load: wrk sends benign requests (corpus/gen_benign.py,
+# Hot reload under load: wrk sends benign requests (the peers' gen_benign.py,
 # bodies included) through `waf serve` + CRS PL1 while the rules are reloaded
 # N times with SIGHUP, each reload waited for (waf_reloads_total on the admin
 # address) before the next. Prints the proxy's RSS before, every 10% of the
