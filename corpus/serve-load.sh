@@ -27,7 +27,7 @@
 # Needs: target/release/waf (cargo build --release -p waf-cli), python3, and
 # Debian's nginx, libnginx-mod-http-modsecurity and wrk (installed here with
 # apt-get when missing and running as root). CRS from $CRS (../shared/crs),
-# the request generator from $PEERS (../shared/peers).
+# the request generator from the peers beside it ($PEERS, ../shared/peers).
 # Everything listens on 127.0.0.1 only; all processes are stopped on exit.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

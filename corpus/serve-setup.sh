@@ -94,14 +94,14 @@ wait_memory_settled() {
 # benign_requests: $work/benign.jsonl, the 1,000 benign requests the load
 # scripts send (seed 1, bodies included), and $work/requests.lua, the wrk
 # script that cycles through them. The generator is the peers' (issue 11
-# names it: $PEERS/corpus/gen_benign.py, PEERS defaulting to
-# ../shared/peers), the one the in-process comparisons with Coraza and
-# ModSecurity use too; GEN_BENIGN=FILE picks another (corpus/gen_benign.py,
-# ours, the load scripts' corpus until 2026-12-07, which has smaller
-# requests). Without the peers' generator the scripts stop rather than
-# measure another corpus under the same name.
+# names it): $PEERS/corpus/gen_benign.py, PEERS defaulting to the peers
+# beside $CRS (../shared/peers), the one the in-process comparisons with
+# Coraza and ModSecurity use too. GEN_BENIGN=FILE picks another
+# (corpus/gen_benign.py, ours, the load scripts' corpus until 2026-12-07,
+# which has smaller requests). Without the peers' generator the scripts
+# stop rather than measure another corpus under the same name.
 benign_requests() {
-  local gen="${GEN_BENIGN:-${PEERS:-$root/../shared/peers}/corpus/gen_benign.py}"
+  local gen="${GEN_BENIGN:-${PEERS:-$(dirname "$CRS")/peers}/corpus/gen_benign.py}"
   if [ ! -f "$gen" ]; then
     echo "$script: no benign request generator at $gen (set PEERS to ../shared/peers, or GEN_BENIGN=corpus/gen_benign.py)" >&2
     exit 2
