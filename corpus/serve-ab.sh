@@ -35,7 +35,7 @@ nginx -p "$work/backend" -c "$work/backend/nginx.conf" -g 'daemon off;' & pids+=
   --error-log "$work/new.log" 2>"$work/new.out" & pids+=($!); new_pid=$!
 wait_http http://127.0.0.1:19731/ http://127.0.0.1:19732/
 tick="$(getconf CLK_TCK)"
-cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+cpu() { cpu_ticks "$1" | awk '{print $1 + $2}'; }
 : > "$work/runs"
 for ((r = 1; r <= rounds; r++)); do
   # Odd rounds run the old binary first, even rounds the new one: the

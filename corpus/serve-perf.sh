@@ -44,13 +44,12 @@ wait_http "http://127.0.0.1:${port[none]}/" "http://127.0.0.1:${port[crs]}/"
 tick="$(getconf CLK_TCK)"
 # switches PID: voluntary and involuntary context switches of all its threads.
 switches() { cat /proc/"$1"/task/*/status | awk '/^voluntary/ {v += $2} /^nonvoluntary/ {n += $2} END {print v, n}'; }
-cpu() { awk '{print $14, $15}' "/proc/$1/stat"; }
 requests() { awk '/requests in/ {print $1}'; }
 for ((k = 1; k <= rounds; k++)); do
   for r in none crs; do
-    read -r v0 n0 < <(switches "${pid[$r]}"); read -r u0 s0 < <(cpu "${pid[$r]}")
+    read -r v0 n0 < <(switches "${pid[$r]}"); read -r u0 s0 < <(cpu_ticks "${pid[$r]}")
     out="$(wrk -t2 -c32 -d8s -s "$work/requests.lua" "http://127.0.0.1:${port[$r]}/")"
-    read -r v1 n1 < <(switches "${pid[$r]}"); read -r u1 s1 < <(cpu "${pid[$r]}")
+    read -r v1 n1 < <(switches "${pid[$r]}"); read -r u1 s1 < <(cpu_ticks "${pid[$r]}")
     n="$(echo "$out" | requests)"
     rps="$(echo "$out" | awk '/Requests\/sec/ {print $2}')"
     python3 -c "n = $n; print('round $k $r: $rps req/s; per request: user %.1f us, system %.1f us, %.2f voluntary and %.2f involuntary context switches' % (($u1 - $u0) / $tick * 1e6 / n, ($s1 - $s0) / $tick * 1e6 / n, ($v1 - $v0) / n, ($n1 - $n0) / n))"
@@ -60,7 +59,7 @@ for r in none crs; do
   wrk -t2 -c32 -d12s -s "$work/requests.lua" "http://127.0.0.1:${port[$r]}/" > "$work/wrk-$r.txt" &
   w=$!
   sleep 1
-  perf record -q -e cpu-clock -F 2999 -p "${pid[$r]}" -o "$work/perf-$r.data" -- sleep 10 2>/dev/null
+  perf record -q -e cpu-clock -F 2999 -p "${pid[$r]}" -o "$work/perf-$r.data" -- sleep 10
   wait "$w"
   # The requests of the 10 s sampled, at the run's mean rate.
   awk '/Requests\/sec/ {print $2 * 10}' "$work/wrk-$r.txt" > "$work/requests-$r"
@@ -71,7 +70,7 @@ import re, sys
 work = sys.argv[1]
 # Where a sampled function belongs, by its symbol (first match wins).
 groups = [
-    ("engine", r"waf_engine|waf_compiler|regex_automata|aho_corasick|memchr|libinjection"),
+    ("engine", r"waf_engine|waf_compiler|regex_automata|aho_corasick|memchr::|libinjection"),
     ("allocator", r"malloc|free|unlink_chunk|realloc|_int_"),
     ("libc memory copies", r"__mem(move|cpy|set|cmp)"),
     ("proxy (waf_serve)", r"waf_serve"),

@@ -71,6 +71,12 @@ rss_mib() {
   awk '/VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$1/status"
 }
 
+# cpu_ticks PID: the process's user and system CPU time so far (all its
+# threads), in clock ticks (`getconf CLK_TCK` a second), space-separated.
+cpu_ticks() {
+  awk '{print $14, $15}' "/proc/$1/stat"
+}
+
 # admin_metric ADMIN NAME: the value of metric NAME (a sample without
 # labels) on ADMIN's /metrics (http://host:port), empty when absent.
 admin_metric() {
