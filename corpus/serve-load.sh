@@ -134,8 +134,8 @@ done
 
 # CPU seconds (utime + stime) of a process and its children, and peak RSS (KiB).
 # $1: one pid or several (space-separated); their children count too.
-cpu_of() { local total=0; for p in $1 $(pgrep -P "${1// /,}" || true); do
-  read -r -a f < "/proc/$p/stat"; total=$((total + f[13] + f[14])); done
+cpu_of() { local total=0 u s; for p in $1 $(pgrep -P "${1// /,}" || true); do
+  read -r u s < <(cpu_ticks "$p"); total=$((total + u + s)); done
   echo "$total"; }
 rss_of() { local total=0; for p in $1 $(pgrep -P "${1// /,}" || true); do
   total=$((total + $(awk '/VmHWM/ {print $2}' "/proc/$p/status"))); done; echo "$total"; }
