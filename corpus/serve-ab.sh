@@ -50,9 +50,8 @@ for ((r = 1; r <= rounds; r++)); do
     c0="$(cpu "$pid")"
     out="$(wrk -t2 -c32 -d8s -s "$work/requests.lua" "http://127.0.0.1:$port/")"
     c1="$(cpu "$pid")"
-    reqs="$(echo "$out" | awk '/requests in/ {print $1}')"
-    rps="$(echo "$out" | awk '/Requests\/sec/ {print $2}')"
-    us="$(python3 -c "print(round(($c1 - $c0) / $tick * 1e6 / $reqs, 1))")"
+    wrk_figures "$out"
+    us="$(python3 -c "print(round(($c1 - $c0) / $tick * 1e6 / $requests, 1))")"
     echo "round $r $which: $rps req/s, $us us of CPU per request"
     echo "$which $rps $us" >> "$work/runs"
   done

@@ -44,15 +44,13 @@ wait_http "http://127.0.0.1:${port[none]}/" "http://127.0.0.1:${port[crs]}/"
 tick="$(getconf CLK_TCK)"
 # switches PID: voluntary and involuntary context switches of all its threads.
 switches() { cat /proc/"$1"/task/*/status | awk '/^voluntary/ {v += $2} /^nonvoluntary/ {n += $2} END {print v, n}'; }
-requests() { awk '/requests in/ {print $1}'; }
 for ((k = 1; k <= rounds; k++)); do
   for r in none crs; do
     read -r v0 n0 < <(switches "${pid[$r]}"); read -r u0 s0 < <(cpu_ticks "${pid[$r]}")
     out="$(wrk -t2 -c32 -d8s -s "$work/requests.lua" "http://127.0.0.1:${port[$r]}/")"
     read -r v1 n1 < <(switches "${pid[$r]}"); read -r u1 s1 < <(cpu_ticks "${pid[$r]}")
-    n="$(echo "$out" | requests)"
-    rps="$(echo "$out" | awk '/Requests\/sec/ {print $2}')"
-    python3 -c "n = $n; print('round $k $r: $rps req/s; per request: user %.1f us, system %.1f us, %.2f voluntary and %.2f involuntary context switches' % (($u1 - $u0) / $tick * 1e6 / n, ($s1 - $s0) / $tick * 1e6 / n, ($v1 - $v0) / n, ($n1 - $n0) / n))"
+    wrk_figures "$out"
+    python3 -c "n = $requests; print('round $k $r: $rps req/s; per request: user %.1f us, system %.1f us, %.2f voluntary and %.2f involuntary context switches' % (($u1 - $u0) / $tick * 1e6 / n, ($s1 - $s0) / $tick * 1e6 / n, ($v1 - $v0) / n, ($n1 - $n0) / n))"
   done
 done
 for r in none crs; do

@@ -152,13 +152,20 @@ CONF
   } > "$dir/nginx.conf"
 }
 
+# wrk_figures REPORT: reads wrk's report (its text) into `requests` (the
+# count it completed) and `rps` (its requests per second).
+wrk_figures() {
+  requests=$(awk '/requests in/ {print $1}' <<< "$1")
+  rps=$(awk '/Requests\/sec/ {print $2}' <<< "$1")
+}
+
 # wrk_stop PID FILE: interrupts the wrk run PID (SIGINT: it prints its
-# report), waits for it, and reads its report FILE into `requests`,
-# `non2xx` (0 when wrk printed none) and `sockerr` (wrk's "Socket errors"
-# line, or "none").
+# report), waits for it, and reads its report FILE into `requests` and
+# `rps` (see wrk_figures), `non2xx` (0 when wrk printed none) and `sockerr`
+# (wrk's "Socket errors" line, or "none").
 wrk_stop() {
   kill -INT "$1"; wait "$1" 2>/dev/null || true
-  requests=$(awk '/requests in/ {print $1}' "$2")
+  wrk_figures "$(cat "$2")"
   non2xx=$(awk -F': ' '/Non-2xx/ {print $2}' "$2"); non2xx="${non2xx:-0}"
   sockerr=$(awk '/Socket errors/ {print}' "$2"); sockerr="${sockerr:-none}"
 }
