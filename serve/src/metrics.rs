@@ -662,7 +662,7 @@ impl Metrics {
         );
         counter(
             "waf_malformed_requests_total",
-            "Requests refused as malformed (400) before the WAF saw them.",
+            "Requests refused as malformed (400): by hyper before the WAF saw them, or for a request body whose framing is broken.",
             self.malformed.load(Ordering::Relaxed),
         );
         counter(

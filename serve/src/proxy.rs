@@ -616,6 +616,51 @@ where
     }
 }
 
+/// Whether reading a request body failed because the client framed it
+/// wrongly (a chunk size or extension hyper cannot parse, trailers over
+/// its limits: hyper's `InvalidInput` and `InvalidData`), not because the
+/// connection ended or failed. nginx answers those 400 ("client sent
+/// invalid chunked body"), and so does the proxy.
+fn malformed_body(e: &hyper::Error) -> bool {
+    std::error::Error::source(e)
+        .and_then(|s| s.downcast_ref::<std::io::Error>())
+        .is_some_and(|io| {
+            matches!(
+                io.kind(),
+                std::io::ErrorKind::InvalidInput | std::io::ErrorKind::InvalidData
+            )
+        })
+}
+
+/// A malformed request body's answer (see [`malformed_body`]): 400,
+/// counted with the malformed requests and written to the error log.
+fn malformed_body_response(
+    state: &State,
+    e: &hyper::Error,
+    remote: SocketAddr,
+    uri: &str,
+    tx: &Transaction<'_>,
+) -> Response<ProxyBody> {
+    state.metrics.malformed();
+    state.log.write(format!(
+        "waf serve: malformed request body refused (400): {} [client \"{remote}\"] [uri \"{}\"] [unique_id \"{}\"]",
+        error_chain(e).escape_debug(),
+        uri.escape_debug(),
+        tx.unique_id()
+    ));
+    local_response(StatusCode::BAD_REQUEST, "malformed request body\n")
+}
+
+/// The client's side of a request body that failed while it was streamed
+/// upstream ([`Capped`]'s error, among the upstream client's error's
+/// sources), if that is what failed.
+fn client_body_error<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a ProxyError> {
+    sources(e).find_map(|s| {
+        s.downcast_ref::<ProxyError>()
+            .filter(|p| matches!(p, ProxyError::Http(_) | ProxyError::BodyTooLarge))
+    })
+}
+
 /// A request hyper refused before the WAF saw it (malformed: a request
 /// target with characters RFC 3986 forbids, an unknown HTTP version, bad
 /// framing; hyper answered 400), or a client too slow with its headers:
@@ -1229,6 +1274,9 @@ async fn handle(
                 ))
             }
             Ok(None) => break,
+            Ok(Some(Err(e))) if malformed_body(&e) => {
+                return Ok(malformed_body_response(&state, &e, remote, &target, &tx))
+            }
             Ok(Some(Err(e))) => return Err(ProxyError::Http(e)),
             Ok(Some(Ok(frame))) => frame,
         };
@@ -1412,6 +1460,9 @@ async fn handle(
         if let Some(stats) = site.upstream.stats(i) {
             match &outcome {
                 Ok(Ok(r)) => stats.answered(r.status().as_u16(), took),
+                // The client's body failed (too large, malformed, cut
+                // off), not the server.
+                Ok(Err(e)) if client_body_error(e).is_some() => {}
                 _ => stats.failed(),
             }
         }
@@ -1458,9 +1509,7 @@ async fn handle(
                 "upstream timeout\n",
             ));
         }
-        Ok(Err(e))
-            if sources(&e).any(|s| matches!(s.downcast_ref(), Some(ProxyError::BodyTooLarge))) =>
-        {
+        Ok(Err(e)) if matches!(client_body_error(&e), Some(ProxyError::BodyTooLarge)) => {
             // The body streamed on went past the limit: the upload was cut,
             // and the client is told why.
             let _ = guard.run(5, || tx.process_logging());
@@ -1476,6 +1525,27 @@ async fn handle(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "request body too large\n",
             ));
+        }
+        Ok(Err(e)) if client_body_error(&e).is_some() => {
+            // The body streamed on broke on the client's side: malformed
+            // (answered 400, as when it is held), or cut off (the client
+            // is gone; the 400 is for the logs).
+            let response = match client_body_error(&e) {
+                Some(ProxyError::Http(h)) if malformed_body(h) => {
+                    malformed_body_response(&state, h, remote, &target, &tx)
+                }
+                _ => local_response(StatusCode::BAD_REQUEST, "request body cut off\n"),
+            };
+            let _ = guard.run(5, || tx.process_logging());
+            log_transaction(
+                &state,
+                &tx,
+                &Exchange {
+                    status: 400,
+                    ..exchange
+                },
+            );
+            return Ok(response);
         }
         Ok(Err(e)) => {
             state.metrics.upstream_error();

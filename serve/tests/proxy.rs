@@ -605,6 +605,67 @@ async fn malformed_http_is_400() {
     );
 }
 
+/// A request body whose chunked framing is broken (a chunk size that is
+/// not hexadecimal, a chunk extension with a bare LF, a bad size after a
+/// good chunk) is answered 400, as nginx answers "client sent invalid
+/// chunked body": whether the rules hold the body or it streams upstream
+/// (where the upstream's request fails with it, and the proxy had answered
+/// 502 and counted an upstream failure); counted with the malformed
+/// requests and logged.
+#[tokio::test]
+async fn malformed_request_bodies_are_400_held_or_streamed() {
+    let held = setup(text_rules(), None).await;
+    let streamed = setup(
+        RuleSource::Text {
+            name: "no-body.conf".into(),
+            text: "SecRuleEngine On\nSecRequestBodyAccess Off\n".into(),
+        },
+        None,
+    )
+    .await;
+    let bodies: [&[u8]; 3] = [
+        b"zz\r\nabc\r\n0\r\n\r\n",
+        b"3;x\nabc\r\n0\r\n\r\n",
+        b"5\r\nname=\r\nzz\r\n",
+    ];
+    for s in [&held, &streamed] {
+        for body in bodies {
+            let mut request = b"POST /form HTTP/1.1\r\nHost: x\r\n\
+                Content-Type: application/x-www-form-urlencoded\r\n\
+                Transfer-Encoding: chunked\r\n\r\n"
+                .to_vec();
+            request.extend_from_slice(body);
+            let (answer, _) = raw_answer(s.server.addr(), &request, Duration::from_secs(5)).await;
+            assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+            assert!(answer.ends_with("malformed request body\n"), "{answer}");
+        }
+        let metrics = s.server.metrics().render(Default::default());
+        assert!(
+            metrics.contains("waf_malformed_requests_total 3\n"),
+            "{metrics}"
+        );
+        assert!(
+            metrics.contains("waf_upstream_errors_total 0\n"),
+            "{metrics}"
+        );
+        assert!(
+            metrics
+                .lines()
+                .filter(|l| l.starts_with("waf_upstream_failures_total{"))
+                .all(|l| l.ends_with(" 0")),
+            "{metrics}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let log = s.log.text();
+        assert_eq!(
+            log.matches("malformed request body refused (400)").count(),
+            3,
+            "{log}"
+        );
+    }
+    assert_eq!(held.hits.load(Ordering::SeqCst), 0, "no held body went on");
+}
+
 #[tokio::test]
 async fn connect_is_refused_after_the_waf_saw_it() {
     let s = setup(text_rules(), None).await;
