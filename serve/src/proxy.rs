@@ -616,6 +616,37 @@ where
     }
 }
 
+/// The upstream failed before the client got a byte of its answer (it did
+/// not answer, or the response body held for phase 4 broke off or was
+/// malformed): 502, counted, and logged with `what` and the error's
+/// causes; the logging phase runs and the transaction is logged with 502.
+fn upstream_failed(
+    state: &State,
+    guard: &mut Guard<'_>,
+    tx: &mut Transaction<'_>,
+    exchange: &Exchange<'_>,
+    what: &str,
+    e: &(dyn std::error::Error + 'static),
+) -> Response<ProxyBody> {
+    state.metrics.upstream_error();
+    state.log.write(format!(
+        "waf serve: {what}: {} [uri \"{}\"] [unique_id \"{}\"]",
+        error_chain(e).escape_debug(),
+        exchange.uri.escape_debug(),
+        tx.unique_id()
+    ));
+    let _ = guard.run(5, || tx.process_logging());
+    log_transaction(
+        state,
+        tx,
+        &Exchange {
+            status: 502,
+            ..*exchange
+        },
+    );
+    local_response(StatusCode::BAD_GATEWAY, "upstream unavailable\n")
+}
+
 /// Whether reading a request body failed because the client framed it
 /// wrongly (a chunk size or extension hyper cannot parse, trailers over
 /// its limits: hyper's `InvalidInput` and `InvalidData`), not because the
@@ -1548,25 +1579,13 @@ async fn handle(
             return Ok(response);
         }
         Ok(Err(e)) => {
-            state.metrics.upstream_error();
-            state.log.write(format!(
-                "waf serve: upstream unavailable: {} [uri \"{}\"] [unique_id \"{}\"]",
-                error_chain(&e).escape_debug(),
-                target.escape_debug(),
-                tx.unique_id()
-            ));
-            let _ = guard.run(5, || tx.process_logging());
-            log_transaction(
+            return Ok(upstream_failed(
                 &state,
-                &tx,
-                &Exchange {
-                    status: 502,
-                    ..exchange
-                },
-            );
-            return Ok(local_response(
-                StatusCode::BAD_GATEWAY,
-                "upstream unavailable\n",
+                &mut guard,
+                &mut tx,
+                &exchange,
+                "upstream unavailable",
+                &e,
             ));
         }
         Ok(Ok(r)) => r,
@@ -1656,7 +1675,25 @@ async fn handle(
                 }
                 break;
             }
-            Some(Err(e)) => return Err(ProxyError::Http(e)),
+            // No byte of the answer has gone to the client yet: it gets
+            // a 502, as when the upstream does not answer (nginx's
+            // "upstream prematurely closed connection"), not a closed
+            // connection.
+            Some(Err(e)) => {
+                let x = Exchange {
+                    response_headers: Some(&rparts.headers),
+                    response_body: &buffered,
+                    ..exchange
+                };
+                return Ok(upstream_failed(
+                    &state,
+                    &mut guard,
+                    &mut tx,
+                    &x,
+                    "upstream response body broken off",
+                    &e,
+                ));
+            }
             Some(Ok(frame)) => {
                 let data = match frame.into_data() {
                     Ok(data) => data,

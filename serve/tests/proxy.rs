@@ -666,6 +666,55 @@ async fn malformed_request_bodies_are_400_held_or_streamed() {
     assert_eq!(held.hits.load(Ordering::SeqCst), 0, "no held body went on");
 }
 
+/// A response body held for phase 4 that the upstream breaks off (a bad
+/// chunk size, or fewer bytes than its `Content-Length`) is answered 502,
+/// as when the upstream does not answer: no byte of it has gone to the
+/// client, which got a closed connection and nothing logged before.
+#[tokio::test]
+async fn a_held_response_body_the_upstream_breaks_off_is_502() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let up = common::listen(|mut stream| async move {
+        let mut head = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+        }
+        let answer: &[u8] = if head.starts_with(b"GET /chunked ") {
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\
+              Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n"
+        } else {
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\
+              Content-Length: 100\r\n\r\nhello"
+        };
+        let _ = stream.write_all(answer).await;
+    })
+    .await;
+    let s = setup(text_rules(), Some(up)).await;
+    for path in ["/chunked", "/short"] {
+        let (status, _, body) = send(s.server.addr(), "GET", path, "")
+            .await
+            .expect("an answer, not a closed connection");
+        assert_eq!(status, StatusCode::BAD_GATEWAY, "{path}");
+        assert_eq!(body, "upstream unavailable\n", "{path}");
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let log = s.log.text();
+    assert_eq!(
+        log.matches("waf serve: upstream response body broken off: ")
+            .count(),
+        2,
+        "{log}"
+    );
+    let metrics = s.server.metrics().render(Default::default());
+    assert!(
+        metrics.contains("waf_upstream_errors_total 2\n"),
+        "{metrics}"
+    );
+}
+
 #[tokio::test]
 async fn connect_is_refused_after_the_waf_saw_it() {
     let s = setup(text_rules(), None).await;
