@@ -53,6 +53,14 @@ pub struct Collection {
     /// after the first (CRS's `TX` has ~150 by the end of phase 2, and rules
     /// read it hundreds of times per request).
     next_same: Vec<u32>,
+    /// Per live entry that is the first of its key's chain: the index of
+    /// the chain's last entry, where the next entry with that key is
+    /// linked. Without it each append walked the chain, and a keyless
+    /// collection (`MULTIPART_NAME`, `XML://@*`: every entry under the
+    /// empty key) of n entries took time in n² to fill: 0.33 s for a
+    /// multipart body of 16,000 parts, 2.8 s for an XML body of 40,000
+    /// attributes.
+    last_same: Vec<u32>,
 }
 
 /// A collection frozen for copying: its keys and values back to back in
@@ -71,6 +79,7 @@ pub struct Packed {
     spans: Vec<(u32, u32, u32, KeySelectors)>,
     index: Vec<u32>,
     next_same: Vec<u32>,
+    last_same: Vec<u32>,
 }
 
 impl Collection {
@@ -82,6 +91,7 @@ impl Collection {
             spans: Vec::with_capacity(live.len()),
             index: self.index.clone(),
             next_same: self.next_same[..self.len].to_vec(),
+            last_same: self.last_same[..self.len].to_vec(),
         };
         for e in live {
             let start = p.bytes.len() as u32;
@@ -118,6 +128,9 @@ impl Collection {
         self.next_same.clear();
         self.next_same.extend_from_slice(&p.next_same);
         self.next_same.resize(self.entries.len(), 0);
+        self.last_same.clear();
+        self.last_same.extend_from_slice(&p.last_same);
+        self.last_same.resize(self.entries.len(), 0);
     }
 
     pub fn clear(&mut self) {
@@ -146,6 +159,7 @@ impl Collection {
         if self.len == self.entries.len() {
             self.entries.push(Entry::default());
             self.next_same.push(0);
+            self.last_same.push(0);
         }
         let i = self.len;
         let e = &mut self.entries[i];
@@ -156,24 +170,21 @@ impl Collection {
         e.selectors = KeySelectors::default();
         self.len += 1;
         self.next_same[i] = 0;
+        self.last_same[i] = i as u32;
         i
     }
 
-    /// Indexes entry `i` and appends it to its key's chain (one hash, one
-    /// probe sequence for both).
+    /// Indexes entry `i` (appended: the last with its key) and appends it
+    /// to its key's chain (one hash, one probe sequence for both).
     fn link(&mut self, i: usize) {
-        if let Some(first) = self.index_insert(i) {
-            let last = self.last_same(first);
-            self.next_same[last] = i as u32 + 1;
+        match self.index_insert(i) {
+            Some(first) => {
+                let last = self.last_same[first] as usize;
+                self.next_same[last] = i as u32 + 1;
+                self.last_same[first] = i as u32;
+            }
+            None => self.last_same[i] = i as u32,
         }
-    }
-
-    /// The last entry of the same-key chain that starts at `i`.
-    fn last_same(&self, mut i: usize) -> usize {
-        while self.next_same[i] != 0 {
-            i = (self.next_same[i] - 1) as usize;
-        }
-        i
     }
 
     /// Rebuilds the index (growing it to at least twice the live entries).
@@ -331,15 +342,16 @@ impl Collection {
         if self.position(key).is_none() {
             return;
         }
-        let mut i = 0;
-        while i < self.len {
-            if self.entries[i].key.eq_ignore_ascii_case(key) {
-                self.entries[i..self.len].rotate_left(1);
-                self.len -= 1;
-            } else {
-                i += 1;
+        // The kept entries move down in order, in one pass (not a shift of
+        // the rest per removed entry).
+        let mut kept = 0;
+        for i in 0..self.len {
+            if !self.entries[i].key.eq_ignore_ascii_case(key) {
+                self.entries.swap(kept, i);
+                kept += 1;
             }
         }
+        self.len = kept;
         self.reindex();
     }
 }
@@ -466,6 +478,37 @@ mod tests {
             want.with_key(b"key0").count()
         );
         assert_eq!(dst.get(b"SEL"), Some(&b"x"[..]));
+    }
+
+    #[test]
+    fn a_keyless_collection_chains_all_its_entries_in_order() {
+        // As `MULTIPART_NAME` and `XML://@*` are filled: every entry under
+        // the empty key, the index growing many times, other keys between.
+        let mut c = Collection::default();
+        for i in 0..5000u32 {
+            c.push(b"", i.to_string().as_bytes());
+            if i % 1000 == 0 {
+                c.push(b"other", b"o");
+            }
+        }
+        let values = |c: &Collection, k: &[u8]| -> Vec<Vec<u8>> {
+            c.with_key(k).map(|e| e.value.clone()).collect()
+        };
+        let want: Vec<Vec<u8>> = (0..5000u32).map(|i| i.to_string().into_bytes()).collect();
+        assert_eq!(values(&c, b""), want);
+        // A packed copy goes on chaining at the end.
+        let mut copy = Collection::default();
+        copy.copy_from_packed(&c.pack());
+        copy.push(b"", b"last");
+        let mut longer = want.clone();
+        longer.push(b"last".to_vec());
+        assert_eq!(values(&copy, b""), longer);
+        // So does the collection once another key is removed.
+        c.remove(b"OTHER");
+        assert_eq!(c.len(), 5000);
+        c.push(b"", b"last");
+        assert_eq!(values(&c, b""), longer);
+        assert_eq!(c.get(b"other"), None);
     }
 
     #[test]
