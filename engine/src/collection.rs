@@ -55,11 +55,11 @@ pub struct Collection {
     next_same: Vec<u32>,
     /// Per live entry that is the first of its key's chain: the index of
     /// the chain's last entry, where the next entry with that key is
-    /// linked. Without it each append walked the chain, and a keyless
-    /// collection (`MULTIPART_NAME`, `XML://@*`: every entry under the
-    /// empty key) of n entries took time in n² to fill: 0.33 s for a
-    /// multipart body of 16,000 parts, 2.8 s for an XML body of 40,000
-    /// attributes.
+    /// linked. Without it each append walked the chain, and n entries
+    /// under one key took time in n² to file: a keyless collection's
+    /// (`MULTIPART_NAME`, `XML://@*`: all under the empty key), 0.33 s for
+    /// a multipart body of 16,000 parts, 2.8 s for an XML body of 40,000
+    /// attributes; `ARGS` of a body repeating one name 8,000 times, 0.18 s.
     last_same: Vec<u32>,
 }
 
