@@ -1540,28 +1540,15 @@ async fn handle(
                 "upstream timeout\n",
             ));
         }
-        Ok(Err(e)) if matches!(client_body_error(&e), Some(ProxyError::BodyTooLarge)) => {
-            // The body streamed on went past the limit: the upload was cut,
-            // and the client is told why.
-            let _ = guard.run(5, || tx.process_logging());
-            log_transaction(
-                &state,
-                &tx,
-                &Exchange {
-                    status: 413,
-                    ..exchange
-                },
-            );
-            return Ok(local_response(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "request body too large\n",
-            ));
-        }
         Ok(Err(e)) if client_body_error(&e).is_some() => {
-            // The body streamed on broke on the client's side: malformed
-            // (answered 400, as when it is held), or cut off (the client
+            // The body streamed on failed on the client's side: past the
+            // limit (the upload was cut, and the client is told why),
+            // malformed (400, as when it is held), or cut off (the client
             // is gone; the 400 is for the logs).
             let response = match client_body_error(&e) {
+                Some(ProxyError::BodyTooLarge) => {
+                    local_response(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n")
+                }
                 Some(ProxyError::Http(h)) if malformed_body(h) => {
                     malformed_body_response(&state, h, remote, &target, &tx)
                 }
@@ -1572,7 +1559,7 @@ async fn handle(
                 &state,
                 &tx,
                 &Exchange {
-                    status: 400,
+                    status: response.status().as_u16(),
                     ..exchange
                 },
             );
