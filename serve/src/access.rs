@@ -7,7 +7,8 @@
 //! Fields, in this order: `ts` (seconds since the epoch, as Caddy's JSON
 //! logs), `client_ip` (after the trusted proxies), `peer_ip` (only when it
 //! differs: the trusted proxy it came through), `method`, `host`, `uri`,
-//! `proto`, `status` (0 when no response was made: the connection failed),
+//! `proto`, `status` (0 when no response was made: the connection failed;
+//! 499, as nginx logs it, when the client left before its answer),
 //! `duration` (seconds, until the response headers were ready), `waf_time`
 //! (the engine's seconds on it), `unique_id`, `site` (manifest), `upstream`
 //! (the server the request went to, as nginx's `$upstream_addr`),
@@ -20,9 +21,13 @@
 //! transaction, which rule), through a task-local: no signature in the
 //! request path carries it.
 
+use crate::log::ErrorLog;
 use std::cell::RefCell;
+use std::future::Future;
 use std::net::IpAddr;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// What the handler learnt about a request, for its access-log line.
 #[derive(Default)]
@@ -51,14 +56,92 @@ pub(crate) fn note(f: impl FnOnce(&mut Note)) {
     let _ = NOTE.try_with(|n| f(&mut n.borrow_mut()));
 }
 
-/// Runs `request` with a note to fill; its output and the note.
-pub(crate) async fn noted<F: std::future::Future>(request: F) -> (F::Output, Note) {
-    NOTE.scope(RefCell::new(Note::default()), async {
-        let out = request.await;
-        let note = NOTE.with(|n| std::mem::take(&mut *n.borrow_mut()));
-        (out, note)
-    })
-    .await
+/// Runs `request` with a note to fill; its output and the note, and
+/// `outcome` back, to record once the answer's status is known. If the
+/// request is dropped before its end (hyper drops a request whose client
+/// left), `outcome` is recorded as it drops, with nginx's 499, after the
+/// request itself is dropped (whatever it notes as it goes counts).
+pub(crate) async fn noted<F>(request: F, outcome: Outcome) -> (F::Output, Note, Outcome)
+where
+    F: Future + Unpin,
+{
+    let running = Running {
+        request: Some(request),
+        outcome: Some(outcome),
+    };
+    NOTE.scope(RefCell::new(Note::default()), running).await
+}
+
+/// [`noted`]'s request inside the note's scope.
+struct Running<F> {
+    request: Option<F>,
+    outcome: Option<Outcome>,
+}
+
+impl<F: Future + Unpin> Future for Running<F> {
+    type Output = (F::Output, Note, Outcome);
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some(request) = self.request.as_mut() else {
+            // Polled after its end: hyper never does.
+            return Poll::Pending;
+        };
+        let out = std::task::ready!(Pin::new(request).poll(cx));
+        self.request = None;
+        let note = take_note();
+        match self.outcome.take() {
+            Some(outcome) => Poll::Ready((out, note, outcome)),
+            None => Poll::Pending,
+        }
+    }
+}
+
+impl<F> Drop for Running<F> {
+    fn drop(&mut self) {
+        if let Some(outcome) = self.outcome.take() {
+            // The request first: its own guards still fill the note.
+            self.request = None;
+            outcome.record(&take_note(), CLIENT_CLOSED);
+        }
+    }
+}
+
+/// nginx's status for a request whose client closed the connection before
+/// the answer (none was sent: the status is for the logs).
+pub(crate) const CLIENT_CLOSED: u16 = 499;
+
+fn take_note() -> Note {
+    NOTE.try_with(|n| std::mem::take(&mut *n.borrow_mut()))
+        .unwrap_or_default()
+}
+
+/// What a request's end records besides the note: its site's counts and,
+/// with an access log, its line.
+pub(crate) struct Outcome {
+    line: Option<(ErrorLog, Seen)>,
+    start: Instant,
+}
+
+impl Outcome {
+    /// Taken before the request is handed over (`access`: the access log,
+    /// if there is one).
+    pub(crate) fn of<B>(access: Option<ErrorLog>, req: &hyper::Request<B>, peer: IpAddr) -> Self {
+        Outcome {
+            line: access.map(|log| (log, Seen::of(req, peer))),
+            start: Instant::now(),
+        }
+    }
+
+    /// Records the request's end with the status its client got (0: the
+    /// connection failed before a response).
+    pub(crate) fn record(self, note: &Note, status: u16) {
+        if let Some(site) = &note.site {
+            site.record(status, note.blocked);
+        }
+        if let Some((log, seen)) = self.line {
+            log.write(line(&seen, note, status, self.start.elapsed()));
+        }
+    }
 }
 
 /// The request line and headers the line needs, taken before the request
@@ -165,17 +248,86 @@ fn seconds(d: Duration) -> f64 {
 mod tests {
     use super::*;
 
+    fn request() -> hyper::Request<()> {
+        hyper::Request::builder()
+            .uri("/slow")
+            .header("host", "shop.example")
+            .body(())
+            .expect("request")
+    }
+
     #[tokio::test]
     async fn the_note_is_filled_inside_the_scope_only() {
         note(|n| n.rule_id = Some(1));
-        let ((), n) = noted(async {
-            note(|n| n.rule_id = Some(942100));
-            tokio::task::yield_now().await;
-            note(|n| n.site = Some(crate::metrics::SiteCounts::new("shop")));
-        })
+        let outcome = Outcome::of(None, &request(), "10.0.0.5".parse().expect("ip"));
+        let ((), n, _) = noted(
+            Box::pin(async {
+                note(|n| n.rule_id = Some(942100));
+                tokio::task::yield_now().await;
+                note(|n| n.site = Some(crate::metrics::SiteCounts::new("shop")));
+            }),
+            outcome,
+        )
         .await;
         let site = n.site.as_ref().map(|s| s.name.to_string());
         assert_eq!((n.rule_id, site.as_deref()), (Some(942100), Some("shop")));
+    }
+
+    /// What an access log wrote.
+    #[derive(Clone, Default)]
+    struct Written(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Written {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if let Ok(mut w) = self.0.lock() {
+                w.extend_from_slice(buf);
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Notes the WAF's time when dropped, as the proxy's transaction does
+    /// when hyper drops a request.
+    struct LoggedOnDrop;
+
+    impl Drop for LoggedOnDrop {
+        fn drop(&mut self) {
+            note(|n| n.waf_time += Duration::from_micros(1500));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_request_dropped_before_its_end_is_recorded_with_499() {
+        let written = Written::default();
+        let log = ErrorLog::to_writer(Box::new(written.clone()));
+        let outcome = Outcome::of(
+            Some(log.clone()),
+            &request(),
+            "10.0.0.5".parse().expect("ip"),
+        );
+        let request = Box::pin(async {
+            note(|n| n.rule_id = Some(942100));
+            let _logged = LoggedOnDrop;
+            // An upstream that never answers.
+            std::future::pending::<()>().await;
+        });
+        let gave_up =
+            tokio::time::timeout(Duration::from_millis(20), noted(request, outcome)).await;
+        assert!(gave_up.is_err());
+        assert!(log.flush(Duration::from_secs(5)).await);
+        let text = written.0.lock().map(|w| w.clone()).unwrap_or_default();
+        let text = String::from_utf8_lossy(&text);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 1, "{text}");
+        let v: serde_json::Value = serde_json::from_str(lines[0]).expect("JSON");
+        assert_eq!(v["status"], 499);
+        assert_eq!(v["uri"], "/slow");
+        assert_eq!(v["rule_id"], 942100);
+        // Noted by the request as it dropped, before the line was made.
+        assert_eq!(v["waf_time"], 0.0015);
     }
 
     #[test]

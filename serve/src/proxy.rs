@@ -427,17 +427,14 @@ async fn serve_connection(
                 local,
                 tls: secure,
             };
-            let access = state.access.clone();
-            let seen = access.as_ref().map(|_| access::Seen::of(&req, remote.ip()));
-            let start = Instant::now();
+            let outcome = access::Outcome::of(state.access.clone(), &req, remote.ip());
             let version = req.version();
             let metrics = state.metrics.clone();
             // The request's future is big (its transaction, ~5 KB, and
             // every await's state): on the heap, the wrappers and hyper's
             // dispatcher move a pointer, not kilobytes, at each step.
-            let request = Box::pin(handle(state, &client, req, conn));
-            let (out, note) = access::noted(log.written_before(request)).await;
-            let mut out = out;
+            let request = Box::pin(log.written_before(handle(state, &client, req, conn)));
+            let (mut out, note, outcome) = access::noted(request, outcome).await;
             // Draining: an HTTP/1.x client's next request is answered and
             // its connection closed after it (hyper honours the header),
             // so that the client reconnects (to the process that took the
@@ -453,13 +450,7 @@ async fn serve_connection(
                         .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
                 }
             }
-            let status = out.as_ref().map_or(0, |r| r.status().as_u16());
-            if let Some(site) = &note.site {
-                site.record(status, note.blocked);
-            }
-            if let (Some(access), Some(seen)) = (access, seen) {
-                access.write(access::line(&seen, &note, status, start.elapsed()));
-            }
+            outcome.record(&note, out.as_ref().map_or(0, |r| r.status().as_u16()));
             out
         }
     });
@@ -623,7 +614,7 @@ where
 fn upstream_failed(
     state: &State,
     guard: &mut Guard<'_>,
-    tx: &mut Transaction<'_>,
+    tx: &mut Pending<'_, '_>,
     exchange: &Exchange<'_>,
     what: &str,
     e: &(dyn std::error::Error + 'static),
@@ -635,10 +626,8 @@ fn upstream_failed(
         exchange.uri.escape_debug(),
         tx.unique_id()
     ));
-    let _ = guard.run(5, || tx.process_logging());
-    log_transaction(
-        state,
-        tx,
+    tx.end(
+        guard,
         &Exchange {
             status: 502,
             ..*exchange
@@ -853,18 +842,133 @@ fn hop_by_hop(name: &HeaderName) -> bool {
     )
 }
 
-/// Writes the matched rules that log, and the intervention, to the error
-/// log; and the transaction to the audit log when it is relevant.
-fn log_transaction(state: &State, tx: &Transaction<'_>, x: &Exchange<'_>) {
-    state.metrics.engine(tx);
-    for line in tx.log_lines() {
-        state.log.write(line);
+/// nginx's status in its access log for a request whose client closed the
+/// connection before the answer: no response was sent, the status is for
+/// the logs.
+const CLIENT_CLOSED: u16 = 499;
+
+/// A request's transaction until it is logged. The logging phase and the
+/// log ([`Pending::log`]: error-log lines, audit record, the engine's
+/// counters) happen once, on whichever path answers. A request hyper drops
+/// before that (its client left while it waited for the upstream, or
+/// while it sent its body) is logged when this drops, with nginx's 499:
+/// the rules that matched still have their lines, as warnings under the
+/// anomaly threshold and everything in `DetectionOnly` must.
+struct Pending<'s, 'r> {
+    state: &'s State,
+    tx: Transaction<'r>,
+    /// The request as a drop logs it (its body and the response are the
+    /// answering paths' to give).
+    request: Exchange<'s>,
+    logged: bool,
+}
+
+impl<'s, 'r> Pending<'s, 'r> {
+    fn new(state: &'s State, tx: Transaction<'r>, request: Exchange<'s>) -> Pending<'s, 'r> {
+        Pending {
+            state,
+            tx,
+            request,
+            logged: false,
+        }
     }
-    if let (Some(audit_log), Some(parts)) = (&state.audit, tx.audit_log_parts()) {
-        audit_log.write(audit::record(tx, x, parts));
+
+    /// Writes the matched rules that log, and the intervention, to the
+    /// error log; and the transaction to the audit log when it is
+    /// relevant. Only the first call writes.
+    fn log(&mut self, x: &Exchange<'_>) {
+        if std::mem::replace(&mut self.logged, true) {
+            return;
+        }
+        let (state, tx) = (self.state, &self.tx);
+        state.metrics.engine(tx);
+        for line in tx.log_lines() {
+            state.log.write(line);
+        }
+        if let (Some(audit_log), Some(parts)) = (&state.audit, tx.audit_log_parts()) {
+            audit_log.write(audit::record(tx, x, parts));
+        }
+        if state.config().profile {
+            state.metrics.profile(tx);
+        }
     }
-    if state.config().profile {
-        state.metrics.profile(tx);
+
+    /// Runs the logging phase and logs the transaction as `x` says.
+    fn end(&mut self, guard: &mut Guard<'_>, x: &Exchange<'_>) {
+        let _ = guard.run(5, || self.tx.process_logging());
+        self.log(x);
+    }
+
+    /// Ends the transaction with an answer the proxy made itself (a limit,
+    /// a timeout, a bad request target), logged with its status.
+    fn answer(
+        &mut self,
+        guard: &mut Guard<'_>,
+        x: &Exchange<'_>,
+        r: Response<ProxyBody>,
+    ) -> Response<ProxyBody> {
+        self.end(
+            guard,
+            &Exchange {
+                status: r.status().as_u16(),
+                ..*x
+            },
+        );
+        r
+    }
+
+    /// Ends the transaction unlogged: the engine failed on it, and the
+    /// proxy's own error-log line says so.
+    fn dismiss(&mut self) {
+        self.logged = true;
+    }
+}
+
+impl<'r> std::ops::Deref for Pending<'_, 'r> {
+    type Target = Transaction<'r>;
+
+    fn deref(&self) -> &Transaction<'r> {
+        &self.tx
+    }
+}
+
+impl<'r> std::ops::DerefMut for Pending<'_, 'r> {
+    fn deref_mut(&mut self) -> &mut Transaction<'r> {
+        &mut self.tx
+    }
+}
+
+impl Drop for Pending<'_, '_> {
+    fn drop(&mut self) {
+        // A panic unwinding through the request is a bug of its own: no
+        // engine run on top of it.
+        if self.logged || std::thread::panicking() {
+            return;
+        }
+        let start = Instant::now();
+        let tx = &mut self.tx;
+        let ran = std::panic::catch_unwind(AssertUnwindSafe(|| tx.process_logging()));
+        let took = start.elapsed();
+        access::note(|n| n.waf_time += took);
+        self.state.metrics.phase_time(5, took);
+        if ran.is_err() {
+            self.state.metrics.engine_failure();
+            self.logged = true;
+            return;
+        }
+        let x = Exchange {
+            status: CLIENT_CLOSED,
+            ..self.request
+        };
+        self.log(&x);
+    }
+}
+
+/// `x` with the part of the request body read so far.
+fn with_body<'a>(x: &Exchange<'a>, body: &'a [u8]) -> Exchange<'a> {
+    Exchange {
+        request_body: body,
+        ..*x
     }
 }
 
@@ -872,13 +976,13 @@ fn log_transaction(state: &State, tx: &Transaction<'_>, x: &Exchange<'_>) {
 /// intervention.
 fn finish_with_intervention(
     state: &State,
-    tx: &mut Transaction<'_>,
+    tx: &mut Pending<'_, '_>,
     x: &Exchange<'_>,
     page: Option<&BlockPage>,
 ) -> Result<Response<ProxyBody>, BoxError> {
     tx.process_logging();
     let status = tx.intervention().map_or(500, |i| i.status);
-    log_transaction(state, tx, &Exchange { status, ..*x });
+    tx.log(&Exchange { status, ..*x });
     match tx.intervention() {
         Some(i) => {
             access::note(|n| {
@@ -981,10 +1085,11 @@ impl<'a> Guard<'a> {
 }
 
 /// The answer to a request the engine could not finish under `on_error:
-/// closed`.
+/// closed`. Its transaction is not logged: this function's line says what
+/// happened.
 fn fault_response(
     state: &State,
-    tx: &mut Transaction<'_>,
+    tx: &mut Pending<'_, '_>,
     fault: Fault,
     uri: &str,
 ) -> Response<ProxyBody> {
@@ -1001,6 +1106,7 @@ fn fault_response(
         uri.escape_debug(),
         tx.unique_id()
     ));
+    tx.dismiss();
     local_response(StatusCode::SERVICE_UNAVAILABLE, "request not checked\n")
 }
 
@@ -1202,6 +1308,24 @@ async fn handle(
         tx.remove_rules_by_id(0, u64::MAX);
     }
     let mut guard = Guard::new(&state);
+    let version = String::from_utf8_lossy(version_text).into_owned();
+    let request = Exchange {
+        remote,
+        local,
+        method: parts.method.as_str(),
+        uri: &target,
+        version: &version,
+        request_headers: &parts.headers,
+        request_body: &[],
+        status: 0,
+        response_headers: None,
+        response_body: &[],
+    };
+    // From here on, every way out logs the transaction once (see Pending).
+    let mut tx = Pending::new(&state, tx, request);
+    // What the paths that answer log: the request's body once read, the
+    // response once there is one.
+    let mut exchange = request;
 
     // Phase 1.
     let phase1 = guard.run(1, || {
@@ -1229,28 +1353,13 @@ async fn handle(
     if let Err(f) = phase1 {
         return Ok(fault_response(&state, &mut tx, f, &target));
     }
-    let version = String::from_utf8_lossy(version_text).into_owned();
-    let mut exchange = Exchange {
-        remote,
-        local,
-        method: parts.method.as_str(),
-        uri: &target,
-        version: &version,
-        request_headers: &parts.headers,
-        request_body: &[],
-        status: 0,
-        response_headers: None,
-        response_body: &[],
-    };
     if tx.intervention().is_some() {
         return finish_with_intervention(&state, &mut tx, &exchange, site.block_page.as_deref());
     }
     if parts.method == hyper::Method::CONNECT {
         // A reverse proxy opens no tunnels; the WAF still saw and logged it.
-        let _ = guard.run(5, || tx.process_logging());
-        log_transaction(
-            &state,
-            &tx,
+        tx.end(
+            &mut guard,
             &Exchange {
                 status: 405,
                 ..exchange
@@ -1272,10 +1381,8 @@ async fn handle(
         .exact()
         .is_some_and(|n| n > max_body as u64)
     {
-        return Ok(local_response(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "request body too large\n",
-        ));
+        let r = local_response(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n");
+        return Ok(tx.answer(&mut guard, &exchange, r));
     }
 
     // The request body: fed while the engine wants it, held until phase 2.
@@ -1299,16 +1406,24 @@ async fn handle(
     while wanted {
         let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
             Err(_) => {
-                return Ok(local_response(
-                    StatusCode::REQUEST_TIMEOUT,
-                    "request body timeout\n",
-                ))
+                let r = local_response(StatusCode::REQUEST_TIMEOUT, "request body timeout\n");
+                return Ok(tx.answer(&mut guard, &with_body(&exchange, &held), r));
             }
             Ok(None) => break,
             Ok(Some(Err(e))) if malformed_body(&e) => {
-                return Ok(malformed_body_response(&state, &e, remote, &target, &tx))
+                let r = malformed_body_response(&state, &e, remote, &target, &tx);
+                return Ok(tx.answer(&mut guard, &with_body(&exchange, &held), r));
             }
-            Ok(Some(Err(e))) => return Err(ProxyError::Http(e)),
+            Ok(Some(Err(e))) => {
+                // The client is gone with its body half sent: nginx logs
+                // that 400 too.
+                let x = Exchange {
+                    status: 400,
+                    ..with_body(&exchange, &held)
+                };
+                tx.end(&mut guard, &x);
+                return Err(ProxyError::Http(e));
+            }
             Ok(Some(Ok(frame))) => frame,
         };
         let data = match frame.into_data() {
@@ -1320,13 +1435,11 @@ async fn handle(
         };
         state.metrics.body_bytes(data.len());
         if held.len() + data.len() > max_body {
-            return Ok(local_response(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "request body too large\n",
-            ));
+            let r = local_response(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n");
+            return Ok(tx.answer(&mut guard, &with_body(&exchange, &held), r));
         }
         if !lease.grow(&state.metrics, data.len(), state.config().max_held_bodies) {
-            return Ok(over_budget());
+            return Ok(tx.answer(&mut guard, &with_body(&exchange, &held), over_budget()));
         }
         if wanted {
             let fed = feed.feed(&mut tx, &data, |tx, b| feed_request_body(&mut guard, tx, b));
@@ -1336,10 +1449,7 @@ async fn handle(
             };
             if tx.intervention().is_some() {
                 held.extend_from_slice(&data);
-                let x = Exchange {
-                    request_body: &held,
-                    ..exchange
-                };
+                let x = with_body(&exchange, &held);
                 return finish_with_intervention(&state, &mut tx, &x, site.block_page.as_deref());
             }
         }
@@ -1358,10 +1468,7 @@ async fn handle(
             return Ok(fault_response(&state, &mut tx, f, &target));
         }
         if tx.intervention().is_some() {
-            let x = Exchange {
-                request_body: &held,
-                ..exchange
-            };
+            let x = with_body(&exchange, &held);
             return finish_with_intervention(&state, &mut tx, &x, site.block_page.as_deref());
         }
     }
@@ -1447,10 +1554,8 @@ async fn handle(
         tried |= 1 << i;
         access::note(|n| n.upstream = Some(server.url.clone()));
         let Ok(uri) = server.uri(path_and_query) else {
-            return Ok(local_response(
-                StatusCode::BAD_REQUEST,
-                "bad request target\n",
-            ));
+            let r = local_response(StatusCode::BAD_REQUEST, "bad request target\n");
+            return Ok(tx.answer(&mut guard, &exchange, r));
         };
         let replay = site.upstream.untried(tried);
         let body = match &streamed {
@@ -1526,10 +1631,8 @@ async fn handle(
     let response = match sent {
         Err(_) => {
             state.metrics.upstream_error();
-            let _ = guard.run(5, || tx.process_logging());
-            log_transaction(
-                &state,
-                &tx,
+            tx.end(
+                &mut guard,
                 &Exchange {
                     status: 504,
                     ..exchange
@@ -1554,10 +1657,8 @@ async fn handle(
                 }
                 _ => local_response(StatusCode::BAD_REQUEST, "request body cut off\n"),
             };
-            let _ = guard.run(5, || tx.process_logging());
-            log_transaction(
-                &state,
-                &tx,
+            tx.end(
+                &mut guard,
                 &Exchange {
                     status: response.status().as_u16(),
                     ..exchange
@@ -1619,10 +1720,8 @@ async fn handle(
     }
     if !inspect || coding == crate::encoding::Coding::Other {
         // Streamed untouched: SSE, downloads, anything not inspected.
-        let _ = guard.run(5, || tx.process_logging());
-        log_transaction(
-            &state,
-            &tx,
+        tx.end(
+            &mut guard,
             &Exchange {
                 status: rparts.status.as_u16(),
                 response_headers: Some(&rparts.headers),
@@ -1723,10 +1822,8 @@ async fn handle(
                     }
                 }
                 if !lease.grow(&state.metrics, data.len(), state.config().max_held_bodies) {
-                    let _ = guard.run(5, || tx.process_logging());
-                    log_transaction(
-                        &state,
-                        &tx,
+                    tx.end(
+                        &mut guard,
                         &Exchange {
                             status: 503,
                             ..exchange
@@ -1764,8 +1861,7 @@ async fn handle(
     if tx.intervention().is_some() {
         return finish_with_intervention(&state, &mut tx, &x, site.block_page.as_deref());
     }
-    let _ = guard.run(5, || tx.process_logging());
-    log_transaction(&state, &tx, &x);
+    tx.end(&mut guard, &x);
     let head = Full::new(Bytes::from(buffered)).map_err(|never| match never {});
     let body: ProxyBody = if rbody.is_end_stream() {
         with_trailers(head, response_trailers)
@@ -1909,7 +2005,7 @@ fn over_budget() -> Response<ProxyBody> {
 fn switch_protocols(
     state: &Arc<State>,
     guard: &mut Guard<'_>,
-    tx: &mut Transaction<'_>,
+    tx: &mut Pending<'_, '_>,
     exchange: Exchange<'_>,
     mut rparts: hyper::http::response::Parts,
     client_side: Option<hyper::upgrade::OnUpgrade>,
@@ -1921,10 +2017,8 @@ fn switch_protocols(
         (client_side, upstream_side, protocol)
     else {
         state.metrics.upstream_error();
-        let _ = guard.run(5, || tx.process_logging());
-        log_transaction(
-            state,
-            tx,
+        tx.end(
+            guard,
             &Exchange {
                 status: 502,
                 ..exchange
@@ -1941,10 +2035,8 @@ fn switch_protocols(
     } else {
         crate::upgrade::mark(&mut rparts.headers, protocol);
     }
-    let _ = guard.run(5, || tx.process_logging());
-    log_transaction(
-        state,
-        tx,
+    tx.end(
+        guard,
         &Exchange {
             status: rparts.status.as_u16(),
             response_headers: Some(&rparts.headers),

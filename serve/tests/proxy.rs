@@ -547,6 +547,93 @@ async fn a_body_that_stops_coming_is_408_and_never_forwarded() {
     assert_eq!(s.hits.load(Ordering::SeqCst), 0);
 }
 
+/// A request is logged whatever ends it: a client that leaves while its
+/// request waits for the upstream (closing its HTTP/1.1 connection, or
+/// resetting its HTTP/2 stream) gets the logging phase, the error-log
+/// lines of the rules that matched and an access-log line with nginx's
+/// 499; one whose body stops coming, the same with its 408.
+#[tokio::test]
+async fn requests_are_logged_when_the_client_leaves_or_its_body_stops() {
+    let rules = format!(
+        "{RULES}
+SecRule REQUEST_URI \"@beginsWith /slow\" \"id:5,phase:1,pass,log,msg:'slow page asked'\"
+SecRule REQUEST_URI \"@beginsWith /slow\" \"id:6,phase:5,pass,log,msg:'logging phase'\"
+"
+    );
+    let source = RuleSource::Text {
+        name: "serve-test.conf".into(),
+        text: rules,
+    };
+    let s = setup_with(source, None, |c| {
+        c.upstream_timeout = Duration::from_secs(10);
+        c.body_timeout = Duration::from_millis(500);
+    })
+    .await;
+    let addr = s.server.addr();
+    // The backend answers /slow after 3 s; this client leaves after 300 ms.
+    let stream = connect_and_write(
+        addr,
+        b"GET /slow?left=1 HTTP/1.1\r\nHost: example.com\r\n\r\n",
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(stream);
+    // An HTTP/2 client cancels its stream (RST_STREAM) and keeps its
+    // connection.
+    let (mut h2, _conn) = h2_connect(addr).await;
+    let req = hyper::Request::builder()
+        .uri("http://example.com/slow?reset=1")
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .expect("request");
+    let reset = tokio::time::timeout(Duration::from_millis(300), h2.send_request(req)).await;
+    assert!(reset.is_err(), "{reset:?}");
+    let (answer, _) = raw_answer(
+        addr,
+        b"POST /slow?half=1 HTTP/1.1\r\nHost: example.com\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\na=1",
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    // The writers are threads: wait (bounded) for both access-log lines.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let lines = loop {
+        let lines: Vec<serde_json::Value> = s
+            .access
+            .text()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect();
+        if lines.len() >= 3 || std::time::Instant::now() > deadline {
+            break lines;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    let log = s.log.text();
+    for (uri, status) in [
+        ("/slow?left=1", 499),
+        ("/slow?reset=1", 499),
+        ("/slow?half=1", 408),
+    ] {
+        let line = lines
+            .iter()
+            .find(|l| l["uri"] == uri)
+            .unwrap_or_else(|| panic!("no access-log line for {uri}: {lines:?}"));
+        assert_eq!(line["status"], status, "{line}");
+        assert!(line["waf_time"].as_f64().is_some_and(|t| t > 0.0), "{line}");
+        let id = line["unique_id"].as_str().expect("unique_id");
+        for rule in ["5", "6"] {
+            assert!(
+                log.lines().any(|l| l.contains(&format!("[id \"{rule}\"]"))
+                    && l.contains(&format!("[unique_id \"{id}\"]"))),
+                "no line of rule {rule} for {uri}: {log}"
+            );
+        }
+    }
+    // The first two reached the backend; the half body never did.
+    assert_eq!(s.hits.load(Ordering::SeqCst), 2);
+}
+
 #[tokio::test]
 async fn a_client_leaving_mid_body_leaves_the_proxy_serving() {
     let s = setup(text_rules(), None).await;
