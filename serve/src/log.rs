@@ -18,13 +18,21 @@
 use std::cell::Cell;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// Lines waiting for the writer before new ones are dropped.
 const QUEUE: usize = 8192;
+
+/// Bytes waiting for the writer (queued, or gathered and not yet written)
+/// before new lines are dropped. Lines alone bound nothing: an audit
+/// record carries a request's body, and 8,192 records of 13 MB bodies
+/// (CRS's usual `SecRequestBodyLimit`) would be 100 GB held for a slow
+/// disk. A line is taken while the bytes waiting are under the bound, so
+/// one longer than it still goes when the writer has caught up.
+const QUEUE_BYTES: usize = 64 << 20;
 
 /// Bytes gathered before a write while more lines are queued.
 const BATCH_BYTES: usize = 256 * 1024;
@@ -103,6 +111,8 @@ tokio::task_local! {
 #[derive(Clone)]
 pub struct ErrorLog {
     tx: Option<SyncSender<Item>>,
+    /// Bytes of lines waiting for the writer (see [`QUEUE_BYTES`]).
+    waiting: Arc<AtomicUsize>,
     dropped: Arc<AtomicU64>,
     late: Arc<AtomicU64>,
 }
@@ -112,6 +122,7 @@ impl ErrorLog {
     pub fn none() -> ErrorLog {
         ErrorLog {
             tx: None,
+            waiting: Arc::new(AtomicUsize::new(0)),
             dropped: Arc::new(AtomicU64::new(0)),
             late: Arc::new(AtomicU64::new(0)),
         }
@@ -135,13 +146,23 @@ impl ErrorLog {
 
     fn spawn(mut sink: Sink) -> ErrorLog {
         let (tx, rx) = sync_channel::<Item>(QUEUE);
+        let waiting = Arc::new(AtomicUsize::new(0));
+        let written = waiting.clone();
         std::thread::Builder::new()
             .name("waf-error-log".into())
             .spawn(move || {
                 let mut batch = Vec::with_capacity(64 * 1024);
                 let mut barriers = Vec::new();
-                while let Ok(item) = rx.recv() {
+                // Writes the batch (each line's bytes and its newline, as
+                // `write` counted them) and says they no longer wait.
+                let write_out = |sink: &mut Sink, batch: &mut Vec<u8>| {
+                    let out = sink.out();
+                    let _ = out.write_all(batch);
+                    let _ = out.flush();
+                    written.fetch_sub(batch.len(), Ordering::Relaxed);
                     batch.clear();
+                };
+                while let Ok(item) = rx.recv() {
                     let mut next = Some(item);
                     // Take what else is queued into the same write.
                     while let Some(item) = next {
@@ -149,22 +170,16 @@ impl ErrorLog {
                             Item::Line(line) => push_line(&mut batch, &line),
                             Item::Barrier(done) => barriers.push(done),
                             Item::Reopen(done) => {
-                                let out = sink.out();
-                                let _ = out.write_all(&batch);
-                                let _ = out.flush();
-                                batch.clear();
+                                write_out(&mut sink, &mut batch);
                                 let _ = done.send(sink.reopen());
                             }
                         }
                         if batch.len() >= BATCH_BYTES {
-                            let _ = sink.out().write_all(&batch);
-                            batch.clear();
+                            write_out(&mut sink, &mut batch);
                         }
                         next = rx.try_recv().ok();
                     }
-                    let out = sink.out();
-                    let _ = out.write_all(&batch);
-                    let _ = out.flush();
+                    write_out(&mut sink, &mut batch);
                     for done in barriers.drain(..) {
                         let _ = done.send(());
                     }
@@ -175,17 +190,27 @@ impl ErrorLog {
             })
             .map(|_| ErrorLog {
                 tx: Some(tx),
+                waiting,
                 dropped: Arc::new(AtomicU64::new(0)),
                 late: Arc::new(AtomicU64::new(0)),
             })
             .unwrap_or_else(|_| ErrorLog::none())
     }
 
-    /// Queues one line; never blocks.
+    /// Queues one line; never blocks. Dropped and counted when the writer
+    /// is [`QUEUE`] lines or [`QUEUE_BYTES`] behind.
     pub fn write(&self, line: String) {
         if let Some(tx) = &self.tx {
             let _ = LOGGED.try_with(|logged| logged.set(true));
-            if let Err(TrySendError::Full(_)) = tx.try_send(Item::Line(line)) {
+            let bytes = line.len() + 1;
+            if self.waiting.fetch_add(bytes, Ordering::Relaxed) >= QUEUE_BYTES {
+                self.waiting.fetch_sub(bytes, Ordering::Relaxed);
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            if tx.try_send(Item::Line(line)).is_err() {
+                // Full, or the writer is gone.
+                self.waiting.fetch_sub(bytes, Ordering::Relaxed);
                 self.dropped.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -365,6 +390,48 @@ mod tests {
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
+    }
+
+    /// Writes nothing until `open` is set.
+    struct Gated(Writes, Arc<std::sync::atomic::AtomicBool>);
+
+    impl Write for Gated {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            while !self.1.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            self.0.write(buf)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_writer_behind_holds_a_bounded_number_of_bytes() {
+        let writes = Writes::default();
+        let open = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let log = ErrorLog::to_writer(Box::new(Gated(writes.clone(), open.clone())));
+        // Records of 1 MiB (an audit log's, with request bodies), 100 of
+        // them while the disk is stuck: the lines that fit under
+        // QUEUE_BYTES wait, the rest are dropped and counted.
+        let line = "x".repeat(1 << 20);
+        for _ in 0..100 {
+            log.write(line.clone());
+        }
+        let fit = QUEUE_BYTES.div_ceil(line.len() + 1);
+        assert_eq!(log.dropped(), (100 - fit) as u64);
+        open.store(true, Ordering::SeqCst);
+        assert!(log.flush(Duration::from_secs(10)).await);
+        let written = writes.0.lock().map(|w| w.concat()).unwrap_or_default();
+        assert_eq!(written.len(), fit * (line.len() + 1));
+        // Caught up: lines are taken again.
+        log.write("after".into());
+        assert!(log.flush(Duration::from_secs(5)).await);
+        let written = writes.0.lock().map(|w| w.concat()).unwrap_or_default();
+        assert!(written.ends_with(b"x\nafter\n"));
+        assert_eq!(log.dropped(), (100 - fit) as u64);
+        assert_eq!(log.waiting.load(Ordering::SeqCst), 0);
     }
 
     #[tokio::test]
