@@ -1706,6 +1706,11 @@ async fn handle(
         ));
     }
     rparts.headers.retain_hop_by_hop();
+    // The client is answered in the proxy's HTTP version, not the
+    // upstream's (hyper answers an HTTP/1.0 client in 1.0, and an HTTP/2
+    // one in 2): an HTTP/1.0 upstream's version passed on made every
+    // response close its client's connection.
+    rparts.version = Version::HTTP_11;
 
     let coding = crate::encoding::coding(&rparts.headers);
     let inspect = !guard.open && tx.inspects_response_body();

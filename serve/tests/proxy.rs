@@ -1607,6 +1607,73 @@ async fn every_request_gets_an_access_log_line_with_what_the_waf_did() {
     assert_eq!(fwd["user_agent"], "probe/1");
 }
 
+/// An application that answers in HTTP/1.0, closing each connection after
+/// its response (`/page.html`: a type phase 4 reads; otherwise text/plain,
+/// streamed through).
+async fn http10_backend() -> SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(n) if n > 0 => head.extend_from_slice(&buf[..n]),
+                        _ => return,
+                    }
+                }
+                let kind = if head.starts_with(b"GET /page.html") {
+                    "text/html"
+                } else {
+                    "text/plain"
+                };
+                let answer = format!(
+                    "HTTP/1.0 200 OK\r\nContent-Type: {kind}\r\nContent-Length: 2\r\n\r\nok"
+                );
+                let _ = stream.write_all(answer.as_bytes()).await;
+                let _ = stream.shutdown().await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn an_http10_upstream_leaves_the_clients_connection_open() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let s = setup(text_rules(), Some(http10_backend().await)).await;
+    let mut stream = tokio::net::TcpStream::connect(s.server.addr())
+        .await
+        .expect("connect");
+    // Held for phase 4, then streamed through, on one connection.
+    for path in ["/page.html", "/file.txt", "/page.html"] {
+        let request = format!("GET {path} HTTP/1.1\r\nHost: example.com\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.expect("write");
+        let head = read_head(&mut stream).await;
+        assert!(head.starts_with("http/1.1 200"), "{path}: {head}");
+        assert!(!head.contains("connection: close"), "{path}: {head}");
+        let mut body = [0u8; 2];
+        tokio::time::timeout(Duration::from_secs(5), stream.read_exact(&mut body))
+            .await
+            .expect("in time")
+            .expect("body");
+        assert_eq!(&body, b"ok", "{path}");
+    }
+    // An HTTP/1.0 client is still answered in 1.0.
+    let (answer, _) = raw_answer(
+        s.server.addr(),
+        b"GET /page.html HTTP/1.0\r\nHost: example.com\r\n\r\n",
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.0 200"), "{answer}");
+}
+
 /// Reads an HTTP/1.1 response head (to the blank line).
 async fn read_head(stream: &mut tokio::net::TcpStream) -> String {
     use tokio::io::AsyncReadExt;
