@@ -1484,44 +1484,49 @@ async fn handle(
 
     // Upstream.
     // The client's headers as they are (a copy of the map, not a rebuild
-    // header by header), less the hop-by-hop ones.
-    let mut headers = parts.headers.clone();
-    headers.retain_hop_by_hop();
-    // HTTP/2 clients may send their cookies as several `cookie` fields;
-    // joined with "; " before they go on (RFC 9113, 8.2.3: an HTTP/1.1
-    // application takes one `Cookie` header, often the first only).
-    join_cookies(&mut headers);
-    // An HTTP/2 client's host is its `:authority`: an HTTP/1.1 application
-    // gets it as `Host`, as it would from an HTTP/1.1 client (not the
-    // upstream's address, which hyper would put there).
-    if !headers.contains_key(HOST) {
-        if let Some(v) = parts
-            .uri
-            .authority()
-            .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
-        {
-            headers.insert(HOST, v);
+    // header by header), less the hop-by-hop ones; made again for a
+    // request sent once more (see `may_resend`).
+    let upstream_headers = || {
+        let mut headers = parts.headers.clone();
+        headers.retain_hop_by_hop();
+        // HTTP/2 clients may send their cookies as several `cookie` fields;
+        // joined with "; " before they go on (RFC 9113, 8.2.3: an HTTP/1.1
+        // application takes one `Cookie` header, often the first only).
+        join_cookies(&mut headers);
+        // An HTTP/2 client's host is its `:authority`: an HTTP/1.1 application
+        // gets it as `Host`, as it would from an HTTP/1.1 client (not the
+        // upstream's address, which hyper would put there).
+        if !headers.contains_key(HOST) {
+            if let Some(v) = parts
+                .uri
+                .authority()
+                .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+            {
+                headers.insert(HOST, v);
+            }
         }
-    }
-    state
-        .config()
-        .trusted_proxies
-        .set_forwarded(&mut headers, peer.ip(), tls);
-    // The request's id in the WAF's logs (error, audit, access), so that
-    // the application's own logs can name it; a client's is replaced.
-    if let Ok(id) = HeaderValue::from_str(tx.unique_id()) {
-        if let Some(name) = &request_id_header {
-            headers.insert(name.clone(), id.clone());
+        state
+            .config()
+            .trusted_proxies
+            .set_forwarded(&mut headers, peer.ip(), tls);
+        // The request's id in the WAF's logs (error, audit, access), so that
+        // the application's own logs can name it; a client's is replaced.
+        if let Ok(id) = HeaderValue::from_str(tx.unique_id()) {
+            if let Some(name) = &request_id_header {
+                headers.insert(name.clone(), id.clone());
+            }
+            headers.insert(HeaderName::from_static(UNIQUE_ID_HEADER), id);
         }
-        headers.insert(HeaderName::from_static(UNIQUE_ID_HEADER), id);
-    }
-    if let Some(protocol) = &switch {
-        crate::upgrade::mark(&mut headers, protocol.clone());
-    }
-    if tx.response_body_access() {
-        // Only codings phase 4 can read (see encoding.rs).
-        crate::encoding::restrict_accept_encoding(&mut headers);
-    }
+        if let Some(protocol) = &switch {
+            crate::upgrade::mark(&mut headers, protocol.clone());
+        }
+        if tx.response_body_access() {
+            // Only codings phase 4 can read (see encoding.rs).
+            crate::encoding::restrict_accept_encoding(&mut headers);
+        }
+        headers
+    };
+    let mut headers = upstream_headers();
     // `TE: trailers`, the one `TE` HTTP/2 allows, says the client takes
     // trailers: gRPC servers want it (their status comes in a trailer).
     let te_trailers = switch.is_none() && accepts_trailers(&parts.headers);
@@ -1544,6 +1549,13 @@ async fn handle(
     } else {
         (None, Some(lease))
     };
+    // A request on which the application closed its connection without a
+    // byte of answer (a kept-alive connection whose idle timeout raced the
+    // request: Node's is 5 s, gunicorn's 2 s) goes once more on another
+    // connection when sending it again is safe: an idempotent method (RFC
+    // 9110, 9.2.2) with its body held, as nginx retries a request that
+    // failed on a cached connection.
+    let mut may_resend = streamed.is_none() && switch.is_none() && idempotent(&parts.method);
     let deadline = tokio::time::Instant::now() + state.config().upstream_timeout;
     let mut tried = 0u64;
     // The request in progress on the server tried last (for
@@ -1597,13 +1609,20 @@ async fn handle(
             match &outcome {
                 Ok(Ok(r)) => stats.answered(r.status().as_u16(), took),
                 // The client's body failed (too large, malformed, cut
-                // off), not the server.
+                // off), not the server; or the connection's idle timeout
+                // raced the request, which goes again.
                 Ok(Err(e)) if client_body_error(e).is_some() => {}
+                Ok(Err(e)) if may_resend && closed_unanswered(e) => {}
                 _ => stats.failed(),
             }
         }
         access::note(|n| n.upstream_time = Some(took));
         match outcome {
+            Ok(Err(e)) if may_resend && closed_unanswered(&e) => {
+                may_resend = false;
+                headers = upstream_headers();
+                continue;
+            }
             Ok(Err(e)) if e.is_connect() && site.upstream.several() => {
                 site.upstream.mark_down(i);
                 state.metrics.upstream_server_down();
@@ -2135,6 +2154,29 @@ fn sources<'a>(
     e: &'a (dyn std::error::Error + 'static),
 ) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
     std::iter::successors(Some(e), |s| s.source())
+}
+
+/// Whether the upstream closed the connection a request went on without
+/// answering it (the connection ended, or was reset, before a response
+/// head came back).
+fn closed_unanswered(e: &(dyn std::error::Error + 'static)) -> bool {
+    sources(e).any(|s| {
+        s.downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_incomplete_message)
+            || s.downcast_ref::<std::io::Error>().is_some_and(|io| {
+                matches!(
+                    io.kind(),
+                    std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+                )
+            })
+    })
+}
+
+/// Whether a request with this method may be sent twice (RFC 9110,
+/// 9.2.2).
+fn idempotent(method: &hyper::Method) -> bool {
+    use hyper::Method as M;
+    [M::GET, M::HEAD, M::OPTIONS, M::TRACE, M::PUT, M::DELETE].contains(method)
 }
 
 /// Joins several `cookie` fields into one, with "; ".

@@ -1674,6 +1674,86 @@ async fn an_http10_upstream_leaves_the_clients_connection_open() {
     assert!(answer.starts_with("HTTP/1.0 200"), "{answer}");
 }
 
+/// An application that keeps connections alive for one more request only:
+/// it answers the first request on each connection, and closes the
+/// connection on the second without answering, as one whose idle timeout
+/// fires just as the proxy reuses the connection. Records the request
+/// lines it read.
+async fn one_request_per_connection_backend() -> (SocketAddr, Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let record = record.clone();
+            tokio::spawn(async move {
+                for answered in [true, false] {
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") {
+                        match stream.read(&mut byte).await {
+                            Ok(1) => head.push(byte[0]),
+                            _ => return,
+                        }
+                    }
+                    let text = String::from_utf8_lossy(&head).into_owned();
+                    let line = text.lines().next().unwrap_or("").to_string();
+                    if let Ok(mut r) = record.lock() {
+                        r.push(line);
+                    }
+                    if !answered {
+                        return;
+                    }
+                    let _ = stream
+                        .write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok")
+                        .await;
+                }
+            });
+        }
+    });
+    (addr, seen)
+}
+
+#[tokio::test]
+async fn an_idempotent_request_the_application_closes_on_goes_again_once() {
+    let (backend, seen) = one_request_per_connection_backend().await;
+    // One runtime, so one pool of upstream connections (each worker has
+    // its own).
+    let s = setup_with(text_rules(), Some(backend), |c| c.workers = None).await;
+    let addr = s.server.addr();
+    let get = |path: &str| {
+        format!("GET {path} HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n")
+    };
+    // The first request opens a connection to the application, which the
+    // proxy keeps; the second goes on it, is closed on, and goes again on
+    // a new connection.
+    let first = raw_exchange(addr, &get("/a")).await;
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    let second = raw_exchange(addr, &get("/b")).await;
+    assert!(second.starts_with("HTTP/1.1 200"), "{second}");
+    // A POST closed on the same way is not sent twice: 502.
+    let third = raw_exchange(
+        addr,
+        "POST /c HTTP/1.1\r\nHost: example.com\r\nContent-Length: 3\r\nConnection: close\r\n\r\na=1",
+    )
+    .await;
+    assert!(third.starts_with("HTTP/1.1 502"), "{third}");
+    let lines = seen.lock().map(|l| l.clone()).unwrap_or_default();
+    assert_eq!(
+        lines,
+        [
+            "GET /a HTTP/1.1",
+            "GET /b HTTP/1.1",
+            "GET /b HTTP/1.1",
+            "POST /c HTTP/1.1"
+        ]
+    );
+}
+
 /// Reads an HTTP/1.1 response head (to the blank line).
 async fn read_head(stream: &mut tokio::net::TcpStream) -> String {
     use tokio::io::AsyncReadExt;
