@@ -25,6 +25,7 @@
 use crate::net::{canonical, Net};
 use pest::Parser;
 use regex::bytes::Regex;
+use std::borrow::Cow;
 use std::net::IpAddr;
 
 /// The generated parser (private; pest's derive writes undocumented items).
@@ -43,7 +44,7 @@ pub struct RequestView<'a> {
     pub host: &'a [u8],
     /// The method.
     pub method: &'a [u8],
-    /// The request target: path and query.
+    /// The request target as sent, in origin form: path and query.
     pub uri: &'a [u8],
     /// `HTTP/1.1`, `HTTP/2.0`, ...
     pub version: &'a [u8],
@@ -62,9 +63,13 @@ pub struct RequestView<'a> {
 enum Field {
     Host,
     Method,
+    /// Path (normalized, see normal_path.rs) and query.
     Uri,
     Path,
     Query,
+    /// The same as sent.
+    RawUri,
+    RawPath,
     Version,
     UserAgent,
     Referer,
@@ -98,12 +103,15 @@ impl Type {
 
 /// The fields named without an index (docs/serve.md describes each);
 /// `http.request.headers["name"]` is the one with an index.
-const FIELDS: [(&str, Field); 13] = [
+const FIELDS: [(&str, Field); 16] = [
     ("http.host", Field::Host),
     ("http.request.method", Field::Method),
     ("http.request.uri", Field::Uri),
     ("http.request.uri.path", Field::Path),
     ("http.request.uri.query", Field::Query),
+    ("raw.http.request.uri", Field::RawUri),
+    ("raw.http.request.uri.path", Field::RawPath),
+    ("raw.http.request.uri.query", Field::Query),
     ("http.request.version", Field::Version),
     ("http.user_agent", Field::UserAgent),
     ("http.referer", Field::Referer),
@@ -150,19 +158,29 @@ impl Field {
     }
 
     /// The value of a bytes field (a header field: its first value).
-    fn bytes<'a>(&self, r: &RequestView<'a>) -> &'a [u8] {
-        match self {
+    fn bytes<'a>(&self, r: &RequestView<'a>) -> Cow<'a, [u8]> {
+        let (path, query) = match memchr::memchr(b'?', r.uri) {
+            Some(i) => (&r.uri[..i], Some(&r.uri[i + 1..])),
+            None => (r.uri, None),
+        };
+        Cow::Borrowed(match self {
             Field::Host => r.host,
             Field::Method => r.method,
-            Field::Uri => r.uri,
-            Field::Path => {
-                let end = memchr::memchr(b'?', r.uri).unwrap_or(r.uri.len());
-                &r.uri[..end]
+            Field::Uri => {
+                return match (crate::normal_path::normalized(path), query) {
+                    (Cow::Borrowed(_), _) => Cow::Borrowed(r.uri),
+                    (Cow::Owned(mut p), Some(q)) => {
+                        p.push(b'?');
+                        p.extend_from_slice(q);
+                        Cow::Owned(p)
+                    }
+                    (owned, None) => owned,
+                }
             }
-            Field::Query => match memchr::memchr(b'?', r.uri) {
-                Some(i) => &r.uri[i + 1..],
-                None => b"",
-            },
+            Field::Path => return crate::normal_path::normalized(path),
+            Field::Query => query.unwrap_or_default(),
+            Field::RawUri => r.uri,
+            Field::RawPath => path,
             Field::Version => r.version,
             Field::UserAgent => r.headers.get("user-agent").map_or(b"", |v| v.as_bytes()),
             Field::Referer => r.headers.get("referer").map_or(b"", |v| v.as_bytes()),
@@ -173,7 +191,7 @@ impl Field {
                 .map_or(b"", |v| v.as_bytes()),
             Field::Header(h) => r.headers.get(h).map_or(b"", |v| v.as_bytes()),
             Field::Src | Field::DstPort | Field::Ssl => b"",
-        }
+        })
     }
 }
 
@@ -420,7 +438,7 @@ impl Key {
         match (&self.field, canonical(r.src)) {
             (Field::Src, IpAddr::V4(a)) => f(&a.octets()),
             (Field::Src, IpAddr::V6(a)) => f(&a.octets()),
-            (other, _) => f(other.bytes(r)),
+            (other, _) => f(&other.bytes(r)),
         }
     }
 }
@@ -713,7 +731,7 @@ fn test(f: &Field, t: &Test, r: &RequestView<'_>) -> bool {
             ranges.iter().any(|&(a, b)| a <= p && p <= b)
         }
         Test::True => r.tls,
-        _ => test_bytes(t, f.bytes(r)),
+        _ => test_bytes(t, &f.bytes(r)),
     }
 }
 
@@ -762,6 +780,35 @@ mod tests {
         assert!(!check(e, "/shop", "192.0.2.7"));
         // A dual-stack socket reports IPv4 clients as mapped IPv6.
         assert!(!check(e, "/admin", "::ffff:10.9.9.9"));
+    }
+
+    #[test]
+    fn the_path_is_read_normalized_and_raw_as_sent() {
+        let e = r#"http.request.uri.path matches "^/admin""#;
+        for uri in [
+            "/admin",
+            "/%61dmin",
+            "//admin",
+            "/x/../admin",
+            "/./admin/users",
+        ] {
+            assert!(check(e, uri, "192.0.2.7"), "{uri}");
+        }
+        assert!(!check(e, "/%2Fadmin", "192.0.2.7"));
+        let cases: &[(&str, bool)] = &[
+            (r#"http.request.uri eq "/admin/?q=%61""#, true),
+            (r#"raw.http.request.uri eq "/x/../%61dmin/?q=%61""#, true),
+            (r#"raw.http.request.uri.path eq "/x/../%61dmin/""#, true),
+            (r#"raw.http.request.uri.query eq "q=%61""#, true),
+            (r#"http.request.uri.query eq "q=%61""#, true),
+        ];
+        for (expr, want) in cases {
+            assert_eq!(
+                check(expr, "/x/../%61dmin/?q=%61", "192.0.2.7"),
+                *want,
+                "{expr}"
+            );
+        }
     }
 
     #[test]

@@ -46,6 +46,7 @@ mod manifest;
 mod memory;
 mod metrics;
 mod net;
+mod normal_path;
 mod process;
 pub mod profile;
 mod proxy;

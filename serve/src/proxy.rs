@@ -1171,7 +1171,9 @@ async fn handle(
     let view = RequestView {
         host: &host,
         method: parts.method.as_str().as_bytes(),
-        uri: target.as_bytes(),
+        // Origin form, whatever the client sent: what goes upstream (an
+        // absolute-form target's `http://host` is not part of its path).
+        uri: path_and_query.as_bytes(),
         version: version_text,
         headers: &parts.headers,
         src: remote.ip(),

@@ -13,8 +13,8 @@ use waf_serve::{ErrorLog, Logs, Manifest, ManifestError, Server, SitesSource};
 
 mod common;
 use common::{
-    backend, backends, quiet_logs, scratch, self_signed, send_to_host, send_with_headers,
-    skip_without_openssl, unused_port, Shared,
+    backend, backends, quiet_logs, raw_exchange, scratch, self_signed, send_to_host,
+    send_with_headers, skip_without_openssl, unused_port, Shared,
 };
 
 const SHOP_RULES: &str = r#"
@@ -201,6 +201,42 @@ async fn sites_exceptions_custom_rules_paranoia_and_engine_mode() {
         "waf_site_blocked_total{site=\"blog\"} 0",
     ] {
         assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
+    }
+}
+
+/// The other spellings of a path a custom rule names reach the same
+/// application path, so they are blocked as it is; and the application
+/// gets the path as the client sent it.
+#[tokio::test]
+async fn a_custom_rule_on_a_path_is_not_walked_around_by_spelling_it_otherwise() {
+    let dir = scratch("spellings");
+    let r = start(&dir, "10.0.0.0/8").await;
+    let a = r.server.addr();
+    for target in [
+        "/admin/users",
+        "/%61dmin/users",
+        "//admin/users",
+        "/x/../admin/users",
+        "/./admin",
+        "/shop/%2e%2e/admin",
+        "http://shop.example/admin/users",
+    ] {
+        let answer = raw_exchange(
+            a,
+            &format!("GET {target} HTTP/1.1\r\nHost: shop.example\r\nConnection: close\r\n\r\n"),
+        )
+        .await;
+        assert!(answer.starts_with("HTTP/1.1 403"), "{target}: {answer}");
+    }
+    // Not the same path: an encoded slash is not a separator, and paths
+    // are case-sensitive (`/%41dmin` is `/Admin`).
+    for target in ["/x%2F..%2Fadmin", "/%41dmin"] {
+        let answer = raw_exchange(
+            a,
+            &format!("GET {target} HTTP/1.1\r\nHost: shop.example\r\nConnection: close\r\n\r\n"),
+        )
+        .await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{target}: {answer}");
     }
 }
 
