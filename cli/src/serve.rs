@@ -42,7 +42,7 @@ pub struct Args {
     /// with [default: the system's bundle].
     #[arg(long, value_name = "FILE")]
     pub upstream_ca: Option<PathBuf>,
-    /// Longest wait, in seconds, for the upstream's response headers [default: 30].
+    /// Longest wait, in seconds, for the upstream's response headers, then for each piece of its body [default: 30].
     #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
     pub upstream_timeout: Option<u64>,
     /// Longest wait, in seconds, to connect to the upstream (TCP and TLS)

@@ -51,6 +51,7 @@ mod process;
 pub mod profile;
 mod proxy;
 pub mod proxy_protocol;
+mod read_timeout;
 mod reconfigure;
 pub mod redirect;
 mod request_id;
@@ -93,7 +94,8 @@ pub struct Config {
     pub header_timeout: Duration,
     /// Longest wait for the whole request body.
     pub body_timeout: Duration,
-    /// Longest wait for the upstream's response headers.
+    /// Longest wait for the upstream's response headers, then for each
+    /// piece of its response body (see read_timeout.rs).
     pub upstream_timeout: Duration,
     /// Longest wait for a connection to an upstream server (TCP and TLS):
     /// a server that does not answer is left out and the request goes to

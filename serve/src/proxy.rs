@@ -9,6 +9,7 @@ use crate::filter::RequestView;
 use crate::first_byte::FirstByte;
 use crate::log::ErrorLog;
 use crate::metrics::{LogCounts, Metrics};
+use crate::read_timeout::ReadTimeout;
 use crate::site::{CustomAction, Sites};
 use crate::{Config, OnError};
 use arc_swap::ArcSwap;
@@ -42,6 +43,8 @@ pub(crate) enum ProxyError {
     Http(hyper::Error),
     /// A request body streamed on (not held) went past `max_request_body`.
     BodyTooLarge,
+    /// The upstream's response body stopped coming (see read_timeout.rs).
+    UpstreamTimeout,
 }
 
 impl std::fmt::Display for ProxyError {
@@ -50,6 +53,9 @@ impl std::fmt::Display for ProxyError {
             ProxyError::Dropped => f.write_str("connection dropped by the WAF"),
             ProxyError::Http(e) => write!(f, "{e}"),
             ProxyError::BodyTooLarge => f.write_str("request body too large"),
+            ProxyError::UpstreamTimeout => {
+                f.write_str("the upstream sent nothing more within the upstream timeout")
+            }
         }
     }
 }
@@ -608,9 +614,11 @@ where
 }
 
 /// The upstream failed before the client got a byte of its answer (it did
-/// not answer, or the response body held for phase 4 broke off or was
-/// malformed): 502, counted, and logged with `what` and the error's
-/// causes; the logging phase runs and the transaction is logged with 502.
+/// not answer, or the response body held for phase 4 broke off, was
+/// malformed or stopped coming): 502 (504 when it stopped coming: nginx's
+/// "upstream timed out"), counted, and logged with `what` and the error's
+/// causes; the logging phase runs and the transaction is logged with that
+/// status.
 fn upstream_failed(
     state: &State,
     guard: &mut Guard<'_>,
@@ -626,14 +634,16 @@ fn upstream_failed(
         exchange.uri.escape_debug(),
         tx.unique_id()
     ));
-    tx.end(
-        guard,
-        &Exchange {
-            status: 502,
-            ..*exchange
-        },
-    );
-    local_response(StatusCode::BAD_GATEWAY, "upstream unavailable\n")
+    let timed_out = sources(e).any(|s| {
+        s.downcast_ref::<ProxyError>()
+            .is_some_and(|p| matches!(p, ProxyError::UpstreamTimeout))
+    });
+    let r = if timed_out {
+        local_response(StatusCode::GATEWAY_TIMEOUT, "upstream timeout\n")
+    } else {
+        local_response(StatusCode::BAD_GATEWAY, "upstream unavailable\n")
+    };
+    tx.answer(guard, exchange, r)
 }
 
 /// Whether reading a request body failed because the client framed it
@@ -1702,7 +1712,12 @@ async fn handle(
 
     // Phase 3.
     let (mut rparts, rbody) = response.into_parts();
-    let rbody = Holding::new(rbody, active.take());
+    // Each piece of the body within the upstream timeout of the one
+    // before, held for phase 4 or streamed (see read_timeout.rs).
+    let rbody = ReadTimeout::new(
+        Holding::new(rbody, active.take()).map_err(ProxyError::Http),
+        state.config().upstream_timeout,
+    );
     for (name, value) in &rparts.headers {
         tx.add_response_header(name.as_str().as_bytes(), value.as_bytes());
     }
@@ -1754,7 +1769,7 @@ async fn handle(
                 ..exchange
             },
         );
-        let body = rbody.map_err(ProxyError::Http).boxed();
+        let body = rbody.boxed();
         return Ok(Response::from_parts(rparts, body));
     }
 
@@ -1797,14 +1812,11 @@ async fn handle(
                     response_body: &buffered,
                     ..exchange
                 };
-                return Ok(upstream_failed(
-                    &state,
-                    &mut guard,
-                    &mut tx,
-                    &x,
-                    "upstream response body broken off",
-                    &e,
-                ));
+                let what = match e {
+                    ProxyError::UpstreamTimeout => "upstream response body timed out",
+                    _ => "upstream response body broken off",
+                };
+                return Ok(upstream_failed(&state, &mut guard, &mut tx, &x, what, &e));
             }
             Some(Ok(frame)) => {
                 let data = match frame.into_data() {
@@ -1894,7 +1906,7 @@ async fn handle(
     } else {
         // The engine stopped wanting bytes (ProcessPartial past the limit):
         // what it saw, then the rest as it comes.
-        let rest = rbody.map_err(ProxyError::Http);
+        let rest = rbody;
         StreamAfter {
             head: Some(head),
             rest,

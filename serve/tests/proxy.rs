@@ -1608,8 +1608,8 @@ async fn every_request_gets_an_access_log_line_with_what_the_waf_did() {
 }
 
 /// An application that answers in HTTP/1.0, closing each connection after
-/// its response (`/page.html`: a type phase 4 reads; otherwise text/plain,
-/// streamed through).
+/// its response (`/page.html`: a type phase 4 reads; otherwise a
+/// download, streamed through).
 async fn http10_backend() -> SocketAddr {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -1630,7 +1630,7 @@ async fn http10_backend() -> SocketAddr {
                 let kind = if head.starts_with(b"GET /page.html") {
                     "text/html"
                 } else {
-                    "text/plain"
+                    "application/octet-stream"
                 };
                 let answer = format!(
                     "HTTP/1.0 200 OK\r\nContent-Type: {kind}\r\nContent-Length: 2\r\n\r\nok"
@@ -1651,7 +1651,7 @@ async fn an_http10_upstream_leaves_the_clients_connection_open() {
         .await
         .expect("connect");
     // Held for phase 4, then streamed through, on one connection.
-    for path in ["/page.html", "/file.txt", "/page.html"] {
+    for path in ["/page.html", "/file.bin", "/page.html"] {
         let request = format!("GET {path} HTTP/1.1\r\nHost: example.com\r\n\r\n");
         stream.write_all(request.as_bytes()).await.expect("write");
         let head = read_head(&mut stream).await;
@@ -1751,6 +1751,88 @@ async fn an_idempotent_request_the_application_closes_on_goes_again_once() {
             "GET /b HTTP/1.1",
             "POST /c HTTP/1.1"
         ]
+    );
+}
+
+/// An application that sends its response headers and the first bytes
+/// of the body, then nothing more (`/page.html`: a type phase 4 reads;
+/// otherwise a download, streamed through).
+async fn stalling_backend() -> SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    match stream.read(&mut byte).await {
+                        Ok(1) => head.push(byte[0]),
+                        _ => return,
+                    }
+                }
+                let kind = if head.starts_with(b"GET /page.html") {
+                    "text/html"
+                } else {
+                    "application/octet-stream"
+                };
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: 100\r\n\r\nfirst bytes"
+                );
+                let _ = stream.write_all(answer.as_bytes()).await;
+                tokio::time::sleep(Duration::from_secs(60)).await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn a_response_body_that_stops_coming_is_cut_at_the_upstream_timeout() {
+    let s = setup_with(text_rules(), Some(stalling_backend().await), |c| {
+        c.upstream_timeout = Duration::from_millis(500)
+    })
+    .await;
+    let addr = s.server.addr();
+    // Held for phase 4: nothing has gone to the client, which gets a 504.
+    let start = std::time::Instant::now();
+    let (answer, closed) = raw_answer(
+        addr,
+        b"GET /page.html HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n",
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 504"), "{answer}");
+    assert!(
+        closed && start.elapsed() < Duration::from_secs(3),
+        "{answer}"
+    );
+    // Streamed: the client has the headers and the first bytes; the
+    // response is cut (the connection closes short of its length).
+    let start = std::time::Instant::now();
+    let (answer, closed) = raw_answer(
+        addr,
+        b"GET /file.bin HTTP/1.1\r\nHost: example.com\r\n\r\n",
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.ends_with("first bytes"), "{answer}");
+    assert!(
+        closed && start.elapsed() < Duration::from_secs(3),
+        "{answer}"
+    );
+    wait_while(Duration::from_secs(5), || {
+        !s.log.text().contains("upstream response body timed out")
+    })
+    .await;
+    assert!(
+        s.log.text().contains("upstream response body timed out"),
+        "{}",
+        s.log.text()
     );
 }
 
