@@ -852,11 +852,6 @@ fn hop_by_hop(name: &HeaderName) -> bool {
     )
 }
 
-/// nginx's status in its access log for a request whose client closed the
-/// connection before the answer: no response was sent, the status is for
-/// the logs.
-const CLIENT_CLOSED: u16 = 499;
-
 /// A request's transaction until it is logged. The logging phase and the
 /// log ([`Pending::log`]: error-log lines, audit record, the engine's
 /// counters) happen once, on whichever path answers. A request hyper drops
@@ -967,7 +962,7 @@ impl Drop for Pending<'_, '_> {
             return;
         }
         let x = Exchange {
-            status: CLIENT_CLOSED,
+            status: access::CLIENT_CLOSED,
             ..self.request
         };
         self.log(&x);
