@@ -11,7 +11,8 @@ use waf_serve::{Config, ErrorLog, Logs, RuleSource, Rules, Server};
 mod common;
 use common::{
     backend, connect_and_write, h2_connect, quiet_logs, raw_answer, raw_exchange,
-    read_until_closed, scratch, send, skip_without_openssl, unused_port, wait_while, Shared,
+    read_request_head, read_until_closed, scratch, send, skip_without_openssl, unused_port,
+    wait_while, Shared,
 };
 
 const RULES: &str = r#"
@@ -759,16 +760,11 @@ async fn malformed_request_bodies_are_400_held_or_streamed() {
 /// client, which got a closed connection and nothing logged before.
 #[tokio::test]
 async fn a_held_response_body_the_upstream_breaks_off_is_502() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     let up = common::listen(|mut stream| async move {
-        let mut head = Vec::new();
-        let mut buf = [0u8; 4096];
-        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-            match stream.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => head.extend_from_slice(&buf[..n]),
-            }
-        }
+        let Some(head) = read_request_head(&mut stream).await else {
+            return;
+        };
         let answer: &[u8] = if head.starts_with(b"GET /chunked ") {
             b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\
               Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n"
@@ -1611,36 +1607,22 @@ async fn every_request_gets_an_access_log_line_with_what_the_waf_did() {
 /// its response (`/page.html`: a type phase 4 reads; otherwise a
 /// download, streamed through).
 async fn http10_backend() -> SocketAddr {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut buf = [0u8; 1024];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match stream.read(&mut buf).await {
-                        Ok(n) if n > 0 => head.extend_from_slice(&buf[..n]),
-                        _ => return,
-                    }
-                }
-                let kind = if head.starts_with(b"GET /page.html") {
-                    "text/html"
-                } else {
-                    "application/octet-stream"
-                };
-                let answer = format!(
-                    "HTTP/1.0 200 OK\r\nContent-Type: {kind}\r\nContent-Length: 2\r\n\r\nok"
-                );
-                let _ = stream.write_all(answer.as_bytes()).await;
-                let _ = stream.shutdown().await;
-            });
-        }
-    });
-    addr
+    use tokio::io::AsyncWriteExt;
+    common::listen(|mut stream| async move {
+        let Some(head) = read_request_head(&mut stream).await else {
+            return;
+        };
+        let kind = if head.starts_with(b"GET /page.html") {
+            "text/html"
+        } else {
+            "application/octet-stream"
+        };
+        let answer =
+            format!("HTTP/1.0 200 OK\r\nContent-Type: {kind}\r\nContent-Length: 2\r\n\r\nok");
+        let _ = stream.write_all(answer.as_bytes()).await;
+        let _ = stream.shutdown().await;
+    })
+    .await
 }
 
 #[tokio::test]
@@ -1680,41 +1662,31 @@ async fn an_http10_upstream_leaves_the_clients_connection_open() {
 /// fires just as the proxy reuses the connection. Records the request
 /// lines it read.
 async fn one_request_per_connection_backend() -> (SocketAddr, Arc<std::sync::Mutex<Vec<String>>>) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
+    use tokio::io::AsyncWriteExt;
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let record = seen.clone();
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            let record = record.clone();
-            tokio::spawn(async move {
-                for answered in [true, false] {
-                    let mut head = Vec::new();
-                    let mut byte = [0u8; 1];
-                    while !head.ends_with(b"\r\n\r\n") {
-                        match stream.read(&mut byte).await {
-                            Ok(1) => head.push(byte[0]),
-                            _ => return,
-                        }
-                    }
-                    let text = String::from_utf8_lossy(&head).into_owned();
-                    let line = text.lines().next().unwrap_or("").to_string();
-                    if let Ok(mut r) = record.lock() {
-                        r.push(line);
-                    }
-                    if !answered {
-                        return;
-                    }
-                    let _ = stream
-                        .write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok")
-                        .await;
+    let addr = common::listen(move |mut stream| {
+        let record = record.clone();
+        async move {
+            for answered in [true, false] {
+                let Some(head) = read_request_head(&mut stream).await else {
+                    return;
+                };
+                let text = String::from_utf8_lossy(&head).into_owned();
+                let line = text.lines().next().unwrap_or("").to_string();
+                if let Ok(mut r) = record.lock() {
+                    r.push(line);
                 }
-            });
+                if !answered {
+                    return;
+                }
+                let _ = stream
+                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok")
+                    .await;
+            }
         }
-    });
+    })
+    .await;
     (addr, seen)
 }
 
@@ -1758,36 +1730,23 @@ async fn an_idempotent_request_the_application_closes_on_goes_again_once() {
 /// of the body, then nothing more (`/page.html`: a type phase 4 reads;
 /// otherwise a download, streamed through).
 async fn stalling_backend() -> SocketAddr {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut byte = [0u8; 1];
-                while !head.ends_with(b"\r\n\r\n") {
-                    match stream.read(&mut byte).await {
-                        Ok(1) => head.push(byte[0]),
-                        _ => return,
-                    }
-                }
-                let kind = if head.starts_with(b"GET /page.html") {
-                    "text/html"
-                } else {
-                    "application/octet-stream"
-                };
-                let answer = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: 100\r\n\r\nfirst bytes"
-                );
-                let _ = stream.write_all(answer.as_bytes()).await;
-                tokio::time::sleep(Duration::from_secs(60)).await;
-            });
-        }
-    });
-    addr
+    use tokio::io::AsyncWriteExt;
+    common::listen(|mut stream| async move {
+        let Some(head) = read_request_head(&mut stream).await else {
+            return;
+        };
+        let kind = if head.starts_with(b"GET /page.html") {
+            "text/html"
+        } else {
+            "application/octet-stream"
+        };
+        let answer = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: 100\r\n\r\nfirst bytes"
+        );
+        let _ = stream.write_all(answer.as_bytes()).await;
+        tokio::time::sleep(Duration::from_secs(60)).await;
+    })
+    .await
 }
 
 #[tokio::test]

@@ -190,6 +190,22 @@ where
     addr
 }
 
+/// Reads a request head from a backend's connection, to its blank line and
+/// not a byte further (the next request on the connection stays unread);
+/// `None` when the connection ends first.
+pub async fn read_request_head(stream: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match stream.read(&mut byte).await {
+            Ok(1) => head.push(byte[0]),
+            _ => return None,
+        }
+    }
+    Some(head)
+}
+
 /// A loopback address nothing listens on (a port bound, then let go): an
 /// upstream server that refuses connections.
 pub fn unused_port() -> SocketAddr {
