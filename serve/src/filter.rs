@@ -159,7 +159,8 @@ impl Field {
 
     /// The value of a bytes field (a header field: its first value).
     fn bytes<'a>(&self, r: &RequestView<'a>) -> Cow<'a, [u8]> {
-        let (path, query) = match memchr::memchr(b'?', r.uri) {
+        // The target's path, and its query if it has one.
+        let split = || match memchr::memchr(b'?', r.uri) {
             Some(i) => (&r.uri[..i], Some(&r.uri[i + 1..])),
             None => (r.uri, None),
         };
@@ -167,6 +168,7 @@ impl Field {
             Field::Host => r.host,
             Field::Method => r.method,
             Field::Uri => {
+                let (path, query) = split();
                 return match (crate::normal_path::normalized(path), query) {
                     (Cow::Borrowed(_), _) => Cow::Borrowed(r.uri),
                     (Cow::Owned(mut p), Some(q)) => {
@@ -175,12 +177,12 @@ impl Field {
                         Cow::Owned(p)
                     }
                     (owned, None) => owned,
-                }
+                };
             }
-            Field::Path => return crate::normal_path::normalized(path),
-            Field::Query => query.unwrap_or_default(),
+            Field::Path => return crate::normal_path::normalized(split().0),
+            Field::Query => split().1.unwrap_or_default(),
             Field::RawUri => r.uri,
-            Field::RawPath => path,
+            Field::RawPath => split().0,
             Field::Version => r.version,
             Field::UserAgent => r.headers.get("user-agent").map_or(b"", |v| v.as_bytes()),
             Field::Referer => r.headers.get("referer").map_or(b"", |v| v.as_bytes()),

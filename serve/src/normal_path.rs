@@ -30,9 +30,7 @@ pub(crate) fn normalized(path: &[u8]) -> Cow<'_, [u8]> {
     if !may_change || !path.starts_with(b"/") {
         return Cow::Borrowed(path);
     }
-    let decoded = decode_unreserved(path);
-    let merged = merge_slashes(&decoded);
-    let out = remove_dot_segments(&merged);
+    let out = remove_dot_segments(&decode_unreserved(path));
     if out == path {
         Cow::Borrowed(path)
     } else {
@@ -80,18 +78,8 @@ fn decode_unreserved(path: &[u8]) -> Vec<u8> {
     out
 }
 
-fn merge_slashes(path: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(path.len());
-    for &b in path {
-        if b == b'/' && out.last() == Some(&b'/') {
-            continue;
-        }
-        out.push(b);
-    }
-    out
-}
-
-/// For a path that starts with `/`.
+/// For a path that starts with `/`; empty segments go too (runs of `/`
+/// become one).
 fn remove_dot_segments(path: &[u8]) -> Vec<u8> {
     let mut kept: Vec<&[u8]> = Vec::new();
     // Whether the path ends in a directory (`/a/.`, `/a/b/..`: `/a/`).
@@ -99,7 +87,7 @@ fn remove_dot_segments(path: &[u8]) -> Vec<u8> {
     let segments = path.get(1..).unwrap_or_default().split(|&b| b == b'/');
     for segment in segments {
         match segment {
-            b"." => ends_in_slash = true,
+            b"" | b"." => ends_in_slash = true,
             b".." => {
                 kept.pop();
                 ends_in_slash = true;
