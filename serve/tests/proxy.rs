@@ -1603,6 +1603,16 @@ async fn every_request_gets_an_access_log_line_with_what_the_waf_did() {
     assert_eq!(fwd["user_agent"], "probe/1");
 }
 
+/// The content type the test backends answer a request head with:
+/// `/page.html` a type phase 4 reads, anything else a download it streams.
+fn page_or_download(head: &[u8]) -> &'static str {
+    if head.starts_with(b"GET /page.html") {
+        "text/html"
+    } else {
+        "application/octet-stream"
+    }
+}
+
 /// An application that answers in HTTP/1.0, closing each connection after
 /// its response (`/page.html`: a type phase 4 reads; otherwise a
 /// download, streamed through).
@@ -1612,11 +1622,7 @@ async fn http10_backend() -> SocketAddr {
         let Some(head) = read_request_head(&mut stream).await else {
             return;
         };
-        let kind = if head.starts_with(b"GET /page.html") {
-            "text/html"
-        } else {
-            "application/octet-stream"
-        };
+        let kind = page_or_download(&head);
         let answer =
             format!("HTTP/1.0 200 OK\r\nContent-Type: {kind}\r\nContent-Length: 2\r\n\r\nok");
         let _ = stream.write_all(answer.as_bytes()).await;
@@ -1735,11 +1741,7 @@ async fn stalling_backend() -> SocketAddr {
         let Some(head) = read_request_head(&mut stream).await else {
             return;
         };
-        let kind = if head.starts_with(b"GET /page.html") {
-            "text/html"
-        } else {
-            "application/octet-stream"
-        };
+        let kind = page_or_download(&head);
         let answer = format!(
             "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: 100\r\n\r\nfirst bytes"
         );
