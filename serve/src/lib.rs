@@ -41,6 +41,7 @@ pub mod filter;
 mod first_byte;
 mod forwarded;
 mod health;
+mod host;
 mod log;
 mod manifest;
 mod memory;

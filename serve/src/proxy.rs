@@ -1161,20 +1161,17 @@ async fn handle(
         path_and_query.to_string()
     };
     let version_text = version_bytes(parts.version);
-    // HTTP/2 carries the host in `:authority`.
-    let host = parts
-        .headers
-        .get(HOST)
-        .map(|h| h.as_bytes().to_ascii_lowercase())
-        .or_else(|| {
-            parts
-                .uri
-                .authority()
-                .map(|a| a.as_str().to_ascii_lowercase().into_bytes())
-        })
-        .unwrap_or_default();
+    // What sites and filters read as the host, and what the application
+    // gets: the same host, or a 400 (see `host`).
+    let host = match crate::host::request_host(&parts) {
+        Ok(host) => host,
+        Err(e) => {
+            state.metrics.malformed();
+            return Ok(local_response(StatusCode::BAD_REQUEST, e.text()));
+        }
+    };
     let view = RequestView {
-        host: &host,
+        host: &host.name,
         method: parts.method.as_str().as_bytes(),
         // Origin form, whatever the client sent: what goes upstream (an
         // absolute-form target's `http://host` is not part of its path).
@@ -1255,7 +1252,7 @@ async fn handle(
                     n.blocked = true;
                 });
                 state.metrics.custom(&c.name, "redirect");
-                let Ok(to) = location.render(&host, path_and_query) else {
+                let Ok(to) = location.render(&host.name, path_and_query) else {
                     log_custom(c, "matched, but the request's host is not a host name: 400");
                     return Ok(local_response(StatusCode::BAD_REQUEST, "bad host\n"));
                 };
@@ -1500,17 +1497,12 @@ async fn handle(
         // joined with "; " before they go on (RFC 9113, 8.2.3: an HTTP/1.1
         // application takes one `Cookie` header, often the first only).
         join_cookies(&mut headers);
-        // An HTTP/2 client's host is its `:authority`: an HTTP/1.1 application
-        // gets it as `Host`, as it would from an HTTP/1.1 client (not the
-        // upstream's address, which hyper would put there).
-        if !headers.contains_key(HOST) {
-            if let Some(v) = parts
-                .uri
-                .authority()
-                .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
-            {
-                headers.insert(HOST, v);
-            }
+        // An HTTP/2 client's `:authority` and an absolute-form target's
+        // authority: an HTTP/1.1 application gets it as `Host`, as it would
+        // from an HTTP/1.1 client (not the upstream's address, which hyper
+        // would put there, nor a `Host` the target overrides).
+        if let Some(v) = &host.upstream {
+            headers.insert(HOST, v.clone());
         }
         state
             .config()

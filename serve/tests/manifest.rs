@@ -240,6 +240,108 @@ async fn a_custom_rule_on_a_path_is_not_walked_around_by_spelling_it_otherwise()
     }
 }
 
+/// A site chosen by host is not left for the next one by a `Host` the
+/// application reads as the same host (a port, a final dot, another case,
+/// an absolute-form target), nor by one it could read as another (two
+/// `Host` headers, a list): those get 400.
+#[tokio::test]
+async fn a_site_is_not_walked_around_by_spelling_its_host_otherwise() {
+    let dir = scratch("host-spellings");
+    let up = backend(Arc::new(AtomicUsize::new(0))).await;
+    let (server, _log) = serve_manifest(
+        &dir,
+        "SecRuleEngine On\n",
+        &format!(
+            r#"
+listen: 127.0.0.1:0
+upstreams:
+  app: http://{up}
+sites:
+  - name: admin
+    when: 'http.host eq "admin.example"'
+    upstream: app
+    rules: [shop.conf]
+    custom:
+      - name: closed
+        when: 'not ip.src in {{10.0.0.0/8}}'
+        action: block
+        status: 403
+  - name: public
+    upstream: app
+    rules: [shop.conf]
+"#
+        ),
+    )
+    .await;
+    let a = server.addr();
+    let answer = |head: String| async move {
+        raw_exchange(a, &format!("{head}Connection: close\r\n\r\n")).await
+    };
+    for host in [
+        "admin.example",
+        "admin.example:80",
+        "admin.example.",
+        "ADMIN.Example.:8080",
+    ] {
+        let got = answer(format!("GET /headers HTTP/1.1\r\nHost: {host}\r\n")).await;
+        assert!(got.starts_with("HTTP/1.1 403"), "{host}: {got}");
+    }
+    // An absolute-form target names the host, whatever `Host` says, and
+    // the application gets that host.
+    let got =
+        answer("GET http://admin.example/headers HTTP/1.1\r\nHost: public.example\r\n".into())
+            .await;
+    assert!(got.starts_with("HTTP/1.1 403"), "{got}");
+    let got =
+        answer("GET http://public.example/headers HTTP/1.1\r\nHost: admin.example\r\n".into())
+            .await;
+    assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+    assert!(got.contains("\nhost: public.example\n"), "{got}");
+    assert!(!got.contains("admin.example"), "{got}");
+    for head in [
+        "GET /headers HTTP/1.1\r\nHost: public.example\r\nHost: admin.example\r\n",
+        "GET /headers HTTP/1.1\r\nHost: admin.example, public.example\r\n",
+        "GET /headers HTTP/1.1\r\nHost: public.example,admin.example\r\n",
+        "GET /headers HTTP/1.1\r\nHost: user@admin.example\r\n",
+        "GET /headers HTTP/1.1\r\n",
+    ] {
+        let got = answer(head.into()).await;
+        assert!(got.starts_with("HTTP/1.1 400"), "{head}: {got}");
+    }
+    // The other site is still the other site, and HTTP/1.0 needs no host.
+    let got = answer("GET /headers HTTP/1.1\r\nHost: public.example:80\r\n".into()).await;
+    assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+    assert!(got.contains("\nhost: public.example:80\n"), "{got}");
+    let got = answer("GET /headers HTTP/1.0\r\n".into()).await;
+    assert!(got.starts_with("HTTP/1.0 200"), "{got}");
+    // HTTP/2: a `host` header that names another host than `:authority`.
+    let (mut h2, _conn) = common::h2_connect(a).await;
+    for (authority, host, want) in [
+        ("admin.example", None, StatusCode::FORBIDDEN),
+        (
+            "admin.example",
+            Some("public.example"),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            "public.example",
+            Some("admin.example"),
+            StatusCode::BAD_REQUEST,
+        ),
+        ("public.example", Some("Public.example:443"), StatusCode::OK),
+    ] {
+        let mut request = hyper::Request::builder().uri(format!("http://{authority}/headers"));
+        if let Some(host) = host {
+            request = request.header("host", host);
+        }
+        let request = request
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .expect("request");
+        let got = h2.send_request(request).await.expect("answer").status();
+        assert_eq!(got, want, "{authority} {host:?}");
+    }
+}
+
 #[tokio::test]
 async fn a_reload_reads_the_manifest_again_and_a_broken_one_changes_nothing() {
     let dir = scratch("reload");
@@ -377,7 +479,8 @@ sites:
             Some(want)
         );
     }
-    // A host that is not a host name is not copied into a Location.
+    // A host that is not a host name is not copied into a Location: it is
+    // refused before any site.
     assert_eq!(
         status(addr, "evil.example@x", "/").await,
         StatusCode::BAD_REQUEST
@@ -392,7 +495,7 @@ sites:
     let text = server.metrics().render(Default::default());
     assert!(
         text.contains(
-            "waf_custom_rule_actions_total{rule=\"shop/https-only\",action=\"redirect\"} 3"
+            "waf_custom_rule_actions_total{rule=\"shop/https-only\",action=\"redirect\"} 2"
         ),
         "{text}"
     );
