@@ -260,7 +260,7 @@ async fn send_check(
 ) -> Result<hyper::Response<hyper::body::Incoming>, String> {
     let uri = server
         .uri(&check.path)
-        .map_err(|e| format!("bad check path: {e}"))?;
+        .ok_or_else(|| format!("bad check path: `{}`", check.path))?;
     let mut req = Request::new(body);
     *req.method_mut() = method;
     *req.uri_mut() = uri;

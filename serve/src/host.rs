@@ -45,6 +45,9 @@ pub(crate) enum HostError {
     /// An HTTP/2 request whose `host` header names another host than its
     /// `:authority`.
     Conflict,
+    /// An HTTP/1 target that is a bare authority (`GET x HTTP/1.1`), which
+    /// only `CONNECT` takes: neither a path nor an absolute URI.
+    AuthorityTarget,
 }
 
 impl HostError {
@@ -55,6 +58,7 @@ impl HostError {
             HostError::Several => "more than one Host header\n",
             HostError::Invalid => "invalid Host header\n",
             HostError::Conflict => "Host header and :authority differ\n",
+            HostError::AuthorityTarget => "request target is not a path\n",
         }
     }
 }
@@ -70,6 +74,13 @@ pub(crate) fn request_host(parts: &Parts) -> Result<RequestHost, HostError> {
     // An HTTP/1 request's authority is there only in absolute form (or a
     // `CONNECT`'s authority form); an HTTP/2 request's is its `:authority`.
     let authority = parts.uri.authority().map(|a| a.as_str());
+    if authority.is_some()
+        && parts.version < Version::HTTP_2
+        && parts.uri.scheme().is_none()
+        && parts.method != hyper::Method::CONNECT
+    {
+        return Err(HostError::AuthorityTarget);
+    }
     match (authority, header_name) {
         (Some(authority), header_name) => {
             let name = host_name(authority.as_bytes())?;
@@ -224,6 +235,10 @@ mod tests {
             Err(HostError::Several)
         );
         assert_eq!(name(v, "/", &[]), Err(HostError::Missing));
+        assert_eq!(
+            name(v, "admin.example", &["public.example"]),
+            Err(HostError::AuthorityTarget)
+        );
         assert_eq!(name(Version::HTTP_10, "/", &[]).as_deref(), Ok(""));
     }
 

@@ -1564,7 +1564,7 @@ async fn handle(
         let (i, server) = site.upstream.pick(tried, balance_key);
         tried |= 1 << i;
         access::note(|n| n.upstream = Some(server.url.clone()));
-        let Ok(uri) = server.uri(path_and_query) else {
+        let Some(uri) = server.uri(path_and_query) else {
             let r = local_response(StatusCode::BAD_REQUEST, "bad request target\n");
             return Ok(tx.answer(&mut guard, &exchange, r));
         };

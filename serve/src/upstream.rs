@@ -114,10 +114,16 @@ impl Endpoint {
         })
     }
 
-    /// The upstream URI for a request target (path and query).
-    pub(crate) fn uri(&self, path_and_query: &str) -> Result<Uri, hyper::http::Error> {
+    /// The upstream URI for a request target (path and query); `None` for
+    /// a target that is not a path (`OPTIONS *`), which would otherwise be
+    /// read as part of the server's authority (`http://10.0.0.7:8080*`): a
+    /// bad request, not a server that cannot be reached.
+    pub(crate) fn uri(&self, path_and_query: &str) -> Option<Uri> {
+        if !path_and_query.starts_with('/') {
+            return None;
+        }
         let uri = format!("{}{}{}", self.scheme_authority, self.prefix, path_and_query);
-        Ok(uri.parse::<Uri>()?)
+        uri.parse::<Uri>().ok()
     }
 }
 
@@ -1032,5 +1038,9 @@ mod tests {
         assert!(e.http2);
         let uri = e.uri("/x?y").map(|u| u.to_string()).unwrap_or_default();
         assert_eq!(uri, "http://a:50051/api/x?y");
+        // Not a path: no URI (the server's authority stays its own).
+        for target in ["*", "", "x", "@evil.example/"] {
+            assert_eq!(e.uri(target), None, "{target}");
+        }
     }
 }

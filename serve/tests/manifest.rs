@@ -342,6 +342,47 @@ sites:
     }
 }
 
+/// A target that is not a path (`OPTIONS *`, a bare authority) is a bad
+/// request: it never reaches an upstream server, and is not taken for a
+/// server that cannot be reached (which would leave every server of the
+/// upstream out, one request each).
+#[tokio::test]
+async fn a_target_that_is_not_a_path_is_a_bad_request_not_a_server_down() {
+    let dir = scratch("asterisk");
+    let (hits, ups) = backends(2).await;
+    let (server, _log) = serve_manifest(
+        &dir,
+        "SecRuleEngine On\n",
+        &format!(
+            "listen: 127.0.0.1:0\nupstreams:\n  app: [http://{}, http://{}]\nsites:\n  - name: all\n    upstream: app\n    rules: [shop.conf]\n",
+            ups[0], ups[1]
+        ),
+    )
+    .await;
+    let a = server.addr();
+    for head in [
+        "OPTIONS * HTTP/1.1\r\nHost: shop.example\r\n",
+        "GET shop.example HTTP/1.1\r\nHost: shop.example\r\n",
+    ] {
+        for _ in 0..3 {
+            let got = raw_exchange(a, &format!("{head}Connection: close\r\n\r\n")).await;
+            assert!(got.starts_with("HTTP/1.1 400"), "{head}: {got}");
+        }
+    }
+    let text = server.metrics().render(Default::default());
+    assert!(
+        text.lines()
+            .any(|l| l == "waf_upstream_servers_down_total 0"),
+        "{text}"
+    );
+    let total = || hits.iter().map(|h| h.load(Ordering::SeqCst)).sum::<usize>();
+    assert_eq!(total(), 0);
+    for _ in 0..4 {
+        assert_eq!(status(a, "shop.example", "/").await, StatusCode::OK);
+    }
+    assert!(hits.iter().all(|h| h.load(Ordering::SeqCst) == 2));
+}
+
 #[tokio::test]
 async fn a_reload_reads_the_manifest_again_and_a_broken_one_changes_nothing() {
     let dir = scratch("reload");
