@@ -13,16 +13,23 @@
 //! Upstream, the application gets `X-Forwarded-For` (the incoming list with
 //! the peer appended when the peer is trusted, else the peer alone),
 //! `X-Forwarded-Proto` and `X-Forwarded-Host` (kept from a trusted peer,
-//! else set from this connection), as Caddy does: headers a client made up
-//! never reach the application as if a proxy had written them.
+//! else set from this connection), as Caddy does; RFC 7239's `Forwarded`
+//! the same way (an element for this hop appended to a trusted peer's,
+//! else alone); and `X-Real-IP`, the client as the rules see it, as
+//! Traefik sets it and nginx deployments do (`proxy_set_header X-Real-IP
+//! $remote_addr`). Applications and their frameworks read any of these for
+//! the client's address (Spring and Rails read `Forwarded`, Echo and many
+//! others `X-Real-IP`): a header a client made up never reaches the
+//! application as if a proxy had written it.
 
 use crate::net::Net;
-use hyper::header::{HeaderMap, HeaderName, HeaderValue, HOST};
+use hyper::header::{HeaderMap, HeaderName, HeaderValue, FORWARDED, HOST};
 use std::net::IpAddr;
 
 const XFF: HeaderName = HeaderName::from_static("x-forwarded-for");
 const XF_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 const XF_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
 
 /// The proxies in front of `waf serve` whose `X-Forwarded-For` is believed
 /// (none by default).
@@ -75,23 +82,33 @@ impl TrustedProxies {
         client
     }
 
-    /// Sets the `X-Forwarded-*` headers of the request sent upstream
-    /// (`headers`, a copy of the client's): see the module's comment.
-    pub fn set_forwarded(&self, headers: &mut HeaderMap, peer: IpAddr, tls: bool) {
+    /// Sets the forwarding headers of the request sent upstream (`headers`,
+    /// a copy of the client's; `client`, [`TrustedProxies::client`]'s
+    /// answer): see the module's comment.
+    pub fn set_forwarded(&self, headers: &mut HeaderMap, peer: IpAddr, client: IpAddr, tls: bool) {
         let trusted = self.trusts(peer);
         let peer_text = crate::net::IpText::of(crate::net::canonical(peer));
         let peer_text = peer_text.as_str();
-        let xff = if trusted && headers.contains_key(&XFF) {
-            let mut list = Vec::new();
-            for line in headers.get_all(&XFF) {
-                if !list.is_empty() {
-                    list.extend_from_slice(b", ");
-                }
-                list.extend_from_slice(line.as_bytes());
+        let forwarded = forwarded_element(peer_text, tls, headers.get(HOST));
+        let forwarded = if trusted && headers.contains_key(FORWARDED) {
+            join_lines(headers, FORWARDED, &forwarded)
+        } else {
+            HeaderValue::from_bytes(&forwarded).ok()
+        };
+        match forwarded {
+            Some(v) => {
+                headers.insert(FORWARDED, v);
             }
-            list.extend_from_slice(b", ");
-            list.extend_from_slice(peer_text.as_bytes());
-            HeaderValue::from_bytes(&list).ok()
+            None => {
+                headers.remove(FORWARDED);
+            }
+        }
+        let client_text = crate::net::IpText::of(crate::net::canonical(client));
+        if let Ok(v) = HeaderValue::from_str(client_text.as_str()) {
+            headers.insert(X_REAL_IP, v);
+        }
+        let xff = if trusted && headers.contains_key(&XFF) {
+            join_lines(headers, XFF, peer_text.as_bytes())
         } else {
             None
         };
@@ -116,6 +133,43 @@ impl TrustedProxies {
             }
         }
     }
+}
+
+/// A header's lines as one comma-separated list, with `last` appended.
+fn join_lines(headers: &HeaderMap, name: HeaderName, last: &[u8]) -> Option<HeaderValue> {
+    let mut list = Vec::new();
+    for line in headers.get_all(name) {
+        list.extend_from_slice(line.as_bytes());
+        list.extend_from_slice(b", ");
+    }
+    list.extend_from_slice(last);
+    HeaderValue::from_bytes(&list).ok()
+}
+
+/// This hop's `Forwarded` element (RFC 7239): `for=` the peer (an IPv6
+/// address quoted, in brackets), `proto=`, and `host=` the request's
+/// `Host` when it has one (quoted: a port's `:` is not a token character).
+fn forwarded_element(peer: &str, tls: bool, host: Option<&HeaderValue>) -> Vec<u8> {
+    let mut e = Vec::with_capacity(64);
+    if peer.contains(':') {
+        e.extend_from_slice(b"for=\"[");
+        e.extend_from_slice(peer.as_bytes());
+        e.extend_from_slice(b"]\"");
+    } else {
+        e.extend_from_slice(b"for=");
+        e.extend_from_slice(peer.as_bytes());
+    }
+    e.extend_from_slice(if tls { b";proto=https" } else { b";proto=http" });
+    // A quoted string holds any visible byte but `"` and `\\`, which a
+    // checked host (see `host`) never has; one that has them is left out.
+    if let Some(h) =
+        host.filter(|h| !h.is_empty() && !h.as_bytes().iter().any(|b| matches!(b, b'"' | b'\\')))
+    {
+        e.extend_from_slice(b";host=\"");
+        e.extend_from_slice(h.as_bytes());
+        e.push(b'"');
+    }
+    e
 }
 
 /// One `X-Forwarded-For` entry: `1.2.3.4`, `1.2.3.4:5678`, `2001:db8::1`,
@@ -229,24 +283,51 @@ mod tests {
         h.insert(XF_PROTO, HeaderValue::from_static("https"));
         h.insert(XF_HOST, HeaderValue::from_static("shop.example"));
         h.insert(HOST, HeaderValue::from_static("internal:8080"));
+        h.append(FORWARDED, HeaderValue::from_static("for=203.0.113.7"));
+        h.append(
+            FORWARDED,
+            HeaderValue::from_static("for=10.0.0.9;proto=https"),
+        );
+        h.insert(X_REAL_IP, HeaderValue::from_static("192.0.2.1"));
         // From a trusted proxy: appended to, kept.
         let mut from_lb = h.clone();
-        t.set_forwarded(&mut from_lb, ip("10.0.0.5"), false);
+        let client = t.client(ip("10.0.0.5"), &from_lb);
+        t.set_forwarded(&mut from_lb, ip("10.0.0.5"), client, false);
         assert_eq!(from_lb[&XFF], "203.0.113.7, 10.0.0.5");
         assert_eq!(from_lb[&XF_PROTO], "https");
         assert_eq!(from_lb[&XF_HOST], "shop.example");
+        assert_eq!(
+            from_lb[FORWARDED],
+            "for=203.0.113.7, for=10.0.0.9;proto=https, for=10.0.0.5;proto=http;host=\"internal:8080\""
+        );
+        assert_eq!(from_lb[&X_REAL_IP], "203.0.113.7");
         // From anyone else: replaced.
         let mut spoofed = h.clone();
-        t.set_forwarded(&mut spoofed, ip("198.51.100.1"), true);
+        t.set_forwarded(&mut spoofed, ip("198.51.100.1"), ip("198.51.100.1"), true);
         assert_eq!(spoofed[&XFF], "198.51.100.1");
         assert_eq!(spoofed[&XF_PROTO], "https");
         assert_eq!(spoofed[&XF_HOST], "internal:8080");
         assert_eq!(spoofed.get_all(&XFF).iter().count(), 1);
+        assert_eq!(
+            spoofed[FORWARDED],
+            "for=198.51.100.1;proto=https;host=\"internal:8080\""
+        );
+        assert_eq!(spoofed.get_all(FORWARDED).iter().count(), 1);
+        assert_eq!(spoofed[&X_REAL_IP], "198.51.100.1");
         let mut plain = HeaderMap::new();
-        t.set_forwarded(&mut plain, ip("::ffff:198.51.100.1"), false);
-        assert_eq!(plain[&XFF], "198.51.100.1");
+        let v6 = ip("2001:db8::1");
+        t.set_forwarded(&mut plain, v6, v6, false);
+        assert_eq!(plain[&XFF], "2001:db8::1");
         assert_eq!(plain[&XF_PROTO], "http");
         assert!(!plain.contains_key(&XF_HOST));
+        assert_eq!(plain[FORWARDED], "for=\"[2001:db8::1]\";proto=http");
+        assert_eq!(plain[&X_REAL_IP], "2001:db8::1");
+        let mut mapped = HeaderMap::new();
+        let v4 = ip("::ffff:198.51.100.1");
+        t.set_forwarded(&mut mapped, v4, v4, false);
+        assert_eq!(mapped[&XFF], "198.51.100.1");
+        assert_eq!(mapped[FORWARDED], "for=198.51.100.1;proto=http");
+        assert_eq!(mapped[&X_REAL_IP], "198.51.100.1");
     }
 
     #[test]

@@ -1507,7 +1507,7 @@ async fn handle(
         state
             .config()
             .trusted_proxies
-            .set_forwarded(&mut headers, peer.ip(), tls);
+            .set_forwarded(&mut headers, peer.ip(), remote.ip(), tls);
         // The request's id in the WAF's logs (error, audit, access), so that
         // the application's own logs can name it; a client's is replaced.
         if let Ok(id) = HeaderValue::from_str(tx.unique_id()) {

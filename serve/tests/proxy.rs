@@ -1410,7 +1410,7 @@ async fn the_client_behind_trusted_proxies_and_what_the_application_is_told() {
     };
     let request = |xff: &str| {
         format!(
-            "GET /headers HTTP/1.1\r\nHost: example.com\r\nX-Forwarded-For: {xff}\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Host: shop.example\r\nConnection: close\r\n\r\n"
+            "GET /headers HTTP/1.1\r\nHost: example.com\r\nX-Forwarded-For: {xff}\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Host: shop.example\r\nForwarded: for=10.1.2.3;proto=https\r\nX-Real-IP: 10.1.2.3\r\nConnection: close\r\n\r\n"
         )
     };
     // No proxy trusted: the headers a client sends are not believed, neither
@@ -1425,6 +1425,13 @@ async fn the_client_behind_trusted_proxies_and_what_the_application_is_told() {
         "{answer}"
     );
     assert_eq!(answer.matches("x-forwarded-for:").count(), 1, "{answer}");
+    // Nor those the application may read instead (RFC 7239's, nginx's).
+    assert!(
+        answer.contains("\nforwarded: for=127.0.0.1;proto=http;host=\"example.com\"\n"),
+        "{answer}"
+    );
+    assert!(answer.contains("\nx-real-ip: 127.0.0.1\n"), "{answer}");
+    assert!(!answer.contains("10.1.2.3"), "{answer}");
 
     // Loopback trusted: the address it forwards for is the client.
     let s = setup_with(rules(), None, |c| {
@@ -1446,6 +1453,13 @@ async fn the_client_behind_trusted_proxies_and_what_the_application_is_told() {
         answer.contains("x-forwarded-host: shop.example\n"),
         "{answer}"
     );
+    assert!(
+        answer.contains(
+            "\nforwarded: for=10.1.2.3;proto=https, for=127.0.0.1;proto=http;host=\"example.com\"\n"
+        ),
+        "{answer}"
+    );
+    assert!(answer.contains("\nx-real-ip: 198.51.100.9\n"), "{answer}");
 }
 
 fn gunzip(data: &[u8]) -> String {
