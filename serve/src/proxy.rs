@@ -1170,6 +1170,16 @@ async fn handle(
             return Ok(local_response(StatusCode::BAD_REQUEST, e.text()));
         }
     };
+    // hyper undoes `chunked`, the last coding; any other was applied to the
+    // body before it and would reach neither the rules nor the application
+    // undone (nginx answers the same).
+    if other_transfer_coding(&parts.headers) {
+        state.metrics.malformed();
+        return Ok(local_response(
+            StatusCode::NOT_IMPLEMENTED,
+            "transfer codings other than chunked are not supported\n",
+        ));
+    }
     let view = RequestView {
         host: &host.name,
         method: parts.method.as_str().as_bytes(),
@@ -2208,6 +2218,17 @@ fn accepts_trailers(headers: &hyper::HeaderMap) -> bool {
                 .next()
                 .is_some_and(|t| t.trim().eq_ignore_ascii_case("trailers"))
         })
+}
+
+/// Whether a request's `Transfer-Encoding` names a coding other than
+/// `chunked` (RFC 9112 section 6.1: a server that does not understand one
+/// should answer 501).
+fn other_transfer_coding(headers: &hyper::HeaderMap) -> bool {
+    headers
+        .get_all(hyper::header::TRANSFER_ENCODING)
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+        .any(|t| !t.trim_ascii().eq_ignore_ascii_case(b"chunked"))
 }
 
 trait RetainHopByHop {
