@@ -82,6 +82,28 @@ enum Field {
     Ssl,
 }
 
+/// A header's field lines as one value, joined by `sep`: `""` when absent,
+/// the value itself (no copy) when there is one. A client that sends a
+/// header twice (an HTTP/2 client its cookies as several fields, as
+/// browsers do) does not hide the second from a filter that reads the
+/// first, while the application reads both (RFC 9110 section 5.3; for
+/// cookies, RFC 9113 section 8.2.3).
+pub(crate) fn combined<'a>(headers: &'a hyper::HeaderMap, name: &str, sep: &[u8]) -> Cow<'a, [u8]> {
+    let mut values = headers.get_all(name).iter();
+    let Some(first) = values.next() else {
+        return Cow::Borrowed(b"");
+    };
+    let Some(second) = values.next() else {
+        return Cow::Borrowed(first.as_bytes());
+    };
+    let mut joined = first.as_bytes().to_vec();
+    for v in std::iter::once(second).chain(values) {
+        joined.extend_from_slice(sep);
+        joined.extend_from_slice(v.as_bytes());
+    }
+    Cow::Owned(joined)
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Type {
     Bytes,
@@ -184,13 +206,11 @@ impl Field {
             Field::RawUri => r.uri,
             Field::RawPath => split().0,
             Field::Version => r.version,
-            Field::UserAgent => r.headers.get("user-agent").map_or(b"", |v| v.as_bytes()),
-            Field::Referer => r.headers.get("referer").map_or(b"", |v| v.as_bytes()),
-            Field::Cookie => r.headers.get("cookie").map_or(b"", |v| v.as_bytes()),
-            Field::XForwardedFor => r
-                .headers
-                .get("x-forwarded-for")
-                .map_or(b"", |v| v.as_bytes()),
+            Field::UserAgent => return combined(r.headers, "user-agent", b", "),
+            Field::Referer => return combined(r.headers, "referer", b", "),
+            // As the application gets them (see `join_cookies`).
+            Field::Cookie => return combined(r.headers, "cookie", b"; "),
+            Field::XForwardedFor => return combined(r.headers, "x-forwarded-for", b", "),
             Field::Header(h) => r.headers.get(h).map_or(b"", |v| v.as_bytes()),
             Field::Src | Field::DstPort | Field::Ssl => b"",
         })
@@ -810,6 +830,28 @@ mod tests {
                 *want,
                 "{expr}"
             );
+        }
+    }
+
+    #[test]
+    fn a_header_sent_twice_is_read_whole() {
+        let mut h = hyper::HeaderMap::new();
+        h.append("cookie", "a=1".parse().unwrap());
+        h.append("cookie", "debug=1".parse().unwrap());
+        h.append("user-agent", "curl/8.0".parse().unwrap());
+        h.append("user-agent", "bad-bot".parse().unwrap());
+        h.append("x-forwarded-for", "192.0.2.1".parse().unwrap());
+        let cases: &[(&str, bool)] = &[
+            (r#"http.cookie contains "debug=1""#, true),
+            (r#"http.cookie eq "a=1; debug=1""#, true),
+            (r#"http.user_agent contains "bad-bot""#, true),
+            (r#"http.user_agent eq "curl/8.0, bad-bot""#, true),
+            (r#"http.x_forwarded_for eq "192.0.2.1""#, true),
+            (r#"http.referer eq """#, true),
+        ];
+        for (expr, want) in cases {
+            let f = Filter::parse(expr).unwrap_or_else(|e| panic!("{expr}: {e}"));
+            assert_eq!(f.matches(&view(&h, "/", "192.0.2.7")), *want, "{expr}");
         }
     }
 

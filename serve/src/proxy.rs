@@ -2192,15 +2192,11 @@ fn idempotent(method: &hyper::Method) -> bool {
 
 /// Joins several `cookie` fields into one, with "; ".
 fn join_cookies(headers: &mut hyper::HeaderMap) {
-    let mut values = headers.get_all(hyper::header::COOKIE).iter();
-    let (Some(first), Some(_)) = (values.next(), values.next()) else {
-        return;
+    // What filters read as `http.cookie`, too.
+    let joined = match crate::filter::combined(headers, "cookie", b"; ") {
+        std::borrow::Cow::Owned(joined) => joined,
+        std::borrow::Cow::Borrowed(_) => return,
     };
-    let mut joined = first.as_bytes().to_vec();
-    for v in headers.get_all(hyper::header::COOKIE).iter().skip(1) {
-        joined.extend_from_slice(b"; ");
-        joined.extend_from_slice(v.as_bytes());
-    }
     if let Ok(v) = HeaderValue::from_bytes(&joined) {
         headers.insert(hyper::header::COOKIE, v);
     }
