@@ -17,6 +17,14 @@
 //! `Connection` and `Upgrade` are hop-by-hop headers, so the proxy drops
 //! them like the others and puts them back, on the request to the
 //! application and on the `101` to the client, only for a switch.
+//!
+//! A switch to HTTP itself (`h2c`, `h2`, `HTTP/2.0`) or to TLS (RFC 2817's
+//! `TLS/1.2`, with HTTP inside) is never asked for: the tunnel would carry
+//! HTTP requests from the client to the application that no rule sees
+//! ("h2c smuggling": an application that takes the switch, Go's `h2c`
+//! handler for one, then serves whatever the client sends through it). The
+//! request goes on as a plain one, without `Upgrade`, as nginx sends it
+//! unless told otherwise.
 
 use hyper::header::{
     HeaderMap, HeaderValue, CONNECTION, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY, UPGRADE,
@@ -36,7 +44,22 @@ pub(crate) fn requested(version: Version, headers: &HeaderMap) -> Option<HeaderV
         .get_all(CONNECTION)
         .iter()
         .any(|v| lists(v, b"upgrade"));
-    asked.then(|| headers.get(UPGRADE).cloned()).flatten()
+    asked
+        .then(|| headers.get(UPGRADE).filter(|p| tunnels_no_http(p)).cloned())
+        .flatten()
+}
+
+/// Whether none of the protocols an `Upgrade` (or `:protocol`) lists is
+/// HTTP or TLS (see the module's comment). Each is `name[/version]`.
+fn tunnels_no_http(protocols: &HeaderValue) -> bool {
+    protocols.as_bytes().split(|&b| b == b',').all(|p| {
+        let p = p.trim_ascii();
+        let name = p.split(|&b| b == b'/').next().unwrap_or(p);
+        !(name.eq_ignore_ascii_case(b"h2c")
+            || name.eq_ignore_ascii_case(b"h2")
+            || name.eq_ignore_ascii_case(b"http")
+            || name.eq_ignore_ascii_case(b"tls"))
+    })
 }
 
 /// The protocol an HTTP/2 client asks for with an extended `CONNECT`
@@ -46,7 +69,9 @@ pub(crate) fn extended_connect(parts: &hyper::http::request::Parts) -> Option<He
         return None;
     }
     let protocol = parts.extensions.get::<hyper::ext::Protocol>()?;
-    HeaderValue::from_str(protocol.as_str()).ok()
+    HeaderValue::from_str(protocol.as_str())
+        .ok()
+        .filter(tunnels_no_http)
 }
 
 /// Turns an extended `CONNECT` into the HTTP/1.1 request that asks the
@@ -210,12 +235,28 @@ mod tests {
         let second_line = headers(&[
             ("connection", "keep-alive"),
             ("connection", "UPGRADE"),
-            ("upgrade", "h2c"),
+            ("upgrade", "echo/2"),
         ]);
         assert_eq!(
             requested(Version::HTTP_11, &second_line),
-            Some(HeaderValue::from_static("h2c"))
+            Some(HeaderValue::from_static("echo/2"))
         );
+        // A switch to HTTP or TLS: no switch (h2c smuggling).
+        for protocol in [
+            "h2c",
+            "H2C",
+            "h2",
+            "HTTP/2.0",
+            "http/1.1",
+            "TLS/1.2",
+            "websocket, h2c",
+        ] {
+            let smuggling = headers(&[
+                ("connection", "Upgrade, HTTP2-Settings"),
+                ("upgrade", protocol),
+            ]);
+            assert_eq!(requested(Version::HTTP_11, &smuggling), None, "{protocol}");
+        }
         // A token that only contains the word is not it.
         let lookalike = headers(&[("connection", "upgraded"), ("upgrade", "websocket")]);
         assert_eq!(requested(Version::HTTP_11, &lookalike), None);

@@ -1931,6 +1931,36 @@ async fn protocol_switches_are_inspected_then_tunnelled() {
     assert!(answer.starts_with("HTTP/1.0 200"), "{answer}");
 }
 
+/// A switch to HTTP/2 in clear text (or any HTTP or TLS) is not asked of
+/// the application: once it took it, the client would send it HTTP/2
+/// requests through the tunnel, past every rule ("h2c smuggling"). The
+/// request goes on as a plain one, its `Upgrade` dropped; a rule still
+/// sees it.
+#[tokio::test]
+async fn a_switch_to_http2_is_not_passed_on() {
+    let s = setup(text_rules(), None).await;
+    let addr = s.server.addr();
+    for protocol in ["h2c", "HTTP/2.0", "TLS/1.2", "echo, h2c"] {
+        let answer = raw_exchange(
+            addr,
+            &format!(
+                "GET /ws HTTP/1.1\r\nHost: example.com\r\nConnection: Upgrade, HTTP2-Settings, close\r\n\
+                 Upgrade: {protocol}\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n"
+            ),
+        )
+        .await;
+        // The backend switches whenever it sees `Upgrade`: it did not.
+        assert!(answer.starts_with("HTTP/1.1 200"), "{protocol}: {answer}");
+        assert!(
+            answer.contains("hello from backend"),
+            "{protocol}: {answer}"
+        );
+    }
+    assert_eq!(s.server.metrics().tunnels_open(), 0);
+    let metrics = s.server.metrics().render(Default::default());
+    assert!(metrics.contains("waf_tunnels_total 0\n"), "{metrics}");
+}
+
 /// An HTTP/2 client's WebSocket (RFC 8441's extended CONNECT): the server
 /// offers it in its settings; the request goes through the phases and to
 /// the application as the HTTP/1.1 handshake (`GET`, `Upgrade`, and for a
