@@ -662,7 +662,7 @@ impl Metrics {
         );
         counter(
             "waf_malformed_requests_total",
-            "Requests refused as malformed (400): by hyper before the WAF saw them, for their host (none, several, or not a host), or for a request body whose framing is broken; and 501s for a transfer coding other than chunked.",
+            "Requests refused as malformed (400): by hyper before the WAF saw them (414 and 431 for a target or a head too large), for their host (none, several, or not a host), or for a request body whose framing is broken; and 501s for a transfer coding other than chunked.",
             self.malformed.load(Ordering::Relaxed),
         );
         counter(

@@ -708,7 +708,11 @@ fn connection_error(state: &State, remote: SocketAddr, e: &(dyn std::error::Erro
     let Some(h) = e.downcast_ref::<hyper::Error>() else {
         return;
     };
-    let what = if h.is_parse() || h.is_parse_too_large() || h.is_parse_status() {
+    let what = if h.is_parse_too_large() {
+        // hyper's 414 for a target too long, 431 for a head too large.
+        state.metrics.malformed();
+        "request too large refused before the WAF (414 or 431)"
+    } else if h.is_parse() || h.is_parse_status() {
         state.metrics.malformed();
         "malformed request refused before the WAF (400)"
     } else if h.is_timeout() {

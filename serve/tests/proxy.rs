@@ -692,6 +692,18 @@ async fn malformed_http_is_400() {
             "{coding}: {answer}"
         );
     }
+    // Too many headers, a target too long: hyper's 431 and 414, logged as
+    // such.
+    let many: String = (0..150).map(|i| format!("X-{i}: a\r\n")).collect();
+    let long = "a".repeat(70_000);
+    for (head, want) in [
+        (format!("GET / HTTP/1.1\r\nHost: x\r\n{many}\r\n"), "431"),
+        (format!("GET /{long} HTTP/1.1\r\nHost: x\r\n\r\n"), "414"),
+    ] {
+        let (answer, _) =
+            raw_answer(s.server.addr(), head.as_bytes(), Duration::from_secs(5)).await;
+        assert!(answer.starts_with(&format!("HTTP/1.1 {want}")), "{answer}");
+    }
     assert_eq!(s.hits.load(Ordering::SeqCst), 0);
     tokio::time::sleep(Duration::from_millis(200)).await;
     let log = s.log.text();
@@ -701,9 +713,15 @@ async fn malformed_http_is_400() {
         3,
         "{log}"
     );
+    assert_eq!(
+        log.matches("request too large refused before the WAF (414 or 431)")
+            .count(),
+        2,
+        "{log}"
+    );
     let metrics = s.server.metrics().render(Default::default());
     assert!(
-        metrics.contains("waf_malformed_requests_total 4\n"),
+        metrics.contains("waf_malformed_requests_total 6\n"),
         "{metrics}"
     );
 }
