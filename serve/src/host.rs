@@ -126,7 +126,7 @@ pub(crate) fn request_host(parts: &Parts) -> Result<RequestHost, HostError> {
 /// may read otherwise (the first of a comma-separated list, a user before
 /// `@`), are refused. An empty value is an empty name (RFC 9112 section
 /// 3.2: a target without an authority).
-fn host_name(value: &[u8]) -> Result<Vec<u8>, HostError> {
+pub(crate) fn host_name(value: &[u8]) -> Result<Vec<u8>, HostError> {
     if value.is_empty() {
         return Ok(Vec::new());
     }
@@ -154,9 +154,11 @@ fn host_name(value: &[u8]) -> Result<Vec<u8>, HostError> {
         }
         (host, port)
     };
+    // RFC 3986's port is `*DIGIT`: `host:` is a host.
     match port {
-        [] => {}
-        [b':', digits @ ..] if digits.len() <= 5 && digits.iter().all(u8::is_ascii_digit) => {}
+        [] | [b':'] => {}
+        [b':', digits @ ..] if std::str::from_utf8(digits).is_ok_and(crate::forwarded::is_port) => {
+        }
         _ => return Err(HostError::Invalid),
     }
     Ok(host.to_ascii_lowercase())
