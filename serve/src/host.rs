@@ -84,28 +84,20 @@ pub(crate) fn request_host(parts: &Parts) -> Result<RequestHost, HostError> {
     match (authority, header_name) {
         (Some(authority), header_name) => {
             let name = host_name(authority.as_bytes())?;
-            if parts.version >= Version::HTTP_2 {
-                if header_name.as_ref().is_some_and(|h| *h != name) {
-                    return Err(HostError::Conflict);
-                }
-                if header.is_some() {
-                    return Ok(RequestHost {
-                        name,
-                        upstream: None,
-                    });
-                }
+            let http2 = parts.version >= Version::HTTP_2;
+            if http2 && header_name.as_ref().is_some_and(|h| *h != name) {
+                return Err(HostError::Conflict);
             }
-            let upstream = HeaderValue::from_str(authority).map_err(|_| HostError::Invalid)?;
-            if header.is_some_and(|h| *h == upstream) {
-                return Ok(RequestHost {
-                    name,
-                    upstream: None,
-                });
-            }
-            Ok(RequestHost {
-                name,
-                upstream: Some(upstream),
-            })
+            // The client's `Host` goes on if it names the host (HTTP/2: the
+            // same host; HTTP/1: the same bytes); else the authority does.
+            let keeps_header =
+                header.is_some_and(|h| http2 || h.as_bytes() == authority.as_bytes());
+            let upstream = if keeps_header {
+                None
+            } else {
+                Some(HeaderValue::from_str(authority).map_err(|_| HostError::Invalid)?)
+            };
+            Ok(RequestHost { name, upstream })
         }
         (None, Some(name)) => Ok(RequestHost {
             name,
