@@ -179,7 +179,9 @@ impl Field {
         }
     }
 
-    /// The value of a bytes field (a header field: its first value).
+    /// The value of a bytes field. A named header field (`http.cookie`...)
+    /// is its lines joined ([`combined`]); `http.request.headers["name"]`
+    /// its first value here, though a test tries every value (see `test`).
     fn bytes<'a>(&self, r: &RequestView<'a>) -> Cow<'a, [u8]> {
         // The target's path, and its query if it has one.
         let split = || match memchr::memchr(b'?', r.uri) {
