@@ -20,7 +20,13 @@
 //! $remote_addr`). Applications and their frameworks read any of these for
 //! the client's address (Spring and Rails read `Forwarded`, Echo and many
 //! others `X-Real-IP`): a header a client made up never reaches the
-//! application as if a proxy had written it.
+//! application as if a proxy had written it. Nor does it under another
+//! spelling: servers that hand headers to the application as CGI-style
+//! variables (Rack servers such as Puma, PHP, WSGI servers) turn
+//! `X-Forwarded_For` into the same `HTTP_X_FORWARDED_FOR` as
+//! `X-Forwarded-For`, and the one they keep is not always the proxy's
+//! (Puma's CVE-2024-45614), so a header spelled with `_` where one of these
+//! has `-` is removed.
 
 use crate::net::Net;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue, FORWARDED, HOST};
@@ -86,6 +92,7 @@ impl TrustedProxies {
     /// a copy of the client's; `client`, [`TrustedProxies::client`]'s
     /// answer): see the module's comment.
     pub fn set_forwarded(&self, headers: &mut HeaderMap, peer: IpAddr, client: IpAddr, tls: bool) {
+        remove_underscore_spellings(headers);
         let trusted = self.trusts(peer);
         let peer_text = crate::net::IpText::of(crate::net::canonical(peer));
         let peer_text = peer_text.as_str();
@@ -133,6 +140,31 @@ impl TrustedProxies {
             }
         }
     }
+}
+
+/// Removes the headers whose names are a forwarding header's with `_` for
+/// one or more of its `-` (see the module's comment). Names with no `_`, by
+/// far the most, cost one scan of the names and no allocation.
+fn remove_underscore_spellings(headers: &mut HeaderMap) {
+    let spoofs: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| is_underscore_spelling(name.as_str()))
+        .cloned()
+        .collect();
+    for name in spoofs {
+        headers.remove(name);
+    }
+}
+
+fn is_underscore_spelling(name: &str) -> bool {
+    name.contains('_')
+        && [XFF, XF_PROTO, XF_HOST, X_REAL_IP].iter().any(|h| {
+            let h = h.as_str();
+            h.len() == name.len()
+                && h.bytes()
+                    .zip(name.bytes())
+                    .all(|(a, b)| a == b || (a == b'-' && b == b'_'))
+        })
 }
 
 /// A header's lines as one comma-separated list, with `last` appended.
@@ -328,6 +360,47 @@ mod tests {
         assert_eq!(mapped[&XFF], "198.51.100.1");
         assert_eq!(mapped[FORWARDED], "for=198.51.100.1;proto=http");
         assert_eq!(mapped[&X_REAL_IP], "198.51.100.1");
+    }
+
+    #[test]
+    fn underscore_spellings_of_forwarding_headers_are_removed() {
+        let t = trusted(&["10.0.0.0/8"]);
+        let mut h = HeaderMap::new();
+        for (name, value) in [
+            ("x-forwarded_for", "1.1.1.1"),
+            ("x_forwarded_for", "1.1.1.2"),
+            ("x_real_ip", "1.1.1.3"),
+            ("x-forwarded_proto", "https"),
+            ("x_forwarded-host", "admin.example"),
+            ("x_custom_header", "kept"),
+            ("x-forwarded_for_me", "kept"),
+        ] {
+            h.append(
+                HeaderName::from_static(name),
+                HeaderValue::from_static(value),
+            );
+        }
+        // From a trusted proxy as from anyone: a spelling no proxy writes.
+        for peer in ["10.0.0.5", "198.51.100.1"] {
+            let mut sent = h.clone();
+            t.set_forwarded(&mut sent, ip(peer), ip(peer), false);
+            let mut names: Vec<&str> = sent.keys().map(|k| k.as_str()).collect();
+            names.sort_unstable();
+            assert_eq!(
+                names,
+                [
+                    "forwarded",
+                    "x-forwarded-for",
+                    "x-forwarded-proto",
+                    "x-forwarded_for_me",
+                    "x-real-ip",
+                    "x_custom_header",
+                ],
+                "{peer}"
+            );
+            assert_eq!(sent[&XFF], peer);
+            assert_eq!(sent[&XF_PROTO], "http");
+        }
     }
 
     #[test]
