@@ -203,6 +203,8 @@ struct Lowerer<'a> {
     markers: Vec<(String, Span, usize)>,
     /// skipAfter requests: (rule index, marker name text).
     skip_afters: Vec<(usize, Text)>,
+    /// Where `SecRequestBodyAccess On` was last set, unless set `Off` since.
+    body_access_on: Option<Span>,
     timings: Timings,
 }
 
@@ -237,6 +239,7 @@ impl<'a> Lowerer<'a> {
             positions: Vec::new(),
             markers: Vec::new(),
             skip_afters: Vec::new(),
+            body_access_on: None,
             timings: Timings::default(),
         }
     }
@@ -366,6 +369,7 @@ impl<'a> Lowerer<'a> {
             i += 1;
         }
 
+        self.unchecked_body_errors();
         for (by, span, used) in &updates.removes {
             if !used {
                 self.unused_ref(by, *span);
@@ -380,6 +384,49 @@ impl<'a> Lowerer<'a> {
             if !used {
                 self.unused_ref(by, *span);
             }
+        }
+    }
+
+    /// Request bodies are inspected (`SecRequestBodyAccess On`) and rules
+    /// read what the body processors make of them, but no rule reads
+    /// `REQBODY_ERROR`: a body its processor cannot read (a multipart
+    /// `Content-Type` with `charset=` before `boundary=`, or `BOUNDARY=`,
+    /// both of which applications' parsers take; broken JSON or XML) then
+    /// reaches the application with none of its values inspected. That is
+    /// why ModSecurity's recommended configuration denies it (its rule
+    /// 200002); CRS does not, and expects the engine's configuration to.
+    fn unchecked_body_errors(&mut self) {
+        use names::Variable as V;
+        let Some(on) = self.body_access_on else {
+            return;
+        };
+        let mut reads_body = false;
+        for (ri, rule) in self.p.rules.iter().enumerate() {
+            if self.positions.get(ri).is_some_and(|p| p.1) {
+                continue;
+            }
+            for slot in rule.links.iter().flat_map(|l| &l.targets) {
+                let target = &self.p.targets[self.p.slots[slot.index()].target.index()];
+                match target.variable {
+                    V::ReqbodyError | V::ReqbodyProcessorError => return,
+                    V::Args
+                    | V::ArgsNames
+                    | V::ArgsPost
+                    | V::ArgsPostNames
+                    | V::RequestBody
+                    | V::Files
+                    | V::FilesNames
+                    | V::Xml => reads_body = true,
+                    _ => {}
+                }
+            }
+        }
+        if reads_body {
+            self.error(
+                Diagnostic::warning(Code::Suspicious, on, "request bodies are inspected, but no rule refuses one that cannot be parsed")
+                    .with_label("a body its parser rejects (a multipart `Content-Type` with `charset=` before `boundary=`, broken JSON) reaches the application uninspected")
+                    .with_hint("deny on the parser's error as ModSecurity's recommended configuration does: SecRule REQBODY_ERROR \"!@eq 0\" \"id:200002,phase:2,t:none,log,deny,status:400,msg:'Failed to parse request body.'\""),
+            );
         }
     }
 

@@ -24,6 +24,7 @@ impl Lowerer<'_> {
             D::SecRequestBodyAccess => {
                 if let Some(b) = self.on_off(&v, vspan) {
                     self.p.settings.request_body_access = b;
+                    self.body_access_on = b.then_some(span);
                 }
             }
             D::SecResponseBodyAccess => {

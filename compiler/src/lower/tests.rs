@@ -552,3 +552,32 @@ fn pcre_limits_are_settings() {
     assert!(p.regexes[0].is_match(b"aaab"));
     assert_eq!(crate::rx::take_limit_hits(), 0);
 }
+
+#[test]
+fn inspected_bodies_that_fail_to_parse_must_be_refused_by_some_rule() {
+    let access = "SecRequestBodyAccess On\n";
+    let args = "SecRule ARGS \"@contains x\" \"id:1,phase:2,deny\"\n";
+    let refuse = "SecRule REQBODY_ERROR \"!@eq 0\" \"id:2,phase:2,deny,status:400\"\n";
+    let d = compile(&format!("{access}{args}"));
+    let w: Vec<_> = d.diagnostics.iter().collect();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert_eq!(w[0].code, Code::Suspicious);
+    assert!(w[0].message.contains("no rule refuses"), "{}", w[0].message);
+    assert!(w[0].hint.as_deref().unwrap_or("").contains("REQBODY_ERROR"));
+    // Refused by a rule (before or after), or bodies not inspected, or no
+    // rule reading what the body gives: nothing to say.
+    for src in [
+        format!("{access}{args}{refuse}"),
+        format!("{refuse}{access}{args}"),
+        args.to_string(),
+        format!("{access}SecRequestBodyAccess Off\n{args}"),
+        format!("{access}SecRule REQUEST_URI \"@contains x\" \"id:1,phase:1,deny\"\n"),
+    ] {
+        assert!(codes(&src).is_empty(), "{src}: {:?}", codes(&src));
+    }
+    // A refusing rule that was removed refuses nothing.
+    assert_eq!(
+        codes(&format!("{access}{args}{refuse}SecRuleRemoveById 2\n")),
+        [Code::Suspicious]
+    );
+}
