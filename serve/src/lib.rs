@@ -83,6 +83,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 
+/// The smallest `max_request_head`: hyper's HTTP/1 read buffer cannot be
+/// smaller, and nginx's one header buffer is as large.
+pub const MIN_REQUEST_HEAD: usize = 8192;
+
 /// How the proxy is set up.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -133,6 +137,12 @@ pub struct Config {
     /// is refused with 413, whatever the rules' limits say: the proxy holds
     /// the body until phase 2 allows it.
     pub max_request_body: usize,
+    /// The most bytes of a request's head (request line and headers, as
+    /// sent for HTTP/1; the header list as HTTP/2 counts it) before the
+    /// request is refused with 431 (414 for an HTTP/1 request line that
+    /// alone passes it), before any rule: the rules would read all of it.
+    /// At least [`MIN_REQUEST_HEAD`].
+    pub max_request_head: usize,
     /// The most body bytes held in memory by all requests together
     /// (request bodies until phase 2, inspected response bodies until phase
     /// 4); a request that would pass it is answered 503 (see budget.rs).
@@ -217,6 +227,7 @@ impl Config {
             upstream_ca: None,
             trusted_proxies: TrustedProxies::default(),
             max_request_body: 64 << 20,
+            max_request_head: 64 << 10,
             max_held_bodies: 1 << 30,
             admin: None,
             on_error: OnError::Closed,

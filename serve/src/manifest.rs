@@ -41,6 +41,8 @@ struct File {
     #[serde(default)]
     max_request_body: Option<usize>,
     #[serde(default)]
+    max_request_head: Option<usize>,
+    #[serde(default)]
     max_held_bodies: Option<u64>,
     #[serde(default)]
     on_error: Option<String>,
@@ -672,6 +674,18 @@ impl Manifest {
             .map_err(|e| invalid("request_id_header", e))?;
         if let Some(m) = file.max_request_body {
             config.max_request_body = m;
+        }
+        if let Some(m) = file.max_request_head {
+            if m < crate::MIN_REQUEST_HEAD {
+                return Err(invalid(
+                    "max_request_head",
+                    format!(
+                        "{m} is below {} bytes, the least a head buffer holds",
+                        crate::MIN_REQUEST_HEAD
+                    ),
+                ));
+            }
+            config.max_request_head = m;
         }
         if let Some(m) = file.max_held_bodies {
             config.max_held_bodies = m;

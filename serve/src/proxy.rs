@@ -399,9 +399,10 @@ async fn serve_connection(
     let mut stopping = state.shutdown.subscribe();
     let _ = stream.set_nodelay(true);
     let mut local = stream.local_addr().unwrap_or(remote);
-    let (header_timeout, send_timeout, idle_timeout) = {
+    let (header_timeout, send_timeout, idle_timeout, max_head) = {
         let c = state.config();
-        (c.header_timeout, c.send_timeout, c.idle_timeout)
+        let max_head = c.max_request_head.max(crate::MIN_REQUEST_HEAD);
+        (c.header_timeout, c.send_timeout, c.idle_timeout, max_head)
     };
     if accept.proxy_protocol {
         // The balancer's header, before TLS and HTTP; its time counts
@@ -461,12 +462,18 @@ async fn serve_connection(
         }
     });
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    // A head past `max_request_head` is refused by hyper (431, or 414 for
+    // a request line that alone fills the buffer) before the rules read it.
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(header_timeout);
+        .header_read_timeout(header_timeout)
+        .max_buf_size(max_head);
     // HTTP/2 clients may open WebSockets (RFC 8441's extended CONNECT).
-    builder.http2().enable_connect_protocol();
+    builder
+        .http2()
+        .enable_connect_protocol()
+        .max_header_list_size(u32::try_from(max_head).unwrap_or(u32::MAX));
     let outcome = match tls {
         None => {
             let stream = FirstByte::new(stream, header_timeout);

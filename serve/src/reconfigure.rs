@@ -138,6 +138,7 @@ pub(crate) fn apply(
     live!(send_timeout, "timeouts.send");
     live!(idle_timeout, "timeouts.idle");
     live!(max_request_body, "max_request_body");
+    live!(max_request_head, "max_request_head");
     live!(max_held_bodies, "max_held_bodies");
     live!(on_error, "on_error");
     live!(time_budget, "time_budget_ms");

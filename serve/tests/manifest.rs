@@ -1324,6 +1324,7 @@ fn broken_manifests_say_where_and_why() {
         ("health_checks:\n  app: { path: /h, method: HEAD }\nsites:\n  - name: a\n    upstream: app\n", "method"),
         ("sites:\n  - name: a\n    upstream: app\n    block_page: nowhere.html\n", "sites[0] (a).block_page: "),
         ("value_cache: 0\nsites:\n  - name: a\n    upstream: app\n", "value_cache: 0: give the number of values each worker's cache holds (16384 by default)"),
+        ("max_request_head: 4096\nsites:\n  - name: a\n    upstream: app\n", "max_request_head: 4096 is below 8192 bytes, the least a head buffer holds"),
         ("collection_memory: 0\nsites:\n  - name: a\n    upstream: app\n", "collection_memory: 0: give the MiB the persistent collections may hold (64 by default)"),
         ("collection_redis: http://127.0.0.1:6379\nsites:\n  - name: a\n    upstream: app\n", "collection_redis: http://127.0.0.1:6379: "),
         ("collection_redis: redis://u:secret@127.0.0.1:6379\ncollection_file: c.bin\nsites:\n  - name: a\n    upstream: app\n", "collection_redis: excludes collection_file"),
