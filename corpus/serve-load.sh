@@ -46,6 +46,7 @@ command -v nginx >/dev/null || need+=(nginx)
 command -v wrk >/dev/null || need+=(wrk)
 need_debian "${need[@]}"
 need_waf
+ports_free $(seq 19000 19010)
 
 "$here/crs-config.sh" "$CRS" 1 > "$work/crs-pl1.conf"
 : > "$work/empty.conf"

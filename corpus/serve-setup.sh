@@ -66,6 +66,19 @@ wait_http() {
   done
 }
 
+# ports_free PORT...: exits when something already listens on one of the
+# loopback ports: a leftover server there would answer in place of the one
+# the script starts (whose bind then fails), and the figures would be its.
+ports_free() {
+  local port
+  for port in "$@"; do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      echo "$script: something already listens on 127.0.0.1:$port; stop it first" >&2
+      exit 1
+    fi
+  done
+}
+
 # rss_mib PID: the process's resident memory (VmRSS), in MiB.
 rss_mib() {
   awk '/VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$1/status"
