@@ -233,6 +233,7 @@ pub fn run(args: Args) -> CmdResult {
         _ => None,
     };
     let rules = Arc::new(rules);
+    rules.warnings().iter().for_each(|w| report(w));
     let sites = waf_serve::Sites::single(rules.clone(), &upstream).map_err(CliError::usage)?;
     if args.check {
         waf_serve::check_settings(&config).map_err(CliError::usage)?;
@@ -333,6 +334,7 @@ fn run_manifest(path: &Path, args: &Args) -> CmdResult {
     let source = SitesSource::manifest(path, &m);
     m.config.workers = Some(m.config.workers.unwrap_or_else(default_workers));
     let names: Vec<&str> = m.sites.names().collect();
+    m.warnings.iter().for_each(|w| report(w));
     if args.check {
         waf_serve::check_settings(&m.config).map_err(CliError::usage)?;
         report(&format!(

@@ -1218,6 +1218,34 @@ fn serve_check_validates_without_listening() {
         String::from_utf8_lossy(&o.stderr)
     );
     assert!(String::from_utf8_lossy(&o.stderr).contains("not-a-ca.pem"));
+    // Rules that load but are probably a mistake are reported, with
+    // file:line:col, by the manifest and by the quick start alike; the
+    // rules still serve.
+    std::fs::write(
+        dir.join("lax.conf"),
+        "SecRequestBodyAccess On\nSecRule ARGS \"@contains x\" \"id:1,phase:2,deny\"\n",
+    )
+    .expect("write");
+    let lax = manifest("lax.conf");
+    for args in [
+        vec!["serve", "--config", lax.to_str().unwrap_or(""), "--check"],
+        vec![
+            "serve",
+            "-c",
+            dir.join("lax.conf").to_str().unwrap_or(""),
+            "--upstream",
+            "http://127.0.0.1:9",
+            "--check",
+        ],
+    ] {
+        let o = waf(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{err}");
+        assert!(
+            err.contains("lax.conf:1:1: warning[suspicious]: request bodies are inspected, but no rule refuses one that cannot be parsed"),
+            "{err}"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -738,11 +738,12 @@ fn reload(source: &SitesSource, state: &proxy::State) -> Result<Vec<String>, Rel
     match source {
         SitesSource::Single(rules) => rules
             .reload()
-            .map(|()| Vec::new())
+            .map(|()| rules.warnings())
             .map_err(ReloadError::Rules),
         SitesSource::Manifest { path, started } => {
             let mut m = Manifest::load(path).map_err(ReloadError::Manifest)?;
-            let (config, notes) = reconfigure::apply(&state.config(), started, &m);
+            let (config, mut notes) = reconfigure::apply(&state.config(), started, &m);
+            notes.append(&mut m.warnings);
             state.set_config(config);
             let counts = m.sites.adopt_counts(&state.metrics().sites());
             m.sites.adopt_upstream_state(&state.sites.load());

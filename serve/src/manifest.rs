@@ -285,6 +285,9 @@ pub struct Manifest {
     /// The listeners (`listen` and `tls`, or `listeners`), at least one;
     /// `config.listen` is the first one's address.
     pub listeners: Vec<ListenerSpec>,
+    /// The warnings of the sites' rules (see `Rules::warnings`), each line
+    /// after the name of the first site that has those rules.
+    pub warnings: Vec<String>,
 }
 
 /// Rule ids the manifest's own settings use (outside CRS's and the usual
@@ -414,6 +417,7 @@ impl Manifest {
         }
 
         let mut compiled: Vec<(String, Arc<Rules>)> = Vec::new();
+        let mut warnings = Vec::new();
         let mut pages: Vec<Arc<BlockPage>> = Vec::new();
         let mut sites = Vec::new();
         let mut names = Vec::new();
@@ -446,6 +450,11 @@ impl Manifest {
                             site: s.name.clone(),
                             error,
                         })?);
+                    warnings.extend(
+                        r.warnings()
+                            .into_iter()
+                            .map(|w| format!("site {}: {w}", s.name)),
+                    );
                     compiled.push((text, r.clone()));
                     r
                 }
@@ -716,6 +725,7 @@ impl Manifest {
             audit_log: file.audit_log.as_deref().map(resolve),
             access_log: file.access_log.as_deref().map(resolve),
             listeners,
+            warnings,
         })
     }
 }

@@ -179,6 +179,7 @@ mod tests {
             error_log: None,
             audit_log: None,
             access_log: None,
+            warnings: Vec::new(),
         }
     }
 

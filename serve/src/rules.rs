@@ -26,8 +26,9 @@ pub enum RuleSource {
 
 impl RuleSource {
     /// Compiles the rules, and says what the compilation read (whether it
-    /// succeeded or not: a fix to a broken include must be seen too).
-    fn compile(&self) -> (Result<Ruleset, CompileError>, Inputs) {
+    /// succeeded or not: a fix to a broken include must be seen too) and
+    /// what it warned of (see [`deployment_warnings`]).
+    fn compile(&self) -> (Result<Ruleset, CompileError>, Inputs, Vec<String>) {
         let files = Files::recording();
         let opts = waf_compiler::Options {
             files: files.clone(),
@@ -36,7 +37,7 @@ impl RuleSource {
         let compiled = match self {
             RuleSource::Default => {
                 let rs = Ruleset::default_rules().map(with_shared_store);
-                return (rs, Inputs::default());
+                return (rs, Inputs::default(), Vec::new());
             }
             RuleSource::Files(paths) => waf_compiler::compile_files(paths, &opts),
             RuleSource::Text { name, text } => waf_compiler::compile_str(name, text, &opts),
@@ -59,11 +60,39 @@ impl RuleSource {
                 globs: vec![],
             });
         }
+        let warnings = deployment_warnings(&compiled);
         (
             Ruleset::from_compiled(compiled).map(with_shared_store),
             inputs,
+            warnings,
         )
     }
+}
+
+/// The warnings of a compilation that the proxy reports when it loads the
+/// rules, one line each (`file:line:col: warning[code]: message (hint)`):
+/// rules that load but are probably a mistake (`suspicious`, `compat-*`),
+/// such as request bodies inspected with nothing refusing one that cannot
+/// be parsed. The performance findings are left to `waf lint`.
+fn deployment_warnings(c: &waf_compiler::Compiled) -> Vec<String> {
+    use waf_compiler::diag::{Code, Severity};
+    c.diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Warning)
+        .filter(|d| d.code == Code::Suspicious || d.code.is_compat())
+        .map(|d| {
+            let mut line = format!(
+                "{}: warning[{}]: {}",
+                c.sources().location(d.span),
+                d.code.as_str(),
+                d.message
+            );
+            if let Some(hint) = &d.hint {
+                line.push_str(&format!(" (hint: {hint})"));
+            }
+            line
+        })
+        .collect()
 }
 
 /// The persistent collections (`initcol`, `setsid`, ...) of this process.
@@ -89,16 +118,19 @@ pub struct Rules {
     current: ArcSwap<Ruleset>,
     /// What the last compilation (refused or not) read.
     inputs: Mutex<Inputs>,
+    /// What the last compilation that succeeded warned of.
+    warnings: Mutex<Vec<String>>,
 }
 
 impl Rules {
     /// Compiles `source`.
     pub fn load(source: RuleSource) -> Result<Rules, CompileError> {
-        let (rs, inputs) = source.compile();
+        let (rs, inputs, warnings) = source.compile();
         Ok(Rules {
             source,
             current: ArcSwap::from_pointee(rs?),
             inputs: Mutex::new(inputs),
+            warnings: Mutex::new(warnings),
         })
     }
 
@@ -110,16 +142,26 @@ impl Rules {
     /// Compiles the source again and swaps the result in; on error the
     /// running ruleset stays.
     pub fn reload(&self) -> Result<(), CompileError> {
-        let (rs, inputs) = self.source.compile();
+        let (rs, inputs, warnings) = self.source.compile();
         if let Ok(mut i) = self.inputs.lock() {
             *i = inputs;
         }
         let new = Arc::new(rs?);
+        if let Ok(mut w) = self.warnings.lock() {
+            *w = warnings;
+        }
         let mut retired = crate::memory::Retired::default();
         retired.new_ruleset(&new);
         retired.old(&self.current.swap(new));
         retired.release();
         Ok(())
+    }
+
+    /// The warnings of the running rules' compilation, one line each (see
+    /// [`deployment_warnings`]), for the proxy to report at start and
+    /// after a reload.
+    pub fn warnings(&self) -> Vec<String> {
+        self.warnings.lock().map(|w| w.clone()).unwrap_or_default()
     }
 
     /// What the last compilation read (see watch.rs).
