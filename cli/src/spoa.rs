@@ -28,6 +28,9 @@ pub struct Args {
 
 pub fn run(args: Args) -> CmdResult {
     let rules = crate::serve::load_rules(&args.input)?;
+    for w in rules.warnings() {
+        eprintln!("waf spoa: {w}");
+    }
     let log = crate::serve::error_log(args.error_log.as_deref())?;
     let watch = waf_serve::watch_interval(args.watch_interval)
         .map_err(|m| CliError::usage(format!("--watch-interval: {m}")))?;

@@ -384,7 +384,7 @@ pub fn run(
             move || {
                 rules
                     .reload()
-                    .map(|()| Vec::new())
+                    .map(|()| rules.warnings())
                     .map_err(|e| format!("the running rules stay:\n{e}"))
             }
         };
