@@ -139,9 +139,10 @@ pub struct Config {
     pub max_request_body: usize,
     /// The most bytes of a request's head (request line and headers, as
     /// sent for HTTP/1; the header list as HTTP/2 counts it) before the
-    /// request is refused with 431 (414 for an HTTP/1 request line that
-    /// alone passes it), before any rule: the rules would read all of it.
-    /// At least [`MIN_REQUEST_HEAD`].
+    /// request is refused with 431, before any rule: the rules would read
+    /// all of it. A long target is 431 too (hyper's 414 is for a target
+    /// over 65,534 bytes, which only a larger limit lets it read). At
+    /// least [`MIN_REQUEST_HEAD`].
     pub max_request_head: usize,
     /// The most body bytes held in memory by all requests together
     /// (request bodies until phase 2, inspected response bodies until phase
