@@ -462,8 +462,8 @@ async fn serve_connection(
         }
     });
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    // A head past `max_request_head` is refused by hyper (431, or 414 for
-    // a request line that alone fills the buffer) before the rules read it.
+    // A head past `max_request_head` is refused by hyper (431, a long
+    // target included) before the rules read it.
     builder
         .http1()
         .timer(TokioTimer::new())
